@@ -1,0 +1,165 @@
+"""The ``kagent`` command line.
+
+- ``kagent run``: kagent's main job on the embedded broker (or on ``--broker``):
+  starts the broker and a worker, prints where each listens, and on Ctrl-C or
+  SIGTERM stops the worker, then the broker, leaving no process behind.
+- ``kagent worker``: one Faust worker against ``KAGENT_BROKER``, for deployments.
+
+Settings come from ``KAGENT_*`` variables; an invalid one exits with code 2 and
+one line on stderr before anything starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from kagent.embedded import EmbeddedBroker, create_topics, die_with_parent
+from kagent.settings import Settings, SettingsError, load_settings
+
+WORKER_READY_TIMEOUT = 120.0
+
+
+def _settings_or_exit(overrides: dict[str, str]) -> Settings:
+    try:
+        return load_settings({**os.environ, **overrides})
+    except SettingsError as exc:
+        click.echo(f"kagent: {exc}", err=True)
+        raise SystemExit(2) from None
+
+
+def _worker_command(log_level: str) -> list[str]:
+    return [sys.executable, "-m", "faust", "-A", "kagent.app", "worker", "-l", log_level]
+
+
+@contextmanager
+def _interrupt_on_stop_signals() -> Iterator[None]:
+    """Raise KeyboardInterrupt on SIGINT and SIGTERM for the duration, so cleanup runs.
+
+    Installed explicitly because a process started in the background of a
+    non-interactive shell inherits SIGINT as ignored.
+    """
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _stop_process(process: subprocess.Popen[bytes], timeout: float = 15.0) -> int:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds; returns the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait()
+
+
+def _wait_web_ready(process: subprocess.Popen[bytes], url: str, timeout: float) -> bool:
+    """Poll ``url`` until it answers 200, the process exits, or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as response:
+                if response.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)  # poll interval of a deadline-bounded wait
+    return False
+
+
+@click.group()
+@click.version_option(package_name="kagent")
+def main() -> None:
+    """kagent: consumer-lag balancing agent for Kafka."""
+
+
+@main.command()
+@click.option("--broker", help="Bootstrap servers of an existing cluster; without it an embedded broker is started.")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+def run(broker: str | None, log_level: str) -> None:
+    """Run kagent's main job: a broker (embedded unless --broker or KAGENT_BROKER) and a worker."""
+    external = broker or os.environ.get("KAGENT_BROKER")
+    embedded: EmbeddedBroker | None = None
+    worker: subprocess.Popen[bytes] | None = None
+    with _interrupt_on_stop_signals():
+        try:
+            if external:
+                settings = _settings_or_exit({"KAGENT_BROKER": external})
+                click.echo(f"broker: {settings.bootstrap_servers} (external)")
+            else:
+                _settings_or_exit({})  # validate everything before starting anything
+                embedded = EmbeddedBroker().start()
+                settings = _settings_or_exit({"KAGENT_BROKER": embedded.bootstrap_servers})
+                click.echo(f"broker: {embedded.bootstrap_servers} (embedded Tansu, pid {embedded.pid})")
+            asyncio.run(create_topics(settings.bootstrap_servers, _own_topics(settings)))
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            log_path = settings.data_dir / "worker.log"
+            with log_path.open("ab") as log:
+                worker = subprocess.Popen(
+                    _worker_command(log_level),
+                    env={**os.environ, "KAGENT_BROKER": settings.bootstrap_servers},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=die_with_parent,
+                )
+            web = f"http://{settings.web_host}:{settings.web_port}/"
+            click.echo(f"worker: pid {worker.pid}, web {web}, log {log_path}")
+            if not _wait_web_ready(worker, web + "groups/", WORKER_READY_TIMEOUT):
+                _fail_worker(worker, log_path)
+            click.echo("kagent is running; Ctrl-C stops it.")
+            code = worker.wait()
+            _fail_worker(worker, log_path, code)
+        except KeyboardInterrupt:
+            click.echo("stopping...")
+        finally:
+            if worker is not None:
+                _stop_process(worker)
+            if embedded is not None:
+                embedded.stop()
+    click.echo("stopped.")
+
+
+def _own_topics(settings: Settings) -> dict[str, int]:
+    """kagent's own source topics, created up front so their partitions match the tables'."""
+    return {f"{settings.app_id}-derived-events": settings.topic_partitions}
+
+
+def _fail_worker(worker: subprocess.Popen[bytes], log_path: Path, code: int | None = None) -> None:
+    tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
+    state = f"exited with code {code}" if code is not None else "did not become ready"
+    raise click.ClickException(f"the worker (pid {worker.pid}) {state}; log tail:\n{tail}")
+
+
+@main.command()
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+def worker(log_level: str) -> None:
+    """Run one Faust worker against KAGENT_BROKER (the deployment entry point)."""
+    _settings_or_exit({})
+    os.execv(sys.executable, _worker_command(log_level))
+
+
+if __name__ == "__main__":
+    main()

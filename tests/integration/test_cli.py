@@ -1,0 +1,109 @@
+"""``kagent run`` and ``kagent worker`` as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kagent.embedded import free_port
+from tests.conftest import get_json, process_alive, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def _clean_env(**kagent: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAGENT_")}
+    return {**env, **{f"KAGENT_{k.upper()}": v for k, v in kagent.items()}}
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_run_starts_broker_and_worker_and_stops_both(tmp_path: Path, stop_signal: signal.Signals) -> None:
+    web_port = free_port()
+    run = subprocess.Popen(
+        [sys.executable, "-m", "kagent.cli", "run"],
+        env=_clean_env(web_port=str(web_port), session_timeout="2", data_dir=str(tmp_path / "data")),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert run.stdout is not None
+    lines: list[str] = []
+    try:
+        for line in run.stdout:
+            lines.append(line)
+            if "Ctrl-C stops it" in line:
+                break
+        output = "".join(lines)
+        broker = re.search(r"broker: 127\.0\.0\.1:(\d+) \(embedded Tansu, pid (\d+)\)", output)
+        worker = re.search(r"worker: pid (\d+), web (http://\S+)", output)
+        assert broker and worker, output
+        broker_pid, worker_pid = int(broker[2]), int(worker[1])
+        assert process_alive(broker_pid) and process_alive(worker_pid)
+        assert get_json(f"http://127.0.0.1:{web_port}/groups/") == {"groups": {}}
+
+        run.send_signal(stop_signal)
+        rest, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, output + rest
+    assert rest.strip().endswith("stopped.")
+    assert not process_alive(broker_pid)
+    assert not process_alive(worker_pid)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [sys.executable, "-m", "kagent.cli", "run"],
+        [sys.executable, "-m", "kagent.cli", "worker"],
+        [sys.executable, "-m", "faust", "-A", "kagent.app", "worker"],
+    ],
+    ids=["kagent run", "kagent worker", "faust worker"],
+)
+def test_a_bad_setting_stops_start_up_with_one_line(command: list[str], tmp_path: Path) -> None:
+    result = subprocess.run(
+        command,
+        env=_clean_env(evaluate_interval="soon"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "kagent: invalid KAGENT_EVALUATE_INTERVAL='soon': Input should be a valid number, "
+        "unable to parse string as a number"
+    ]
+    assert not (tmp_path / ".kagent").exists()  # nothing was started or written
+
+
+def test_worker_command_runs_the_faust_worker(tmp_path: Path) -> None:
+    """``kagent worker`` execs the same Faust worker the tests run; it answers on its web port."""
+    web_port = free_port()
+    from kagent.embedded import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "kagent.cli", "worker"],
+            env=_clean_env(
+                broker=broker.bootstrap_servers, web_port=str(web_port), session_timeout="2", data_dir=str(tmp_path)
+            ),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for(lambda: get_json(f"http://127.0.0.1:{web_port}/groups/"), 60, "the worker's web view")
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(30) == 0
+        finally:
+            if worker.poll() is None:
+                worker.kill()
