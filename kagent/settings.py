@@ -16,9 +16,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-__all__ = ["ENV_PREFIX", "Settings", "SettingsError", "Source", "load_settings"]
+from kagent.assignors import STRATEGIES
+
+__all__ = ["ENV_PREFIX", "LagUnit", "Settings", "SettingsError", "SkewMetric", "Source", "load_settings"]
 
 ENV_PREFIX = "KAGENT_"
 
@@ -32,6 +34,23 @@ class Source(str, Enum):
     """Decode the coordinator's records from ``__consumer_offsets``."""
     ADMIN_API = "admin-api"
     """Poll ListGroups / DescribeGroups / OffsetFetch, for clusters that forbid the former."""
+
+
+class LagUnit(str, Enum):
+    """The unit a member's lag is added up in."""
+
+    MESSAGES = "messages"
+    SECONDS = "seconds"
+
+
+class SkewMetric(str, Enum):
+    """How unevenly lag is spread over a group's members (see ``kagent.skew``)."""
+
+    PEAK_TO_MEAN = "peak-to-mean"
+    COEFFICIENT_OF_VARIATION = "cv"
+    GINI = "gini"
+    RANGE = "range"
+    """(max - min) / total."""
 
 
 class SettingsError(ValueError):
@@ -74,11 +93,67 @@ class Settings(BaseModel):
     Apache Kafka does not, and 10 s was Kafka's own default before 3.0.
     """
 
+    one_record_batches: bool = False
+    """Make every record the worker produces a batch of its own.
+
+    Needed on brokers whose ListOffsets(latest) answers the partition's last
+    batch's base offset + 1 instead of its log end, as Tansu (the embedded
+    broker) does: Faust recovers a table by reading its changelog up to that
+    offset, and would stop short of the last records of a batch. ``kagent run``
+    sets it for the embedded broker.
+    """
+
     end_offset_interval: PositiveSeconds = 5.0
     """Seconds between ListOffsets polls of the topics the worker's groups read."""
 
     evaluate_interval: PositiveSeconds = 5.0
     """Seconds between skew evaluations of each group."""
+
+    lag_unit: LagUnit = LagUnit.MESSAGES
+    """What a member's lag is measured in: ``messages`` (offset lag) or ``seconds`` (time lag)."""
+
+    skew_metric: SkewMetric = SkewMetric.PEAK_TO_MEAN
+    """The skew that triggers: ``peak-to-mean``, ``cv`` (coefficient of variation), ``gini`` or ``range``."""
+
+    skew_threshold: float = Field(default=1.5, gt=0)
+    """A group triggers when its skew is at least this (in the unit of ``skew_metric``)."""
+
+    min_total_lag: float = Field(default=1000, ge=0)
+    """A group triggers only when its members' lag adds up to at least this (in ``lag_unit``)."""
+
+    min_improvement: float = Field(default=0.2, ge=0, lt=1)
+    """The strategy must lower the largest member lag by at least this fraction."""
+
+    hold_evaluations: int = Field(default=3, ge=1)
+    """Consecutive evaluations the trigger must hold before a recommendation is sent."""
+
+    hysteresis: float = Field(default=0.8, gt=0, le=1)
+    """After a recommendation, the skew must fall below threshold x this before a group can trigger again."""
+
+    cooldown: float = Field(default=300.0, ge=0)
+    """Seconds after a recommendation before the same group can trigger again."""
+
+    strategy: str = "lag-sticky"
+    """The assignment strategy recommendations are computed with."""
+
+    auto_offset_reset: str = Field(default="latest", pattern=r"^(latest|earliest|none)$")
+    """The ``auto.offset.reset`` assumed for a partition a group has not committed on."""
+
+    @field_validator("strategy")
+    @classmethod
+    def _check_strategy(cls, value: str) -> str:
+        if value not in STRATEGIES:
+            raise ValueError(f"allowed: {', '.join(STRATEGIES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_rearming(self) -> Settings:
+        if self.skew_metric is SkewMetric.PEAK_TO_MEAN and self.skew_threshold * self.hysteresis <= 1:
+            raise ValueError(
+                f"KAGENT_SKEW_THRESHOLD x KAGENT_HYSTERESIS = {self.skew_threshold * self.hysteresis:g} must exceed 1 "
+                "with peak-to-mean skew (its least value is 1), or a group could never re-arm"
+            )
+        return self
 
     @field_validator("broker")
     @classmethod
@@ -135,6 +210,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         return Settings(**values)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else "?"
+        if not first["loc"]:  # a rule across settings
+            raise SettingsError(f"invalid combination: {_describe(first)}") from None
+        field = str(first["loc"][0])
         value = values.get(field, "")
         raise SettingsError(f"invalid {_env_name(field)}={value!r}: {_describe(first)}") from None

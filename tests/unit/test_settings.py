@@ -50,6 +50,10 @@ def test_broker_forms(broker: str, bootstrap: str, url: str) -> None:
         ("KAGENT_APP_ID", "my app", "pattern"),
         ("KAGENT_SESSION_TIMEOUT", "0.5", "greater than or equal to 1"),
         ("KAGENT_TOPIC_PARTITIONS", "0", "greater than or equal to 1"),
+        ("KAGENT_STRATEGY", "biggest-first", "allowed: range, roundrobin, sticky"),
+        ("KAGENT_LAG_UNIT", "bytes", "'messages' or 'seconds'"),
+        ("KAGENT_MIN_IMPROVEMENT", "1.5", "less than 1"),
+        ("KAGENT_ONE_RECORD_BATCHES", "maybe", "valid boolean"),
     ],
 )
 def test_invalid_value_names_variable_value_and_what_is_allowed(variable: str, value: str, allowed: str) -> None:
@@ -72,3 +76,13 @@ def test_unknown_variable_is_refused_with_a_suggestion() -> None:
 def test_heartbeat_stays_within_a_third_of_the_session_timeout() -> None:
     assert load_settings({"KAGENT_SESSION_TIMEOUT": "2"}).heartbeat_interval == pytest.approx(2 / 3)
     assert load_settings({"KAGENT_SESSION_TIMEOUT": "60"}).heartbeat_interval == 3.0
+
+
+def test_a_threshold_that_could_never_rearm_is_refused() -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"KAGENT_SKEW_THRESHOLD": "1.1", "KAGENT_HYSTERESIS": "0.9"})
+    assert str(caught.value) == (
+        "invalid combination: KAGENT_SKEW_THRESHOLD x KAGENT_HYSTERESIS = 0.99 must exceed 1 with "
+        "peak-to-mean skew (its least value is 1), or a group could never re-arm"
+    )
+    assert load_settings({"KAGENT_SKEW_THRESHOLD": "1.1", "KAGENT_SKEW_METRIC": "gini"}).skew_threshold == 1.1
