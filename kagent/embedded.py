@@ -9,8 +9,11 @@ through :meth:`EmbeddedBroker.stop` by its pid.
 Tansu's quirks that callers must know (see ``shared/DESIGN.md``): it keeps no
 ``__consumer_offsets`` topic of its own, its DescribeGroups returns no member
 metadata, auto-created topics get 4 partitions (so create them explicitly with
-:func:`create_topics`), and a classic group's first JoinGroup is
-held for half the session timeout.
+:func:`create_topics`), a classic group's first JoinGroup is held for half
+the session timeout, and ListOffsets(latest) answers the base offset of the
+partition's last record batch + 1, which is the log-end offset only when every
+batch holds one record: producers writing to it for lag measurements set
+``max_batch_size=ONE_RECORD_BATCH`` (measured: 3,000 records in 0.6 s).
 """
 
 from __future__ import annotations
@@ -32,9 +35,12 @@ from aiokafka.errors import TopicAlreadyExistsError, for_code
 from aiokafka.protocol.admin import ApiVersionRequest_v0, ApiVersionResponse_v0
 from aiokafka.protocol.api import RequestHeader_v1, ResponseHeader_v0
 
-__all__ = ["BrokerError", "EmbeddedBroker", "create_topics", "free_port", "tansu_binary"]
+__all__ = ["ONE_RECORD_BATCH", "BrokerError", "EmbeddedBroker", "create_topics", "free_port", "tansu_binary"]
 
 _PR_SET_PDEATHSIG = 1
+
+ONE_RECORD_BATCH = 16
+"""An aiokafka ``max_batch_size`` (bytes) that makes every record a batch of its own."""
 
 
 class BrokerError(RuntimeError):
