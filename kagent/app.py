@@ -8,13 +8,17 @@ one stops the import with a one-line message and exit code 2.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import faust
-from faust.web import Request, Response, View
 
-from kagent.settings import Settings, SettingsError, load_settings
+from kagent.embedded import ONE_RECORD_BATCH
+from kagent.keys import partition_of_group
+from kagent.settings import Settings, SettingsError, Source, load_settings
+from kagent.topology import Topology, declare
+from kagent.worker import end_offsets, evaluator, metrics, source, storage, views
 
-__all__ = ["app", "create_app", "settings"]
+__all__ = ["app", "create_app", "settings", "topology"]
 
 
 def _load_or_exit() -> Settings:
@@ -25,9 +29,9 @@ def _load_or_exit() -> Settings:
         raise SystemExit(2) from None
 
 
-def create_app(settings: Settings) -> faust.App:
-    """Build the Faust app for ``settings`` (no I/O until a worker starts it)."""
-    return faust.App(
+def create_app(settings: Settings) -> tuple[faust.App, Topology]:
+    """Build the Faust app for ``settings`` with all its stages (no I/O until a worker starts it)."""
+    app = faust.App(
         settings.app_id,
         broker=settings.broker_url,
         store="memory://",
@@ -40,38 +44,51 @@ def create_app(settings: Settings) -> faust.App:
         topic_partitions=settings.topic_partitions,
         topic_replication_factor=1,
         consumer_auto_offset_reset="earliest",
+        **({"producer_max_batch_size": ONE_RECORD_BATCH} if settings.one_record_batches else {}),
     )
+    topology = declare(app, settings)
+    worker_metrics = metrics.Metrics()
+    derived_events = topology.derived_events.get_topic_name()
+
+    def held_groups() -> list[str]:
+        """Groups whose derived-events partition this worker holds as active."""
+        actives = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == derived_events}
+        return [
+            group
+            for group in topology.assignments.keys()
+            if partition_of_group(group, settings.topic_partitions) in actives
+        ]
+
+    poller = end_offsets.EndOffsetPoller(settings, topology, worker_metrics, held_groups)
+    group_evaluator = evaluator.Evaluator(settings, topology, worker_metrics, poller)
+
+    if settings.source is Source.OFFSETS_TOPIC:
+        source.install(app, topology, settings, worker_metrics)
+    storage.install(
+        app,
+        topology,
+        worker_metrics,
+        on_change=lambda group, tp: poller.refresh_partition(group, tp) if tp else poller.refresh_group(group),
+    )
+    views.install(app, group_evaluator, worker_metrics, held_groups)
+
+    @app.timer(settings.end_offset_interval, name="poll-end-offsets")
+    async def poll_end_offsets() -> None:
+        await poller.poll()
+        groups = held_groups()
+        worker_metrics.groups.set(len(groups))
+
+    @app.timer(group_evaluator.tick, name="evaluate-groups")
+    async def evaluate_groups() -> None:
+        await group_evaluator.run_due(held_groups())
+
+    @app.on_before_shutdown.connect
+    async def stop_poller(sender: Any, **kwargs: Any) -> None:
+        await poller.stop()
+
+    return app, topology
 
 
 settings = _load_or_exit()
 settings.data_dir.mkdir(parents=True, exist_ok=True)
-app = create_app(settings)
-
-derived_events_topic = app.topic(
-    f"{settings.app_id}-derived-events",
-    partitions=settings.topic_partitions,
-    internal=True,
-    key_type=bytes,
-    value_type=bytes,
-    key_serializer="raw",
-    value_serializer="raw",
-)
-"""Events derived from ``__consumer_offsets``, keyed by group."""
-
-events_per_group = app.Table("events-per-group", default=int, key_type=str, value_type=int)
-"""Derived events seen per group (changelog-backed)."""
-
-
-@app.agent(derived_events_topic)
-async def count_events(stream: faust.StreamT[bytes]) -> None:
-    """Count the derived events of each group into :data:`events_per_group`."""
-    async for key, _event in stream.items():
-        events_per_group[key.decode(errors="replace")] += 1
-
-
-@app.page("/groups/")
-class GroupsView(View):
-    """``GET /groups/``: the groups this worker holds and their event counts."""
-
-    async def get(self, request: Request) -> Response:
-        return self.json({"groups": dict(events_per_group.items())})
+app, topology = create_app(settings)

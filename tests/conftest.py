@@ -73,6 +73,8 @@ class Worker:
             "KAGENT_DATA_DIR": str(tmp_path / f"{app_id}-data"),
             # Tansu holds a group's first join for half the session timeout.
             "KAGENT_SESSION_TIMEOUT": "2",
+            # Tansu's ListOffsets is right only for one-record batches (kagent.embedded).
+            "KAGENT_ONE_RECORD_BATCHES": "true",
             **{f"KAGENT_{k.upper()}": v for k, v in settings.items()},
         }
         self.process: subprocess.Popen[bytes] | None = None

@@ -1,0 +1,142 @@
+"""End offsets: poll ListOffsets for the topics this worker's groups read, and keep their lag.
+
+Every ``KAGENT_END_OFFSET_INTERVAL`` seconds the poller asks for the earliest
+and latest offset of every partition of every topic the held groups
+subscribe to, in one batched request each (aiokafka groups them by leader),
+records the latest in each partition's end-offset history (for time lag),
+and writes each held group's :class:`~kagent.snapshot.PartitionLag` entries.
+A commit between polls refreshes that partition's entry at once from the
+last known end offsets (:meth:`EndOffsetPoller.refresh_partition`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
+
+from kagent.events import GroupAssigned, OffsetCommitted
+from kagent.keys import partition_key
+from kagent.settings import Settings
+from kagent.time_lag import EndOffsetHistory, partition_lag_record
+from kagent.topology import Topology
+from kagent.worker.metrics import Metrics
+
+__all__ = ["EndOffsetPoller"]
+
+log = logging.getLogger(__name__)
+
+STALE_AFTER_POLLS = 3
+"""An end offset older than this many poll intervals is flagged stale."""
+
+
+class EndOffsetPoller:
+    """Log-start and log-end offsets of the partitions the held groups read, and their lag."""
+
+    def __init__(
+        self, settings: Settings, topology: Topology, metrics: Metrics, held_groups: Callable[[], Iterable[str]]
+    ) -> None:
+        self._settings = settings
+        self._topology = topology
+        self._metrics = metrics
+        self._held_groups = held_groups
+        self._consumer: AIOKafkaConsumer | None = None
+        self._log_start: dict[TopicPartition, int] = {}
+        self._log_end: dict[TopicPartition, int] = {}
+        self._polled_at: dict[TopicPartition, float] = {}
+        self._history: dict[TopicPartition, EndOffsetHistory] = {}
+        self._partition_counts: dict[str, int] = {}
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
+
+    async def _client(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self._settings.bootstrap_servers,
+                client_id=f"{self._settings.app_id}-end-offsets",
+                enable_auto_commit=False,
+            )
+            await consumer.start()
+            self._consumer = consumer
+        return self._consumer
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        """Partition count of each topic that a poll has seen."""
+        return {topic: self._partition_counts[topic] for topic in topics if topic in self._partition_counts}
+
+    def assignment(self, group: str) -> GroupAssigned | None:
+        """The held group's current assignment, from the assignments table."""
+        raw = self._topology.assignments.get(group)
+        return GroupAssigned.model_validate_json(raw) if raw is not None else None
+
+    def _group_partitions(self, assignment: GroupAssigned) -> list[TopicPartition]:
+        topics = {topic for member in assignment.members for topic in member.topics}
+        known = [TopicPartition(t, p) for t, count in self.partition_counts(topics).items() for p in range(count)]
+        assigned = [ref.topic_partition for member in assignment.members for ref in member.partitions]
+        return sorted(set(known) | set(assigned))
+
+    async def poll(self) -> None:
+        """One round: ListOffsets for every partition the held groups read, then their lag."""
+        groups = {group: a for group in self._held_groups() if (a := self.assignment(group)) is not None}
+        partitions = sorted({tp for a in groups.values() for tp in self._group_partitions(a)})
+        if not partitions:
+            return
+        try:
+            consumer = await self._client()
+            log_start = await consumer.beginning_offsets(partitions)
+            log_end = await consumer.end_offsets(partitions)
+        except KafkaError as exc:
+            self._metrics.end_offset_polls.labels("error").inc()
+            log.warning("ListOffsets for %d partitions failed: %s", len(partitions), exc)
+            return
+        self._metrics.end_offset_polls.labels("ok").inc()
+        now = time.time()
+        for tp, end in log_end.items():
+            self._log_end[tp] = end
+            self._log_start[tp] = log_start.get(tp, 0)
+            self._polled_at[tp] = now
+            self._history[tp] = self._history.get(tp, EndOffsetHistory()).add(end, now)
+        for topic in {tp.topic for tp in partitions}:
+            known = consumer.partitions_for_topic(topic)
+            if known:
+                self._partition_counts[topic] = len(known)
+        for group, assignment in groups.items():
+            self.refresh_group(group, assignment, now)
+
+    def refresh_group(self, group: str, assignment: GroupAssigned | None = None, now: float | None = None) -> None:
+        """Rewrite all lag entries of ``group`` from the last polled end offsets."""
+        assignment = assignment or self.assignment(group)
+        if assignment is None:
+            return
+        now = time.time() if now is None else now
+        for tp in self._group_partitions(assignment):
+            self.refresh_partition(group, tp, now)
+
+    def refresh_partition(self, group: str, tp: TopicPartition, now: float | None = None) -> None:
+        """Rewrite the lag entry of ``group`` on ``tp``, if ``tp``'s end offsets were ever polled."""
+        if tp not in self._log_end:
+            return
+        key = partition_key(group, tp.topic, tp.partition)
+        raw = self._topology.committed.get(key)
+        committed = OffsetCommitted.model_validate_json(raw).offset if raw is not None else None
+        lag = partition_lag_record(
+            group=group,
+            topic=tp.topic,
+            partition=tp.partition,
+            committed=committed,
+            log_start=self._log_start[tp],
+            log_end=self._log_end[tp],
+            history=self._history[tp],
+            now=time.time() if now is None else now,
+            polled_at=self._polled_at[tp],
+            auto_offset_reset=self._settings.auto_offset_reset,
+            stale_after=STALE_AFTER_POLLS * self._settings.end_offset_interval,
+        )
+        self._topology.partition_lag[key] = lag.model_dump_json().encode()

@@ -1,0 +1,41 @@
+"""The worker's Prometheus metrics, in a registry of their own (served at ``/metrics``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["Metrics"]
+
+
+@dataclass
+class Metrics:
+    """Counters and gauges of one worker."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.records = Counter(
+            "kagent_source_records", "Records read from the group-state source", ["source"], registry=r
+        )
+        self.malformed = Counter(
+            "kagent_malformed_records", "Records that failed to decode and went to the dead-letter topic",
+            ["topic"], registry=r,
+        )
+        self.derived_events = Counter(
+            "kagent_derived_events", "Derived events applied to the tables", ["kind"], registry=r
+        )
+        self.groups = Gauge("kagent_groups", "Groups this worker holds", registry=r)
+        self.group_partitions = Gauge(
+            "kagent_group_partitions", "Group-partitions with lag figures on this worker", registry=r
+        )
+        self.end_offset_polls = Counter(
+            "kagent_end_offset_polls", "ListOffsets polls, by outcome", ["outcome"], registry=r
+        )
+        self.evaluations = Counter("kagent_evaluations", "Group evaluations", registry=r)
+        self.recommendations = Counter("kagent_recommendations", "Recommendations published", registry=r)
+        self.evaluation_seconds = Histogram(
+            "kagent_evaluation_seconds", "Time to evaluate one group", registry=r
+        )

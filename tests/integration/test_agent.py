@@ -1,0 +1,257 @@
+"""kagent's main job end to end on the embedded broker, with real Faust workers.
+
+Coordinator records are published in Kafka's binary format to
+``__consumer_offsets`` (Tansu has none of its own); the worker decodes them,
+keeps its tables, polls end offsets, evaluates and publishes recommendations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+
+from kagent.consumer_offsets import encode
+from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker
+from tests.conftest import Worker, get_json
+from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, publish
+
+pytestmark = pytest.mark.integration
+
+FAST = {
+    "evaluate_interval": "0.5",
+    "end_offset_interval": "0.5",
+    "hold_evaluations": "2",
+    "topic_partitions": "4",
+}
+
+
+async def produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
+    """Write ``counts[p]`` records to each partition ``p`` of ``topic``, one record per batch.
+
+    Tansu answers ListOffsets(latest) with its last batch's base offset + 1, which
+    is the log end only when every batch holds one record (see kagent.embedded).
+    """
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH)
+    await producer.start()
+    try:
+        for partition, count in counts.items():
+            for i in range(count):
+                await producer.send(topic, b"x", key=b"%d" % i, partition=partition)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def read_until(
+    bootstrap: str, topic: str, done: Callable[[list[Any]], bool], timeout: float
+) -> list[Any]:
+    """Read ``topic`` from the start, collecting JSON values, until ``done(values)`` or ``timeout``."""
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    values: list[Any] = []
+    try:
+        async with asyncio.timeout(timeout):
+            while not done(values):
+                batches = await consumer.getmany(timeout_ms=500)
+                values += [json.loads(m.value) for records in batches.values() for m in records]
+    except TimeoutError:
+        pass
+    finally:
+        await consumer.stop()
+    return values
+
+
+async def wait_json(url: str, predicate: Callable[[Any], bool], timeout: float) -> Any:
+    """Poll ``url`` until its JSON satisfies ``predicate``; fail with the last body after ``timeout``."""
+    body = None
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        body = await asyncio.to_thread(get_json, url)
+        if body is not None and predicate(body):
+            return body
+        await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
+    pytest.fail(f"{url} did not reach the expected state in {timeout:g} s; last body: {json.dumps(body)[:3000]}")
+
+
+@pytest.fixture
+async def offsets_topic(kafka_broker: EmbeddedBroker) -> str:
+    await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
+    return OFFSETS_TOPIC
+
+
+async def test_a_skewed_group_gets_a_recommendation_and_a_balanced_one_none(
+    kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker]
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    await kafka_broker.create_topics({"agent-skewed": 6, "agent-even": 6})
+    # Range puts partitions 0 and 1, the hot ones, on one member.
+    await produce(bootstrap, "agent-skewed", {0: 3000, 1: 3000, 2: 1000, 3: 1000, 4: 1000, 5: 1000})
+    await produce(bootstrap, "agent-even", {p: 1500 for p in range(6)})
+    records = []
+    for group, topic in (("skewed-app", "agent-skewed"), ("even-app", "agent-even")):
+        members = {f"{group}-{m}": [TopicPartition(topic, 2 * m), TopicPartition(topic, 2 * m + 1)] for m in range(3)}
+        records.append(encode(group_metadata(group, 1, members)))
+        records += [encode(offset_commit(group, topic, p, 0)) for p in range(6)]
+    await publish(bootstrap, records)
+
+    worker = start_worker("agent-e2e", **FAST)
+    recommendations = await read_until(
+        bootstrap, "agent-e2e-recommendations", lambda values: any(v["group"] == "skewed-app" for v in values), 90
+    )
+    skewed = [r for r in recommendations if r["group"] == "skewed-app"]
+    assert skewed, f"no recommendation for the skewed group; worker log:\n{worker.log()[-4000:]}"
+    recommendation = skewed[0]
+    assert recommendation["trigger"]["value"] >= recommendation["trigger"]["threshold"] == 1.5
+    assert recommendation["skew_after"] < 1.5 <= recommendation["skew_before"]
+    assert recommendation["moves"], recommendation
+    hot = {(m["topic"], m["partition"]) for m in recommendation["moves"]}
+    assert hot & {("agent-skewed", 0), ("agent-skewed", 1)}
+
+    # The balanced group was evaluated as often, and stayed quiet.
+    groups = await wait_json(worker.url + "groups/", lambda b: "even-app" in b["groups"], 30)
+    assert set(groups["groups"]["even-app"]["member_lag"].values()) == {3000}
+    assert not [r for r in recommendations if r["group"] == "even-app"]
+    assert worker.stop() == 0
+
+
+async def test_malformed_records_go_to_the_dead_letter_topic_and_the_worker_keeps_going(
+    kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker]
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    await kafka_broker.create_topics({"agent-dlq": 2})
+    await produce(bootstrap, "agent-dlq", {0: 10, 1: 10})
+    bad_key = b"\x00\x01\x00\xff"  # an offset-commit key whose group length runs past the end
+    members = {"dlq-app-0": [TopicPartition("agent-dlq", 0), TopicPartition("agent-dlq", 1)]}
+    await publish(
+        bootstrap,
+        [
+            (bad_key, b"\x00\x03garbage"),
+            encode(group_metadata("dlq-app", 1, members)),
+            encode(offset_commit("dlq-app", "agent-dlq", 0, 4)),
+            encode(offset_commit("dlq-app", "agent-dlq", 1, 7)),
+        ],
+    )
+    worker = start_worker("agent-dlq-test", **FAST)
+    letters = await read_until(
+        bootstrap, "agent-dlq-test-dead-letters", lambda values: any(
+            base64.b64decode(v["key"]) == bad_key for v in values
+        ), 90
+    )
+    letter = next(v for v in letters if base64.b64decode(v["key"]) == bad_key)
+    assert letter["topic"] == OFFSETS_TOPIC and letter["partition"] == 0
+    assert base64.b64decode(letter["value"]) == b"\x00\x03garbage"
+    assert "record type 1" in letter["error"] and "byte" in letter["error"]
+    # The records after the malformed one were processed: 6 + 3 records behind.
+    body = await wait_json(
+        worker.url + "groups/",
+        lambda b: b["groups"].get("dlq-app", {}).get("member_lag") == {"dlq-app-0": 9},
+        60,
+    )
+    assert body["groups"]["dlq-app"]["generation"] == 1
+    metrics = await asyncio.to_thread(lambda: urllib.request.urlopen(worker.url + "metrics").read())
+    assert b'kagent_malformed_records_total{topic="__consumer_offsets"} 1.0' in metrics
+    assert worker.stop() == 0
+
+
+async def _publish_groups(bootstrap: str, topic: str, groups: list[str]) -> None:
+    """One 2-member group per name on ``topic`` (4 partitions, 100 records each), all committed at 10."""
+    records = []
+    for group in groups:
+        members = {f"{group}-{m}": [TopicPartition(topic, 2 * m), TopicPartition(topic, 2 * m + 1)] for m in range(2)}
+        records.append(encode(group_metadata(group, 7, members)))
+        records += [encode(offset_commit(group, topic, p, 10)) for p in range(4)]
+    await publish(bootstrap, records)
+
+
+def _all_held(groups: list[str]) -> Callable[[Any], bool]:
+    expected = {f"{g}-{m}": 180 for g in groups for m in range(2)}
+
+    def check(body: Any) -> bool:
+        lag = {m: v for g in groups for m, v in body["groups"].get(g, {}).get("member_lag", {}).items()}
+        return lag == expected
+
+    return check
+
+
+async def test_a_restarted_worker_restores_its_tables_from_the_changelog(
+    kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker]
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    await kafka_broker.create_topics({"agent-restart": 4})
+    await produce(bootstrap, "agent-restart", {p: 100 for p in range(4)})
+    await _publish_groups(bootstrap, "agent-restart", ["restart-app"])
+    first = start_worker("agent-restart-test", **FAST)
+    await wait_json(first.url + "groups/", _all_held(["restart-app"]), 60)
+    assert first.stop() == 0
+
+    # The stopped worker committed its input positions, so a new one re-reads
+    # nothing: what it knows of the group can only come from the changelogs.
+    for topic in (OFFSETS_TOPIC, "agent-restart-test-derived-events"):
+        for tp, end in (await _log_ends(bootstrap, topic)).items():
+            assert await _committed(bootstrap, "agent-restart-test", tp) == (end or None), tp
+
+    second = start_worker("agent-restart-test", **FAST)
+    body = await wait_json(second.url + "groups/", _all_held(["restart-app"]), 60)
+    assert body["groups"]["restart-app"]["generation"] == 7
+    assert second.stop() == 0
+
+
+async def _log_ends(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
+    """Each partition's log-end offset, from the high watermark a Fetch reports.
+
+    Not ListOffsets: Tansu answers it with the last batch's base offset + 1.
+    """
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        await consumer.topics()
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(partitions)
+        while await consumer.getmany(timeout_ms=300):
+            pass
+        return {tp: consumer.highwater(tp) or 0 for tp in partitions}
+    finally:
+        await consumer.stop()
+
+
+async def _committed(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return await consumer.committed(tp)
+    finally:
+        await consumer.stop()
+
+
+async def test_a_surviving_worker_takes_over_a_killed_workers_groups(
+    kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker]
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    await kafka_broker.create_topics({"agent-failover": 4})
+    await produce(bootstrap, "agent-failover", {p: 100 for p in range(4)})
+    groups = [f"failover-app-{i}" for i in range(8)]
+    await _publish_groups(bootstrap, "agent-failover", groups)
+    survivor = start_worker("agent-failover-test", **FAST)
+    doomed = start_worker("agent-failover-test", **FAST)
+
+    def shared(bodies: list[Any]) -> bool:
+        held = [set(b["groups"]) & set(groups) for b in bodies if b is not None]
+        return len(held) == 2 and all(held) and set().union(*held) == set(groups)
+
+    async with asyncio.timeout(90):
+        while not shared(await asyncio.gather(*(asyncio.to_thread(get_json, w.url + "groups/") for w in (survivor, doomed)))):
+            await asyncio.sleep(0.3)  # poll interval of a deadline-bounded wait
+
+    assert doomed.process is not None
+    doomed.process.kill()
+    doomed.process.wait()
+    await wait_json(survivor.url + "groups/", _all_held(groups), 90)
+    assert survivor.stop() == 0
