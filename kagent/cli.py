@@ -26,8 +26,13 @@ from types import FrameType
 
 import click
 
+from kagent.demo import watch_recommendations
 from kagent.embedded import EmbeddedBroker, create_topics, die_with_parent
+from kagent.schemas import write_schemas
 from kagent.settings import Settings, SettingsError, load_settings
+from kagent.simulator.cli import simulate
+from kagent.simulator.runner import run_simulation
+from kagent.simulator.scenario import Scenario, default_scenario
 
 WORKER_READY_TIMEOUT = 120.0
 
@@ -96,9 +101,15 @@ def main() -> None:
 
 @main.command()
 @click.option("--broker", help="Bootstrap servers of an existing cluster; without it an embedded broker is started.")
+@click.option(
+    "--simulate/--no-simulate",
+    default=None,
+    help="Run the simulator's skewed and balanced groups (default: on the embedded broker only).",
+)
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
-def run(broker: str | None, log_level: str) -> None:
-    """Run kagent's main job: a broker (embedded unless --broker or KAGENT_BROKER) and a worker."""
+def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
+    """Run kagent's main job: a broker (embedded unless --broker or KAGENT_BROKER), a worker and,
+    on the embedded broker, the simulator; recommendations are shown as they arrive."""
     external = broker or os.environ.get("KAGENT_BROKER")
     embedded: EmbeddedBroker | None = None
     worker: subprocess.Popen[bytes] | None = None
@@ -118,7 +129,7 @@ def run(broker: str | None, log_level: str) -> None:
             with log_path.open("ab") as log:
                 worker = subprocess.Popen(
                     _worker_command(log_level),
-                    env={**os.environ, "KAGENT_BROKER": settings.bootstrap_servers},
+                    env={**os.environ, **_worker_env(settings, embedded is not None)},
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -129,17 +140,75 @@ def run(broker: str | None, log_level: str) -> None:
             click.echo(f"worker: pid {worker.pid}, web {web}, log {log_path}")
             if not _wait_web_ready(worker, web + "groups/", WORKER_READY_TIMEOUT):
                 _fail_worker(worker, log_path)
-            click.echo("kagent is running; Ctrl-C stops it.")
-            code = worker.wait()
-            _fail_worker(worker, log_path, code)
+            with_simulator = embedded is not None if simulate is None else simulate
+            if with_simulator:
+                scenario = default_scenario()
+                click.echo(f"simulator: groups {', '.join(g.group for g in scenario.groups)}")
+            click.echo("kagent is running; Ctrl-C stops it. Recommendations appear below as they arrive.")
+            code = asyncio.run(_watch(settings, worker, scenario if with_simulator else None))
+            if code is not None:
+                _fail_worker(worker, log_path, code)
         except KeyboardInterrupt:
-            click.echo("stopping...")
+            pass
         finally:
+            click.echo("stopping...")
             if worker is not None:
                 _stop_process(worker)
             if embedded is not None:
                 embedded.stop()
     click.echo("stopped.")
+
+
+async def _watch(settings: Settings, worker: subprocess.Popen[bytes], scenario: Scenario | None) -> int | None:
+    """Run the simulator (if any) and show recommendations until a stop signal or the worker exits.
+
+    Returns the worker's exit code if it exited on its own, else None.
+    """
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
+        loop.add_signal_handler(signum, stop.set)
+    exited: list[int] = []
+
+    async def watch_worker() -> None:
+        while not stop.is_set():
+            code = worker.poll()
+            if code is not None:
+                exited.append(code)
+                stop.set()
+            await asyncio.sleep(0.5)  # poll interval of the worker's liveness
+
+    tasks = [
+        watch_worker(),
+        watch_recommendations(
+            settings.bootstrap_servers,
+            f"{settings.app_id}-recommendations",
+            stop,
+            lambda text: click.echo(text, nl=False),
+            live=sys.stdout.isatty(),
+        ),
+    ]
+    if scenario is not None:
+        tasks.append(run_simulation(settings.bootstrap_servers, scenario, stop))
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for signum, handler in previous.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, handler)
+    return exited[0] if exited else None
+
+
+def _worker_env(settings: Settings, embedded: bool) -> dict[str, str]:
+    """The worker's KAGENT_* overrides: the broker, and Tansu's one-record batches when embedded."""
+    env = {"KAGENT_BROKER": settings.bootstrap_servers}
+    if embedded:
+        env["KAGENT_ONE_RECORD_BATCHES"] = "true"
+    return env
+
+
+main.add_command(simulate)
 
 
 def _own_topics(settings: Settings) -> dict[str, int]:
@@ -151,6 +220,20 @@ def _fail_worker(worker: subprocess.Popen[bytes], log_path: Path, code: int | No
     tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
     state = f"exited with code {code}" if code is not None else "did not become ready"
     raise click.ClickException(f"the worker (pid {worker.pid}) {state}; log tail:\n{tail}")
+
+
+@main.command()
+@click.option(
+    "--directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("tables"),
+    show_default=True,
+    help="Where to write the schema files.",
+)
+def schemas(directory: Path) -> None:
+    """Write the JSON Schemas of every table value and topic record kagent writes."""
+    for path in write_schemas(directory):
+        click.echo(str(path))
 
 
 @main.command()

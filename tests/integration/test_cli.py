@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ def _clean_env(**kagent: str) -> dict[str, str]:
 def test_run_starts_broker_and_worker_and_stops_both(tmp_path: Path, stop_signal: signal.Signals) -> None:
     web_port = free_port()
     run = subprocess.Popen(
-        [sys.executable, "-m", "kagent.cli", "run"],
+        [sys.executable, "-m", "kagent.cli", "run", "--no-simulate"],
         env=_clean_env(web_port=str(web_port), session_timeout="2", data_dir=str(tmp_path / "data")),
         cwd=tmp_path,
         stdout=subprocess.PIPE,
@@ -107,3 +108,37 @@ def test_worker_command_runs_the_faust_worker(tmp_path: Path) -> None:
         finally:
             if worker.poll() is None:
                 worker.kill()
+
+
+def test_run_shows_the_first_recommendation_within_a_minute(tmp_path: Path) -> None:
+    """The README's main command as a new user meets it: broker, simulator and worker, defaults unchanged."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "kagent.cli", "run"],
+        env=_clean_env(web_port=str(free_port()), data_dir=str(tmp_path / "data")),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert run.stdout is not None
+    lines: list[str] = []
+    started = time.monotonic()
+    try:
+        for line in run.stdout:
+            lines.append(line)
+            if line.startswith("recommendation for orders-processors"):
+                break
+            if time.monotonic() - started > 60:
+                break
+        elapsed = time.monotonic() - started
+        run.send_signal(signal.SIGINT)
+        rest, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    output = "".join(lines)
+    assert lines and lines[-1].startswith("recommendation for orders-processors"), output + rest
+    assert elapsed < 60, f"first recommendation after {elapsed:.0f} s"
+    assert "range -> lag-sticky" in lines[-1]
+    assert "recommendation for payments-processors" not in output  # the balanced group gets none
+    assert run.returncode == 0 and rest.strip().endswith("stopped."), rest
