@@ -113,16 +113,17 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
     external = broker or os.environ.get("KAGENT_BROKER")
     embedded: EmbeddedBroker | None = None
     worker: subprocess.Popen[bytes] | None = None
+    banner: list[str] = []
     with _interrupt_on_stop_signals():
         try:
             if external:
                 settings = _settings_or_exit({"KAGENT_BROKER": external})
-                click.echo(f"broker: {settings.bootstrap_servers} (external)")
+                click.echo(_say(banner, f"broker: {settings.bootstrap_servers} (external)"))
             else:
                 _settings_or_exit({})  # validate everything before starting anything
                 embedded = EmbeddedBroker().start()
                 settings = _settings_or_exit({"KAGENT_BROKER": embedded.bootstrap_servers})
-                click.echo(f"broker: {embedded.bootstrap_servers} (embedded Tansu, pid {embedded.pid})")
+                click.echo(_say(banner, f"broker: {embedded.bootstrap_servers} (embedded Tansu, pid {embedded.pid})"))
             asyncio.run(create_topics(settings.bootstrap_servers, _own_topics(settings)))
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             log_path = settings.data_dir / "worker.log"
@@ -137,15 +138,16 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
                     preexec_fn=die_with_parent,
                 )
             web = f"http://{settings.web_host}:{settings.web_port}/"
-            click.echo(f"worker: pid {worker.pid}, web {web}, log {log_path}")
+            click.echo(_say(banner, f"worker: pid {worker.pid}, web {web}, log {log_path}"))
             if not _wait_web_ready(worker, web + "groups/", WORKER_READY_TIMEOUT):
                 _fail_worker(worker, log_path)
             with_simulator = embedded is not None if simulate is None else simulate
             if with_simulator:
                 scenario = default_scenario()
-                click.echo(f"simulator: groups {', '.join(g.group for g in scenario.groups)}")
-            click.echo("kagent is running; Ctrl-C stops it. Recommendations appear below as they arrive.")
-            code = asyncio.run(_watch(settings, worker, scenario if with_simulator else None))
+                click.echo(_say(banner, f"simulator: groups {', '.join(g.group for g in scenario.groups)}"))
+            banner.append("kagent is running; Ctrl-C stops it. Recommendations appear below as they arrive.")
+            click.echo(banner[-1])
+            code = asyncio.run(_watch(settings, worker, scenario if with_simulator else None, banner))
             if code is not None:
                 _fail_worker(worker, log_path, code)
         except KeyboardInterrupt:
@@ -159,7 +161,15 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
     click.echo("stopped.")
 
 
-async def _watch(settings: Settings, worker: subprocess.Popen[bytes], scenario: Scenario | None) -> int | None:
+def _say(banner: list[str], line: str) -> str:
+    """Keep ``line`` for the live table's banner and return it."""
+    banner.append(line)
+    return line
+
+
+async def _watch(
+    settings: Settings, worker: subprocess.Popen[bytes], scenario: Scenario | None, banner: list[str]
+) -> int | None:
     """Run the simulator (if any) and show recommendations until a stop signal or the worker exits.
 
     Returns the worker's exit code if it exited on its own, else None.
@@ -187,6 +197,7 @@ async def _watch(settings: Settings, worker: subprocess.Popen[bytes], scenario: 
             stop,
             lambda text: click.echo(text, nl=False),
             live=sys.stdout.isatty(),
+            banner="".join(line + "\n" for line in banner) + "\n",
         ),
     ]
     if scenario is not None:

@@ -20,6 +20,8 @@ from kagent.recommendation import Recommendation
 __all__ = ["render", "summary", "watch_recommendations"]
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
+REDRAW_EVERY = 1.0
+"""Seconds between redraws of the live table (its age column moves)."""
 
 
 def summary(recommendation: Recommendation) -> str:
@@ -66,10 +68,12 @@ async def watch_recommendations(
     stop: asyncio.Event,
     write: Callable[[str], None],
     live: bool,
+    banner: str = "",
 ) -> dict[str, Recommendation]:
     """Read ``topic`` until ``stop`` is set, writing each recommendation as it arrives.
 
-    ``live``: redraw the whole table (a terminal); otherwise one :func:`summary` line each.
+    ``live``: redraw ``banner`` and the table every second (a terminal);
+    otherwise one :func:`summary` line each.
     Records that are not recommendations, and repeats of an id already shown, are skipped.
     Returns the latest recommendation per group.
     """
@@ -78,11 +82,12 @@ async def watch_recommendations(
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap_servers, auto_offset_reset="earliest")
     await consumer.start()
     try:
-        if live:
-            write(CLEAR_SCREEN + render(latest, time.time()) + "\n")
+        drawn = 0.0
         while not stop.is_set():
+            if live and time.monotonic() - drawn >= REDRAW_EVERY:
+                write(CLEAR_SCREEN + banner + render(latest, time.time()) + "\n")
+                drawn = time.monotonic()
             batches = await consumer.getmany(timeout_ms=500)
-            arrived = False
             for records in batches.values():
                 for record in records:
                     try:
@@ -93,11 +98,10 @@ async def watch_recommendations(
                         continue  # the same proposal for the same generation: not news
                     shown.add(recommendation.id)
                     latest[recommendation.group] = recommendation
-                    arrived = True
-                    if not live:
+                    if live:
+                        drawn = 0.0
+                    else:
                         write(summary(recommendation) + "\n")
-            if live and arrived:
-                write(CLEAR_SCREEN + render(latest, time.time()) + "\n")
     finally:
         await consumer.stop()
     return latest
