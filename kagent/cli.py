@@ -145,8 +145,6 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
             if with_simulator:
                 scenario = default_scenario()
                 click.echo(_say(banner, f"simulator: groups {', '.join(g.group for g in scenario.groups)}"))
-            banner.append("kagent is running; Ctrl-C stops it. Recommendations appear below as they arrive.")
-            click.echo(banner[-1])
             code = asyncio.run(_watch(settings, worker, scenario if with_simulator else None, banner))
             if code is not None:
                 _fail_worker(worker, log_path, code)
@@ -179,6 +177,8 @@ async def _watch(
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     for signum in previous:
         loop.add_signal_handler(signum, stop.set)
+    # Said only now that a stop signal ends the loop cleanly.
+    click.echo(_say(banner, "kagent is running; Ctrl-C stops it. Recommendations appear below as they arrive."))
     exited: list[int] = []
 
     async def watch_worker() -> None:
