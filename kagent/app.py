@@ -16,7 +16,7 @@ from kagent.embedded import ONE_RECORD_BATCH
 from kagent.keys import partition_of_group
 from kagent.settings import Settings, SettingsError, Source, load_settings
 from kagent.topology import Topology, declare
-from kagent.worker import end_offsets, evaluator, metrics, source, storage, views
+from kagent.worker import admin_source, end_offsets, evaluator, metrics, source, storage, views
 
 __all__ = ["app", "create_app", "settings", "topology"]
 
@@ -64,6 +64,8 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
 
     if settings.source is Source.OFFSETS_TOPIC:
         source.install(app, topology, settings, worker_metrics)
+    else:
+        admin_source.install(app, topology, settings, worker_metrics)
     storage.install(
         app,
         topology,

@@ -31,6 +31,14 @@ class Metrics:
         self.group_partitions = Gauge(
             "kagent_group_partitions", "Group-partitions with lag figures on this worker", registry=r
         )
+        self.group_api_errors = Counter(
+            "kagent_group_api_errors", "Failed group API requests (source admin-api), by API", ["api"], registry=r
+        )
+        self.malformed_member_metadata = Counter(
+            "kagent_malformed_member_metadata",
+            "Member blobs from DescribeGroups that failed to decode (source admin-api), by part", ["part"],
+            registry=r,
+        )
         self.end_offset_polls = Counter(
             "kagent_end_offset_polls", "ListOffsets polls, by outcome", ["outcome"], registry=r
         )

@@ -1,0 +1,217 @@
+"""Source ``admin-api`` on the embedded broker: a real worker polls a real aiokafka consumer group.
+
+What Tansu answers the group APIs, as measured with aiokafka 0.14:
+
+- ListGroups: every group and its protocol type (``consumer``), kagent's own included.
+- DescribeGroups (v2): the state (``Stable``) and the real member ids, but an
+  empty protocol, client id and client host, and empty member metadata and
+  assignment blobs.
+- OffsetFetch for explicit partitions: the committed offsets (-1 where none).
+  For all of a group's partitions (topics null) its answer stops after the
+  error code, without the topics array (v3: ``00 00 00 00 00 00``), so
+  aiokafka fails to decode it and drops the connection; the source then asks
+  for every partition of every topic.
+
+So this test checks for real: the group's real member ids and their change
+on a rebalance, the committed offsets and their change, no repeated events
+while nothing changes, kagent's own group skipped, and the tables fed. What
+Tansu cannot answer (decoded subscriptions and assignments, client ids and
+hosts, the assignor, DescribeGroups errors) is tested on aiokafka's real
+DescribeGroups response structs in ``tests/unit/test_group_polling.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+
+from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
+from kagent.events import DerivedEvent
+from kagent.group_polling import UNKNOWN_GENERATION
+from kagent.settings import Settings
+from kagent.worker.admin_source import GroupPoller
+from kagent.worker.metrics import Metrics
+from tests.conftest import Worker, get_json
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "admin-orders"
+GROUP = "admin-app"
+APP_ID = "admin-source-test"
+FAST = {
+    "source": "admin-api",
+    "end_offset_interval": "0.5",
+    "evaluate_interval": "0.5",
+    "topic_partitions": "4",
+}
+
+
+class DerivedEvents:
+    """Everything on a derived-events topic, read from the start as it arrives."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+        self.events: list[dict[str, Any]] = []
+
+    async def start(self) -> None:
+        await self._consumer.start()
+
+    async def stop(self) -> None:
+        await self._consumer.stop()
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        """The events of ``kind`` about the test's group, in the order they arrived."""
+        return [e for e in self.events if e["kind"] == kind and e["group"] == GROUP]
+
+    async def until(self, done: Callable[[], bool], timeout: float, what: str, log: Callable[[], str]) -> None:
+        """Read on until ``done()``; fail naming ``what`` with the events and the worker log after ``timeout`` s."""
+        try:
+            async with asyncio.timeout(timeout):
+                while not done():
+                    batches = await self._consumer.getmany(timeout_ms=300)
+                    self.events += [json.loads(m.value) for records in batches.values() for m in records]
+        except TimeoutError:
+            pytest.fail(f"no {what} in {timeout:g} s; events: {self.events}\nworker log:\n{log()[-4000:]}")
+
+
+async def consumer(bootstrap: str, name: str) -> AIOKafkaConsumer:
+    started = AIOKafkaConsumer(
+        TOPIC,
+        bootstrap_servers=bootstrap,
+        group_id=GROUP,
+        client_id=name,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    await started.start()
+    return started
+
+
+async def assigned(consumers: list[AIOKafkaConsumer], partitions: int, timeout: float = 30) -> None:
+    """Poll ``consumers`` until they hold ``partitions`` partitions between them."""
+    async with asyncio.timeout(timeout):
+        while sum(len(c.assignment()) for c in consumers) != partitions or not all(c.assignment() for c in consumers):
+            await asyncio.gather(*(c.getmany(timeout_ms=200) for c in consumers))
+
+
+async def groups_view(worker: Worker, predicate: Callable[[Any], bool], timeout: float = 30) -> Any:
+    """Poll the worker's ``/groups/`` until its JSON satisfies ``predicate``; fail with the last body."""
+    body = None
+    try:
+        async with asyncio.timeout(timeout):
+            while body is None or not predicate(body):
+                body = await asyncio.to_thread(get_json, worker.url + "groups/")
+                await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
+    except TimeoutError:
+        pytest.fail(f"/groups/ did not reach the expected state in {timeout:g} s; last body: {body}")
+    return body
+
+
+def member_id(started: AIOKafkaConsumer) -> str:
+    """The member id the coordinator gave ``started`` (aiokafka keeps it on its coordinator)."""
+    return str(started._coordinator.member_id)
+
+
+@pytest.fixture
+async def group(kafka_broker: EmbeddedBroker) -> AsyncIterator[list[AIOKafkaConsumer]]:
+    """Two members of ``admin-app`` on 4 partitions holding 20 records."""
+    bootstrap = kafka_broker.bootstrap_servers
+    await kafka_broker.create_topics({TOPIC: 4})
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH)
+    await producer.start()
+    try:
+        for i in range(20):
+            await producer.send(TOPIC, b"x", partition=i % 4)
+    finally:
+        await producer.stop()
+    members = [await consumer(bootstrap, f"{GROUP}-{m}") for m in range(2)]
+    try:
+        await assigned(members, 4)
+        yield members
+    finally:
+        for member in members:
+            await member.stop()
+
+
+async def test_the_admin_source_reports_a_real_groups_members_and_commits(
+    kafka_broker: EmbeddedBroker, group: list[AIOKafkaConsumer], start_worker: Callable[..., Worker]
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    first, second = group
+    for offset, member in ((3, first), (5, second)):
+        await member.commit({tp: offset for tp in member.assignment()})
+    committed = {tp.partition: o for o, m in ((3, first), (5, second)) for tp in m.assignment()}
+
+    worker = start_worker(APP_ID, **FAST)
+    events = DerivedEvents(bootstrap, f"{APP_ID}-derived-events")
+    await events.start()
+    try:
+        both = {member_id(first), member_id(second)}
+
+        def announced() -> bool:
+            offsets = {e["partition"]: e["offset"] for e in events.of("offset-committed")}
+            members = [{m["member_id"] for m in e["members"]} for e in events.of("group-assigned")]
+            return offsets == committed and both in members
+
+        await events.until(announced, 90, "announcement of the group and its commits", worker.log)
+        (assignment,) = events.of("group-assigned")
+        assert assignment["generation"] == UNKNOWN_GENERATION
+        assert not [e for e in events.events if e["group"] == APP_ID]  # kagent's own group is skipped
+
+        # A new commit on one partition is sent alone; the unchanged ones are not sent again.
+        moved = min(first.assignment())
+        await first.commit({moved: 4})
+
+        def recommitted() -> bool:
+            return any(e["partition"] == moved.partition and e["offset"] == 4 for e in events.of("offset-committed"))
+
+        await events.until(recommitted, 30, f"the new commit on {moved}", worker.log)
+        partitions = [e["partition"] for e in events.of("offset-committed")]
+        assert sorted(partitions) == sorted([*committed, moved.partition])
+        assert len(events.of("group-assigned")) == 1
+
+        # The second member leaves: the group rebalances onto the first one alone.
+        await second.stop()
+        await assigned([first], 4)
+        await events.until(
+            lambda: [m["member_id"] for m in events.of("group-assigned")[-1]["members"]] == [member_id(first)],
+            30, "the assignment after the rebalance", worker.log,
+        )
+
+        # The storage stage took the events: the worker holds the group with its one member.
+        body = await groups_view(worker, lambda b: list(b["groups"].get(GROUP, {}).get("member_lag", {})) == [
+            member_id(first)
+        ])
+        assert body["groups"][GROUP]["generation"] == UNKNOWN_GENERATION
+        metrics = await asyncio.to_thread(lambda: urllib.request.urlopen(worker.url + "metrics").read().decode())
+        assert not [line for line in metrics.splitlines() if line.startswith("kagent_group_api_errors_total{")]
+        assert "does not answer OffsetFetch for all of a group's partitions" in worker.log()
+    finally:
+        await events.stop()
+    assert worker.stop() == 0
+
+
+async def test_an_unreachable_cluster_is_counted_and_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    metrics = Metrics()
+    poller = GroupPoller(Settings(broker=f"127.0.0.1:{free_port()}"), metrics)
+    sent: list[DerivedEvent] = []
+
+    async def send(event: DerivedEvent) -> None:
+        sent.append(event)
+
+    try:
+        await poller.poll(send)
+    finally:
+        await poller.stop()
+    assert sent == []
+    assert metrics.registry.get_sample_value("kagent_group_api_errors_total", {"api": "ListGroups"}) == 1
+    assert "ListGroups of the cluster failed" in caplog.text

@@ -1,0 +1,329 @@
+"""`kagent.group_polling`: what the group APIs answered -> the derived events of what changed.
+
+Member blobs are real consumer-protocol bytes (kagent's encoder, checked
+against Kafka's own definitions elsewhere); DescribeGroups answers are
+aiokafka's real response structs, encoded to wire bytes and decoded back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+from aiokafka.protocol.admin import (
+    DescribeGroupsResponse_v0,
+    DescribeGroupsResponse_v1,
+    DescribeGroupsResponse_v2,
+    DescribeGroupsResponse_v3,
+)
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+from kagent.consumer_offsets import (
+    Assignment,
+    GroupMember,
+    GroupMetadata,
+    Subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kagent.evaluation import EvaluationPolicy
+from kagent.events import (
+    GroupAssigned,
+    GroupDeleted,
+    OffsetCommitted,
+    OffsetDeleted,
+    decode_event,
+    derive,
+    encode_event,
+)
+from kagent.group_polling import (
+    UNKNOWN_GENERATION,
+    DescribedGroup,
+    DescribedMember,
+    GroupAnswers,
+    GroupError,
+    GroupView,
+    MalformedMetadata,
+    committed_offsets,
+    described_groups,
+    group_assigned,
+    poll,
+    tracked_groups,
+)
+from kagent.recommendation import propose
+from kagent.settings import Settings
+from kagent.snapshot import GroupSnapshot, PartitionLag
+
+T0 = 1_700_000_000_000
+TOPIC = "orders"
+
+
+def member(
+    member_id: str, partitions: Sequence[int], topics: Sequence[str] = (TOPIC,), version: int = 3
+) -> DescribedMember:
+    """A member whose blobs are what a Java consumer sends (subscription and assignment v``version``)."""
+    owned = () if version >= 1 else None
+    subscription = Subscription(version, tuple(topics), None, owned, -1 if version >= 2 else None)
+    assignment = Assignment(version, tuple(TopicPartition(TOPIC, p) for p in partitions))
+    return DescribedMember(
+        member_id=member_id,
+        client_id=member_id.rsplit("-", 1)[0],
+        client_host="/10.0.0.7",
+        member_metadata=encode_subscription(subscription),
+        member_assignment=encode_assignment(assignment),
+    )
+
+
+def described(
+    group: str, members: Sequence[DescribedMember], state: str = "Stable", protocol: str = "range"
+) -> DescribedGroup:
+    return DescribedGroup(group=group, state=state, protocol_type="consumer", protocol=protocol, members=tuple(members))
+
+
+def offsets(committed: Mapping[int, int]) -> dict[TopicPartition, int]:
+    return {TopicPartition(TOPIC, p): offset for p, offset in committed.items()}
+
+
+def answers(
+    groups: Mapping[str, DescribedGroup],
+    committed: Mapping[str, Mapping[int, int]],
+    polled_at: int = T0,
+    listed: Mapping[str, str] | None = None,
+) -> GroupAnswers:
+    return GroupAnswers(
+        polled_at=polled_at,
+        listed=dict(listed) if listed is not None else dict.fromkeys(groups.keys() | committed.keys(), "consumer"),
+        described=dict(groups),
+        committed={group: offsets(c) for group, c in committed.items()},
+    )
+
+
+STABLE = answers(
+    {"billing": described("billing", [member("billing-1-b", [2, 3]), member("billing-0-a", [0, 1])])},
+    {"billing": {0: 10, 1: 20, 2: 30, 3: 40}},
+)
+
+
+def test_a_first_poll_announces_the_group_and_every_committed_offset() -> None:
+    view, events, malformed = poll({}, STABLE)
+
+    assert not malformed
+    assigned = events[0]
+    assert isinstance(assigned, GroupAssigned)
+    assert (assigned.group, assigned.generation, assigned.protocol, assigned.leader) == (
+        "billing", UNKNOWN_GENERATION, "range", None,
+    )
+    assert [m.member_id for m in assigned.members] == ["billing-0-a", "billing-1-b"]  # ordered by member id
+    first = assigned.members[0]
+    assert (first.client_id, first.client_host, first.topics) == ("billing-0", "/10.0.0.7", (TOPIC,))
+    assert [(p.topic, p.partition) for p in first.partitions] == [(TOPIC, 0), (TOPIC, 1)]
+    assert events[1:] == [
+        OffsetCommitted(group="billing", topic=TOPIC, partition=p, offset=o, commit_timestamp=T0)
+        for p, o in ((0, 10), (1, 20), (2, 30), (3, 40))
+    ]
+    assert view == {"billing": GroupView(assignment=assigned, committed=offsets({0: 10, 1: 20, 2: 30, 3: 40}))}
+
+
+def test_polling_an_unchanged_group_again_yields_nothing_and_the_same_view() -> None:
+    view, _, _ = poll({}, STABLE)
+    again = answers(
+        {"billing": described("billing", [member("billing-0-a", [0, 1]), member("billing-1-b", [2, 3])])},
+        {"billing": {0: 10, 1: 20, 2: 30, 3: 40}},
+        polled_at=T0 + 5000,
+    )
+    assert poll(view, again) == (view, [], [])
+
+
+def test_an_unchanged_group_keeps_its_recommendation_id_from_poll_to_poll() -> None:
+    """The id hashes group, generation and proposal: the constant generation keeps it stable."""
+    policy = EvaluationPolicy.from_settings(Settings(min_total_lag=0))
+
+    def recommendation_id(assigned: GroupAssigned) -> str:
+        lags = {0: 9000, 1: 9000, 2: 10, 3: 10}
+        lag = {
+            TopicPartition(TOPIC, p): PartitionLag(
+                group="billing", topic=TOPIC, partition=p, committed=0, log_start=0, log_end=n,
+                offset_lag=n, time_lag=None, polled_at=0.0,
+            )
+            for p, n in lags.items()
+        }
+        snapshot = GroupSnapshot(assignment=assigned, partition_counts={TOPIC: 4}, lag=lag, taken_at=0.0)
+        return propose(snapshot, policy).id
+
+    first = poll({}, STABLE).events[0]
+    second = poll({}, answers(dict(STABLE.described), {}, polled_at=T0 + 60_000)).events[0]
+    assert isinstance(first, GroupAssigned) and isinstance(second, GroupAssigned)
+    assert recommendation_id(first) == recommendation_id(second)
+
+
+def test_only_changed_offsets_are_sent_with_the_time_of_the_poll_that_saw_them() -> None:
+    view, _, _ = poll({}, STABLE)
+    later = answers(dict(STABLE.described), {"billing": {0: 10, 1: 25, 2: 30}}, polled_at=T0 + 5000)
+    view, events, _ = poll(view, later)
+    assert events == [
+        OffsetDeleted(group="billing", topic=TOPIC, partition=3),
+        OffsetCommitted(group="billing", topic=TOPIC, partition=1, offset=25, commit_timestamp=T0 + 5000),
+    ]
+    assert view["billing"].committed == offsets({0: 10, 1: 25, 2: 30})
+
+
+def test_a_rebalance_to_other_members_sends_a_new_assignment() -> None:
+    view, _, _ = poll({}, STABLE)
+    rebalanced = answers(
+        {"billing": described("billing", [member("billing-0-a", [0, 1, 2, 3])], protocol="roundrobin")},
+        {"billing": {0: 10, 1: 20, 2: 30, 3: 40}},
+    )
+    view, events, _ = poll(view, rebalanced)
+    assert len(events) == 1 and isinstance(events[0], GroupAssigned)
+    assert events[0].protocol == "roundrobin"
+    assert [(m.member_id, len(m.partitions)) for m in events[0].members] == [("billing-0-a", 4)]
+    assert view["billing"].assignment == events[0]
+
+
+@pytest.mark.parametrize("state", ["PreparingRebalance", "CompletingRebalance"])
+def test_a_rebalancing_group_keeps_its_last_settled_assignment(state: str) -> None:
+    view, _, _ = poll({}, STABLE)
+    joining = answers(
+        {"billing": described("billing", [member("billing-0-a", [])], state=state)}, {"billing": {0: 11}}
+    )
+    next_view, events, _ = poll(view, joining)
+    assert next_view["billing"].assignment == view["billing"].assignment
+    assert [type(e) for e in events] == [OffsetDeleted, OffsetDeleted, OffsetDeleted, OffsetCommitted]
+
+
+def test_an_empty_group_is_announced_without_members() -> None:
+    view, _, _ = poll({}, STABLE)
+    _, events, _ = poll(view, answers({"billing": described("billing", [], state="Empty", protocol="")}, {}))
+    assert events == [GroupAssigned(group="billing", generation=UNKNOWN_GENERATION, protocol=None, leader=None)]
+
+
+@pytest.mark.parametrize(
+    "gone",
+    [
+        answers({}, {}, listed={}),  # no longer listed
+        answers({"billing": described("billing", [], state="Dead", protocol="")}, {}),
+    ],
+    ids=["unlisted", "dead"],
+)
+def test_a_group_that_is_gone_has_its_offsets_and_itself_deleted(gone: GroupAnswers) -> None:
+    view, _, _ = poll({}, STABLE)
+    next_view, events, _ = poll(view, gone)
+    assert events == [OffsetDeleted(group="billing", topic=TOPIC, partition=p) for p in range(4)] + [
+        GroupDeleted(group="billing")
+    ]
+    assert next_view == {}
+
+
+def test_what_an_api_did_not_answer_stands() -> None:
+    view, _, _ = poll({}, STABLE)
+    unanswered = GroupAnswers(polled_at=T0 + 5000, listed={"billing": "consumer"})
+    assert poll(view, unanswered) == (view, [], [])
+
+
+def test_groups_of_other_protocol_types_get_offsets_but_no_assignment() -> None:
+    connect = DescribedGroup(
+        group="connect-sink", state="Stable", protocol_type="connect", protocol="sessioned",
+        members=(DescribedMember("worker-1", "connect-1", "/10.0.0.9", b"\x00\x01junk", b"\x00\x01junk"),),
+    )
+    _, events, malformed = poll(
+        {}, answers({"connect-sink": connect}, {"connect-sink": {0: 5}, "legacy": {1: 7}},
+                    listed={"connect-sink": "connect", "legacy": ""}),
+    )
+    assert not malformed
+    assert events == [
+        OffsetCommitted(group="connect-sink", topic=TOPIC, partition=0, offset=5, commit_timestamp=T0),
+        OffsetCommitted(group="legacy", topic=TOPIC, partition=1, offset=7, commit_timestamp=T0),
+    ]
+
+
+def test_a_malformed_blob_is_reported_once_and_its_member_kept_without_it() -> None:
+    broken = DescribedMember("billing-2-c", "billing-2", "/10.0.0.8", b"\x00\x00\x00\x05ab", b"\xff")
+    group = described("billing", [member("billing-0-a", [0, 1]), broken])
+    view, events, malformed = poll({}, answers({"billing": group}, {}))
+    parts = [(m.member_id, m.part) for m in malformed]
+    assert parts == [("billing-2-c", "subscription"), ("billing-2-c", "assignment")]
+    assert all(isinstance(m, MalformedMetadata) and "byte" in m.error for m in malformed)
+    assigned = events[0]
+    assert isinstance(assigned, GroupAssigned)
+    assert [(m.member_id, m.topics, m.partitions) for m in assigned.members][1] == ("billing-2-c", (), ())
+    assert poll(view, answers({"billing": group}, {})) == (view, [], [])
+
+
+def test_members_without_blobs_are_kept_without_topics_or_partitions() -> None:
+    """What Tansu's DescribeGroups answers: member ids, and no client id, host or blobs."""
+    bare = described("billing", [DescribedMember("billing-0-a", "", "", b"", b"")], protocol="")
+    assigned, malformed = group_assigned(bare)
+    assert not malformed
+    assert assigned.protocol is None
+    assert [(m.member_id, m.client_id, m.topics, m.partitions) for m in assigned.members] == [
+        ("billing-0-a", "", (), ())
+    ]
+
+
+def test_the_assignment_is_the_one_the_offsets_topic_source_derives_but_for_what_describe_lacks() -> None:
+    record = GroupMetadata(
+        group="billing", protocol_type="consumer", generation=12, protocol="range", leader="billing-0-a",
+        state_timestamp=T0, value_version=3,
+        members=tuple(
+            GroupMember(
+                member_id=m.member_id, group_instance_id=None, client_id=m.client_id, client_host=m.client_host,
+                rebalance_timeout=30000, session_timeout=10000,
+                subscription=Subscription(3, (TOPIC,), None, (), -1, None),
+                assignment=Assignment(3, tuple(TopicPartition(TOPIC, p) for p in parts)),
+            )
+            for m, parts in ((member("billing-0-a", [0, 1]), [0, 1]), (member("billing-1-b", [2, 3]), [2, 3]))
+        ),
+    )
+    (derived,) = derive(record)
+    assert isinstance(derived, GroupAssigned)
+    from_describe = poll({}, STABLE).events[0]
+    assert from_describe == derived.model_copy(
+        update={"generation": UNKNOWN_GENERATION, "leader": None, "state_timestamp": None}
+    )
+    assert decode_event(encode_event(from_describe)) == from_describe
+
+
+def test_kagents_own_group_is_not_tracked() -> None:
+    listed = [("kagent", "consumer"), ("billing", "consumer"), ("legacy", "")]
+    assert tracked_groups(listed, own_group="kagent") == {"billing": "consumer", "legacy": ""}
+
+
+def test_offset_fetch_answers_without_a_commit_are_left_out() -> None:
+    answer = {
+        TopicPartition(TOPIC, 0): OffsetAndMetadata(42, ""),
+        TopicPartition(TOPIC, 1): OffsetAndMetadata(-1, ""),
+    }
+    assert committed_offsets(answer) == {TopicPartition(TOPIC, 0): 42}
+
+
+@pytest.mark.parametrize(
+    "response_type",
+    [DescribeGroupsResponse_v0, DescribeGroupsResponse_v1, DescribeGroupsResponse_v2, DescribeGroupsResponse_v3],
+)
+def test_describe_groups_responses_of_every_version_aiokafka_speaks_are_read(response_type: type) -> None:
+    billing = member("billing-0-a", [0, 1], version=0)
+    wire_member = (
+        billing.member_id, billing.client_id, billing.client_host, billing.member_metadata, billing.member_assignment
+    )
+    groups = [
+        (0, "billing", "Stable", "consumer", "range", [wire_member]),
+        (16, "elsewhere", "", "", "", []),  # NOT_COORDINATOR
+        (0, "idle", "Empty", "consumer", "", []),
+    ]
+    if response_type is DescribeGroupsResponse_v3:
+        groups = [(*g, -2147483648) for g in groups]  # authorized operations not asked for
+    fields: dict[str, object] = {"groups": groups}
+    if response_type is not DescribeGroupsResponse_v0:
+        fields["throttle_time_ms"] = 0
+    wire = response_type(**fields).encode()
+
+    parsed, errors = described_groups([response_type.decode(wire)])
+
+    assert errors == [GroupError("elsewhere", 16)]
+    assert parsed == {
+        "billing": DescribedGroup("billing", "Stable", "consumer", "range", (billing,)),
+        "idle": DescribedGroup("idle", "Empty", "consumer", ""),
+    }
+    assigned, malformed = group_assigned(parsed["billing"])
+    assert not malformed
+    assert [(p.topic, p.partition) for p in assigned.members[0].partitions] == [(TOPIC, 0), (TOPIC, 1)]
