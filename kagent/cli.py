@@ -12,6 +12,7 @@ one line on stderr before anything starts.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import signal
 import subprocess
@@ -93,7 +94,39 @@ def _wait_web_ready(process: subprocess.Popen[bytes], url: str, timeout: float) 
     return False
 
 
-@click.group()
+class _Commands(click.Group):
+    """kagent's command group; ``pipeline`` is imported only when used, since it needs PySpark."""
+
+    LAZY = {"pipeline": ("kagent.pipeline.cli", "pipeline", "pipeline")}
+    """Command name -> (module, attribute, the package extra it needs)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.LAZY:
+            return super().get_command(ctx, name)
+        module, attribute, extra = self.LAZY[name]
+        try:
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+        except ImportError as exc:
+            message = f"'kagent {name}' needs the {extra!r} extra: pip install 'kagent[{extra}]' ({exc})"
+
+            def missing() -> None:
+                raise click.ClickException(message)
+
+            return click.Command(
+                name,
+                callback=missing,
+                help=message,
+                short_help=f"(needs the {extra!r} extra)",
+                context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+                add_help_option=False,
+            )
+        return command
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="kagent")
 def main() -> None:
     """kagent: consumer-lag balancing agent for Kafka."""

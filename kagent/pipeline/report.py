@@ -1,0 +1,93 @@
+"""The backtest's HTML report: one self-contained page, plots embedded as PNG.
+
+Pure apart from drawing (matplotlib, Agg backend: no display needed):
+:func:`render_report` takes the per-(group, strategy) summary and the skew
+series of the worst groups and returns the page's HTML.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+__all__ = ["render_report", "strategy_comparison"]
+
+
+def strategy_comparison(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy, over groups: mean ``share_above``, median of ``median_skew``, mean ``p95_skew``,
+    sum of ``total_moves``, and the number of groups where it is the best (lowest ``share_above``,
+    then ``median_skew``, then ``total_moves``; the actual assignment excluded), best first."""
+    ranked = summary[summary["strategy"] != "actual"].sort_values(
+        ["group", "share_above", "median_skew", "total_moves", "strategy"]
+    )
+    wins = ranked.groupby("group").head(1)["strategy"].value_counts()
+    table = summary.groupby("strategy").agg(
+        share_above=("share_above", "mean"),
+        median_skew=("median_skew", "median"),
+        p95_skew=("p95_skew", "mean"),
+        total_moves=("total_moves", "sum"),
+    )
+    table["best_in_groups"] = wins.reindex(table.index, fill_value=0)
+    return table.sort_values(["share_above", "median_skew", "total_moves"]).reset_index()
+
+
+def render_report(
+    summary: pd.DataFrame, series: pd.DataFrame, worst: Sequence[str], threshold: float, metric: str
+) -> str:
+    """The report page: strategy comparison (plot and table), then skew over time of each ``worst`` group
+    under every strategy, with the threshold drawn."""
+    comparison = strategy_comparison(summary)
+    sections = [
+        f"<h1>kagent backtest</h1><p>{summary['group'].nunique()} groups; skew metric {html.escape(metric)}, "
+        f"threshold {threshold:g}.</p>",
+        "<h2>Strategy comparison</h2>",
+        _img(_comparison_plot(comparison, threshold)),
+        comparison.to_html(index=False, float_format=lambda v: f"{v:.3f}"),
+        "<h2>Skew over time, worst groups under their actual assignment</h2>",
+    ]
+    for group in worst:
+        sections.append(f"<h3>{html.escape(group)}</h3>")
+        sections.append(_img(_series_plot(series[series["group"] == group], threshold, metric)))
+    body = "\n".join(sections)
+    head = "<meta charset='utf-8'><title>kagent backtest</title>"
+    return f"<!doctype html><html><head>{head}</head><body>{body}</body></html>"
+
+
+def _comparison_plot(comparison: pd.DataFrame, threshold: float) -> Figure:
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    left.bar(comparison["strategy"], comparison["share_above"])
+    left.set_title(f"share of snapshots with skew >= {threshold:g}")
+    right.bar(comparison["strategy"], comparison["median_skew"])
+    right.set_title("median skew (median over groups)")
+    for axes in (left, right):
+        axes.tick_params(axis="x", rotation=30)
+    figure.tight_layout()
+    return figure
+
+
+def _series_plot(series: pd.DataFrame, threshold: float, metric: str) -> Figure:
+    figure, axes = plt.subplots(figsize=(11, 3.5))
+    for strategy, points in series.sort_values("snapshot").groupby("strategy"):
+        axes.plot(points["snapshot"], points["skew"], label=strategy, linewidth=2.5 if strategy == "actual" else 1)
+    axes.axhline(threshold, color="red", linestyle="--", linewidth=1)
+    axes.set_ylabel(metric)
+    axes.legend(loc="upper left", fontsize="small", ncols=4)
+    figure.tight_layout()
+    return figure
+
+
+def _img(figure: Figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80)
+    plt.close(figure)
+    return f"<img alt='plot' src='data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}'>"

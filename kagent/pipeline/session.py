@@ -1,0 +1,40 @@
+"""The SparkSession every pipeline job runs in."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from kagent.pipeline.kafka_source import register
+
+__all__ = ["DEFAULT_MASTER", "spark_session"]
+
+DEFAULT_MASTER = "local[2]"
+
+
+def spark_session(
+    master: str = DEFAULT_MASTER, app_name: str = "kagent-pipeline", config: Mapping[str, str] | None = None
+) -> SparkSession:
+    """A session on ``master`` with the ``kagent-kafka`` source registered.
+
+    Python workers run this interpreter unless ``PYSPARK_PYTHON`` says
+    otherwise (on a cluster, set it to the executors' Python, which needs
+    kagent installed). ``config`` entries are set on the builder; Arrow is
+    on, as the jobs move data between the JVM and Python in Arrow batches.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    for key, value in (config or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark

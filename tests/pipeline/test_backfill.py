@@ -1,0 +1,168 @@
+"""``backfill`` on coordinator records the simulator wrote, on derived events, and through the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
+from kagent.events import GroupAssigned, MemberAssignment, OffsetCommitted, OffsetDeleted, PartitionRef, encode_event
+from kagent.pipeline.backfill import TABLES, backfill
+from kagent.pipeline.cli import pipeline
+from kagent.simulator import (
+    GroupRebalanced,
+    GroupSpec,
+    MemberSpec,
+    OffsetsCommitted,
+    Scenario,
+    SimulationEvent,
+    TopicSpec,
+    TrafficSpec,
+    run_simulation,
+)
+
+pytestmark = pytest.mark.integration
+
+GROUP = f"pipeline-backfill-{uuid.uuid4().hex[:6]}"
+TOPIC = f"pipeline-orders-{uuid.uuid4().hex[:6]}"
+SCENARIO = Scenario(
+    topics=(TopicSpec(TOPIC, 4),),
+    traffic=(TrafficSpec(TOPIC, rate=200, keys=100),),
+    groups=(
+        GroupSpec(
+            GROUP,
+            (TOPIC,),
+            "range",
+            (MemberSpec("c0"), MemberSpec("c1")),
+            commit_interval_ms=200,
+            session_timeout_ms=2000,
+            heartbeat_interval_ms=500,
+        ),
+    ),
+)
+
+
+def _committed_everywhere_twice(events: list[SimulationEvent]) -> bool:
+    commits = Counter(tp for e in events if isinstance(e, OffsetsCommitted) for tp in e.offsets)
+    return len(commits) == 4 and min(commits.values()) >= 2
+
+
+@pytest.fixture(scope="module")
+def simulated(kafka_broker: EmbeddedBroker) -> list[SimulationEvent]:
+    """What the simulator reported while it wrote the coordinator records of GROUP."""
+    events: list[SimulationEvent] = []
+    stop = asyncio.Event()
+
+    def on_event(event: SimulationEvent) -> None:
+        events.append(event)
+        if _committed_everywhere_twice(events):
+            stop.set()
+
+    asyncio.run(asyncio.wait_for(run_simulation(kafka_broker.bootstrap_servers, SCENARIO, stop, True, on_event), 60))
+    return events
+
+
+def test_backfill_of_simulated_coordinator_records(
+    spark: SparkSession, kafka_broker: EmbeddedBroker, simulated: list[SimulationEvent], tmp_path: Path
+) -> None:
+    summary = backfill(spark, kafka_broker.bootstrap_servers, str(tmp_path))
+
+    assert summary.tables == {name: f"{tmp_path}/{name}" for name in TABLES}
+    commits = spark.read.parquet(summary.tables["offset_commits"]).where(f"group = '{GROUP}'").orderBy("source_offset")
+    rows = commits.collect()
+    expected = [
+        (TopicPartition(TOPIC, p), offset)
+        for e in simulated
+        if isinstance(e, OffsetsCommitted)
+        for (_, p), offset in sorted(e.offsets.items())
+    ]
+    assert Counter((TopicPartition(r.topic, r.partition), r.committed_offset) for r in rows) == Counter(expected)
+    assert not any(r.deleted for r in rows)
+    last = {TopicPartition(r.topic, r.partition): r.committed_offset for r in rows}
+    assert last == dict(expected)  # in log order, each partition's last commit is the simulator's last
+    assert {str(r.date) for r in rows} == {r.log_timestamp.date().isoformat() for r in rows}
+
+    generations = (
+        spark.read.parquet(summary.tables["group_generations"]).where(f"group = '{GROUP}'").orderBy("source_offset")
+    ).collect()
+    rebalances = [e for e in simulated if isinstance(e, GroupRebalanced)]
+    assert rebalances
+    got = [
+        (g.generation, g.protocol, g.leader, {m.member_id: [tuple(p) for p in m.partitions] for m in g.members})
+        for g in generations
+    ]
+    assert got == [
+        (e.generation, e.protocol, e.leader, {m: [tuple(tp) for tp in tps] for m, tps in e.assignment.items()})
+        for e in rebalances
+    ] + [(rebalances[-1].generation + 1, None, None, {})]  # the group is Empty once the members left
+    assert not any(g.deleted for g in generations)
+
+
+def test_backfill_of_derived_events(spark: SparkSession, kafka_broker: EmbeddedBroker, tmp_path: Path) -> None:
+    topic = f"pipeline-derived-{uuid.uuid4().hex[:6]}"
+    partition = PartitionRef(topic="t", partition=2)
+    member = MemberAssignment(
+        member_id="m-1", client_id="m", client_host="/10.0.0.1", topics=("t",), partitions=(partition,)
+    )
+    events = [
+        GroupAssigned(group="g", generation=3, protocol="roundrobin", leader="m-1", members=(member,)),
+        OffsetCommitted(group="g", topic="t", partition=2, offset=17, commit_timestamp=1_714_564_800_000),
+        OffsetDeleted(group="g", topic="t", partition=2),
+    ]
+    asyncio.run(kafka_broker.create_topics({topic: 2}))
+    asyncio.run(_publish(kafka_broker, topic, [encode_event(e) for e in events]))
+
+    summary = backfill(spark, kafka_broker.bootstrap_servers, str(tmp_path), "derived-events", topic)
+
+    assert summary.rows == {"group-assigned": 1, "offset-committed": 1, "offset-deleted": 1}
+    commits = spark.read.parquet(summary.tables["offset_commits"]).orderBy("source_offset").collect()
+    assert [(r.group, r.partition, r.committed_offset, r.deleted) for r in commits] == [
+        ("g", 2, 17, False),
+        ("g", 2, None, True),
+    ]
+    (generation,) = spark.read.parquet(summary.tables["group_generations"]).collect()
+    assert (generation.generation, generation.protocol, generation.leader) == (3, "roundrobin", "m-1")
+    assert generation.members[0].client_host == "/10.0.0.1"
+
+
+async def _publish(broker: EmbeddedBroker, topic: str, values: list[bytes]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, max_batch_size=ONE_RECORD_BATCH)
+    await producer.start()
+    try:
+        for value in values:
+            await producer.send_and_wait(topic, value, key=b"g", partition=1)
+    finally:
+        await producer.stop()
+
+
+def test_cli_backfill_reports_steps_and_tables(
+    spark: SparkSession, kafka_broker: EmbeddedBroker, simulated: list[SimulationEvent], tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(
+        pipeline, ["backfill", "--broker", kafka_broker.bootstrap_servers, "--output", str(tmp_path / "out")]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "reading and decoding __consumer_offsets" in result.output
+    assert "offset-committed" in result.output
+    assert f"offset_commits: {tmp_path}/out/offset_commits" in result.output
+    assert spark.read.parquet(str(tmp_path / "out" / "offset_commits")).where(f"group = '{GROUP}'").count() > 0
+
+
+def test_cli_backfill_with_broker_down_names_it(spark: SparkSession, tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"
+
+    result = CliRunner().invoke(
+        pipeline, ["backfill", "--broker", address, "--output", str(tmp_path), "--timeout", "3"]
+    )
+
+    assert result.exit_code == 1
+    assert f"Error: Kafka at {address}: cannot connect" in result.output

@@ -1,0 +1,87 @@
+"""The backfill's decoding kernel on Arrow batches, without Spark."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from aiokafka.structs import TopicPartition
+
+from kagent.consumer_offsets import GroupTombstone, OffsetTombstone, encode
+from kagent.events import GroupDeleted, OffsetCommitted, encode_event
+from kagent.pipeline.coordinator_rows import DECODED_SCHEMA, decode_batch, decode_batches
+from tests.coordinator import group_metadata, offset_commit
+
+LOG_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def _batch(records: list[tuple[bytes | None, bytes | None]]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {
+            "key": [key for key, _ in records],
+            "value": [value for _, value in records],
+            "partition": [7] * len(records),
+            "offset": list(range(100, 100 + len(records))),
+            "timestamp": [LOG_TIME] * len(records),
+        },
+        schema=pa.schema(
+            [
+                ("key", pa.binary()),
+                ("value", pa.binary()),
+                ("partition", pa.int32()),
+                ("offset", pa.int64()),
+                ("timestamp", pa.timestamp("us", tz="UTC")),
+            ]
+        ),
+    )
+
+
+def test_every_kind_of_offsets_topic_record() -> None:
+    commit = offset_commit("g", "t", 3, 42)
+    assigned = group_metadata("g", 5, {"m1-x": [TopicPartition("t", 0), TopicPartition("t", 3)], "m2-y": []})
+    connect = assigned._replace(protocol_type="connect", members=())
+    batch = _batch(
+        [
+            encode(commit),
+            encode(OffsetTombstone("g", "t", 3)),
+            encode(assigned),
+            encode(GroupTombstone("g")),
+            encode(connect),
+            (b"\x00\x01\x00", b"\x00\x03"),  # an offset commit key cut short
+            (None, b"x"),
+        ]
+    )
+
+    rows = decode_batch(batch, "offsets-topic")
+
+    assert rows.schema == DECODED_SCHEMA
+    got = rows.to_pylist()
+    assert [r["kind"] for r in got] == [
+        "offset-committed", "offset-deleted", "group-assigned", "group-deleted", "skipped", "undecodable", "skipped"
+    ]
+    assert [(r["source_partition"], r["source_offset"], r["log_timestamp"]) for r in got] == [
+        (7, 100 + i, LOG_TIME) for i in range(7)
+    ]
+    first = got[0]
+    assert (first["group"], first["topic"], first["partition"], first["committed_offset"]) == ("g", "t", 3, 42)
+    assert first["commit_timestamp"] == datetime.fromtimestamp(commit.commit_timestamp / 1000, UTC)
+    assert (got[1]["group"], got[1]["partition"], got[1]["committed_offset"]) == ("g", 3, None)
+    generation = got[2]
+    assert (generation["generation"], generation["protocol"], generation["leader"]) == (5, "range", "m1-x")
+    assert [(m["member_id"], m["topics"], m["partitions"]) for m in generation["members"]] == [
+        ("m1-x", ["t"], [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 3}]),
+        ("m2-y", ["t"], []),
+    ]
+    assert got[5]["error"]
+
+
+def test_derived_events_source_and_many_batches() -> None:
+    events = [
+        OffsetCommitted(group="g", topic="t", partition=1, offset=9, commit_timestamp=1_714_564_800_000),
+        GroupDeleted(group="g"),
+    ]
+    batches = [_batch([(b"g", encode_event(event))]) for event in events] + [_batch([(b"g", b"{not json")])]
+
+    kinds = [row["kind"] for out in decode_batches(iter(batches), "derived-events") for row in out.to_pylist()]
+
+    assert kinds == ["offset-committed", "group-deleted", "undecodable"]
