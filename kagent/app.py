@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import faust
+from aiokafka.structs import TopicPartition
 
 from kagent.embedded import ONE_RECORD_BATCH
 from kagent.keys import partition_of_group
@@ -66,12 +67,14 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
         source.install(app, topology, settings, worker_metrics)
     else:
         admin_source.install(app, topology, settings, worker_metrics)
-    storage.install(
-        app,
-        topology,
-        worker_metrics,
-        on_change=lambda group, tp: poller.refresh_partition(group, tp) if tp else poller.refresh_group(group),
-    )
+    def on_change(group: str, tp: TopicPartition | None) -> None:
+        if tp is None:
+            poller.refresh_group(group)
+        else:
+            poller.refresh_partition(group, tp)
+        group_evaluator.changed(group)
+
+    storage.install(app, topology, worker_metrics, on_change)
     views.install(app, group_evaluator, worker_metrics, held_groups)
 
     @app.timer(settings.end_offset_interval, name="poll-end-offsets")

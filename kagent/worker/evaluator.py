@@ -1,8 +1,10 @@
 """Evaluation: each held group's table snapshot -> trigger state -> recommendations on the topic.
 
 Every group is evaluated once per ``KAGENT_EVALUATE_INTERVAL``; a short tick
-finds the groups that are due, so a group first seen, or one that changed
-after a quiet spell, is evaluated within a tick rather than a whole interval.
+finds the groups that are due. A group whose commits or assignment changed is
+evaluated at the next tick if its trigger is not already holding and half an
+interval has passed, so a skew that appears is seen soon, while the hold still
+takes whole intervals.
 The decision itself is :func:`kagent.evaluation.evaluate`, a pure function of
 the snapshot and the group's trigger state, which lives in a changelog table
 so hold counts, hysteresis and cooldown survive a failover.
@@ -14,8 +16,9 @@ import logging
 import time
 from collections.abc import Iterable
 
+from aiokafka.structs import TopicPartition
+
 from kagent.evaluation import EvaluationPolicy, EvaluationState, evaluate
-from kagent.keys import partition_key
 from kagent.settings import Settings
 from kagent.snapshot import GroupSnapshot, PartitionLag
 from kagent.topology import Topology
@@ -37,6 +40,7 @@ class Evaluator:
         self._metrics = metrics
         self._poller = poller
         self._last_evaluated: dict[str, float] = {}
+        self._changed: set[str] = set()
 
     @property
     def tick(self) -> float:
@@ -50,25 +54,42 @@ class Evaluator:
             return None
         topics = {topic for member in assignment.members for topic in member.topics}
         counts = self._poller.partition_counts(topics)
-        lag: dict = {}
+        lag: dict[TopicPartition, PartitionLag] = {}
         for topic, count in counts.items():
             for partition in range(count):
-                raw = self._topology.partition_lag.get(partition_key(group, topic, partition))
-                if raw is not None:
-                    entry = PartitionLag.model_validate_json(raw)
-                    lag[entry.topic_partition] = entry
+                tp = TopicPartition(topic, partition)
+                entry = self._poller.partition_lag(group, tp, now)
+                if entry is not None:
+                    lag[tp] = entry
         return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now)
 
+    def changed(self, group: str) -> None:
+        """Note that ``group``'s commits or assignment changed, so it is evaluated soon."""
+        self._changed.add(group)
+
+    def _due(self, group: str, now: float) -> bool:
+        """An interval since the last evaluation; or a change, half an interval since, while
+        the trigger is not already holding (changes must not make a hold count faster)."""
+        since = now - self._last_evaluated.get(group, float("-inf"))
+        if since >= self._interval:
+            return True
+        if group not in self._changed or since < self._interval / 2:
+            return False
+        raw_state = self._topology.evaluation_state.get(group)
+        return raw_state is None or EvaluationState.model_validate_json(raw_state).held == 0
+
     async def run_due(self, groups: Iterable[str]) -> None:
-        """Evaluate each of ``groups`` whose last evaluation is an interval old or more."""
+        """Evaluate each of ``groups`` that is due (see :meth:`_due`)."""
         now = time.time()
         held = set(groups)
         for group in list(self._last_evaluated):
             if group not in held:
                 del self._last_evaluated[group]
+        self._changed &= held
         for group in sorted(held):
-            if now - self._last_evaluated.get(group, float("-inf")) >= self._interval:
+            if self._due(group, now):
                 self._last_evaluated[group] = now
+                self._changed.discard(group)
                 await self.evaluate_group(group, now)
 
     async def evaluate_group(self, group: str, now: float) -> None:

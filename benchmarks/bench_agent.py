@@ -1,0 +1,715 @@
+"""Throughput, memory and detection latency of a real kagent worker on the embedded broker.
+
+    python benchmarks/bench_agent.py [--quick]
+
+Each part starts its own embedded broker (Tansu) and real worker processes
+(``faust -A kagent.app worker``, configured by ``KAGENT_*`` variables as the
+integration tests do), publishes coordinator records in Kafka's binary
+format to ``__consumer_offsets`` (Tansu keeps none of its own; records go
+to the partition Kafka's rule gives their group, of 50), and stops every
+process by its pid at the end, also on failure or Ctrl-C.
+
+Throughput. 1,000 consumer groups of 5 members (range assignor), each
+reading the 10 partitions of one of 10 topics (the topics exist and hold a
+few records, so end offsets can be polled and lag entries written): each
+group's metadata (value v3), then 2 rounds of offset commits (value v3) on
+every partition, every 10th group rebalancing (a new generation's metadata)
+before the second round: 21,100 records, 5 % group metadata. All are
+published before a worker starts. The baseline is a bare aiokafka consumer
+reading the same records from the same topic in the same run (best of 3,
+from its first fetch to its last record). "Into the tables" is read from the
+worker's Prometheus counters at ``/metrics``, polled every 0.1 s:
+``kagent_source_records_total`` (records read from ``__consumer_offsets``)
+and ``kagent_derived_events_total`` (derived events applied to the
+changelog tables, one per record here); the worker's rate runs from the
+first poll that sees a record read to the first that sees every event
+applied. Two workers (each its own app id, so each reads everything): one
+with its end-offset poll and evaluation held off (the ingest path alone),
+one with the default 5 s intervals. CPU microseconds per record (the
+worker's ``utime + stime`` from ``/proc``; the baseline's process time)
+tell cost apart from contention on the machine.
+
+Memory. 1,000 groups of 10 members on 10 topics of 100 partitions (100,000
+group-partitions), each group's metadata and one commit per partition. The
+worker's RSS (``VmRSS`` of ``/proc/<pid>/status``; ``VmHWM`` is its peak)
+once every record is applied and an end-offset poll that began after that
+has rewritten every group-partition's lag entry, beside the RSS of an idle
+worker on an empty ``__consumer_offsets`` as the baseline.
+
+Detection latency. A fresh broker and worker (evaluate and end-offset
+intervals of 1 s, 3 evaluations to hold, the other settings their
+defaults), groups of 4 members x 2 partitions on an 8-partition topic with
+1,000 records per partition, committed so that skew is 1.23 (below the
+threshold of 1.5) with total lag above the floor. Then, one group at a
+time, one commit that takes the group's skew to 2.11; the latency runs from
+just before that commit is sent to the recommendation's arrival at a
+consumer of the recommendations topic. Where the time goes is printed
+beside it: when the group-partition's new lag entry was written (its
+partition-lag changelog record's timestamp) and when the evaluation that
+triggered ran (the recommendation's ``time``).
+
+On the embedded broker the worker produces one record per batch
+(``KAGENT_ONE_RECORD_BATCHES``), as ``kagent run`` and the tests set it:
+Tansu's ListOffsets is right only then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+
+from kagent.consumer_offsets import (
+    Assignment,
+    GroupMember,
+    GroupMetadata,
+    OffsetCommit,
+    Subscription,
+    encode,
+)
+from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, die_with_parent, free_port
+from kagent.simulator.placement import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    offsets_partition_for,
+)
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """Consumer groups of ``members`` members (range), each reading all partitions of one of ``topics`` topics."""
+
+    groups: int
+    topics: int
+    partitions: int
+    """Partitions per topic, so also per group."""
+    members: int
+    commit_rounds: int
+    rebalance_every: int = 10
+    """Every this-many-th group rebalances (new generation, new member ids) before each later round."""
+    records_per_partition: int = 5
+
+    @property
+    def group_partitions(self) -> int:
+        return self.groups * self.partitions
+
+
+@dataclass(frozen=True)
+class Sizes:
+    throughput: DataSet
+    memory: DataSet
+    latency_repeats: int
+
+
+FULL = Sizes(
+    throughput=DataSet(groups=1_000, topics=10, partitions=10, members=5, commit_rounds=2),
+    memory=DataSet(groups=1_000, topics=10, partitions=100, members=10, commit_rounds=1),
+    latency_repeats=5,
+)
+QUICK = Sizes(
+    throughput=DataSet(groups=100, topics=2, partitions=10, members=5, commit_rounds=2),
+    memory=DataSet(groups=50, topics=2, partitions=20, members=4, commit_rounds=1),
+    latency_repeats=2,
+)
+
+THROUGHPUT_TARGET = 0.5
+MEMORY_TARGET_MB = 400
+INGEST_TIMEOUT = 150.0
+"""A worker that has not applied every record by then is reported with the rate it reached."""
+NO_TIMERS = {"end_offset_interval": "3600", "evaluate_interval": "3600"}
+"""Intervals that keep the end-offset poll and the evaluation from running while the records are applied."""
+MEMORY_SETTINGS = {"end_offset_interval": "60", "evaluate_interval": "60"}
+"""Long enough that the first poll comes about when every record is applied: at 100,000 group-partitions
+each poll rewrites every lag entry, and with the default 5 s (measured: also with 30 s) the worker falls
+behind for good and never applies the data set."""
+LATENCY_SETTINGS = {"evaluate_interval": "1", "end_offset_interval": "1", "hold_evaluations": "3"}
+LATENCY_TOPIC, LATENCY_PARTITIONS, LATENCY_RECORDS = "bench-latency-orders", 8, 1_000
+# Lag per partition before and after the decisive commit (members own partitions 2m and 2m + 1).
+LATENCY_LAG_BEFORE = {0: 400, 2: 300, 4: 300, 6: 300}  # member lag 400/300/300/300: skew 1.23, total 1,300
+LATENCY_DECISIVE = (1, 600)  # partition 1 to lag 600: member lag 1000/300/300/300, skew 2.11
+
+
+# --- processes ------------------------------------------------------------------------------------
+
+
+class Worker:
+    """A real ``faust -A kagent.app worker`` process, stopped by its pid."""
+
+    def __init__(self, broker: EmbeddedBroker, workdir: Path, app_id: str, **settings: str) -> None:
+        self.app_id = app_id
+        self.web_port = free_port()
+        self.log_path = workdir / f"{app_id}-worker.log"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("KAGENT_")},
+            "KAGENT_BROKER": broker.bootstrap_servers,
+            "KAGENT_APP_ID": app_id,
+            "KAGENT_WEB_PORT": str(self.web_port),
+            "KAGENT_DATA_DIR": str(workdir / f"{app_id}-data"),
+            "KAGENT_SESSION_TIMEOUT": "2",  # Tansu holds a group's first join for half of it
+            "KAGENT_ONE_RECORD_BATCHES": "true",  # Tansu's ListOffsets (kagent.embedded)
+            **{f"KAGENT_{k.upper()}": v for k, v in settings.items()},
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}/"
+
+    def start(self) -> Worker:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "faust", "-A", "kagent.app", "worker", "-l", "info"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                # Workers start before the benchmark's only thread pool (asyncio.to_thread) does.
+                preexec_fn=die_with_parent,  # noqa: PLW1509
+            )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def check_alive(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            raise RuntimeError(f"worker {self.app_id} exited; log tail:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def memory_kb(self) -> dict[str, int]:
+        """VmRSS and VmHWM (peak RSS) of the worker process, in kB."""
+        fields = {}
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0])
+        return fields
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the worker process has used."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def metrics(self) -> dict[str, float] | None:
+        """The worker's Prometheus samples, ``name{labels}`` -> value; None while it does not answer."""
+        try:
+            with urllib.request.urlopen(self.url + "metrics", timeout=5) as response:
+                text = response.read().decode()
+        except (urllib.error.URLError, OSError):
+            return None
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                samples[name] = float(value)
+        return samples
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM by pid, SIGKILL after ``timeout``."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def total(samples: dict[str, float], name: str) -> float:
+    """Sum of a counter over all its label sets."""
+    return sum(value for key, value in samples.items() if key == name or key.startswith(name + "{"))
+
+
+@contextmanager
+def running(workdir: Path) -> Iterator[Callable[..., Worker]]:
+    """A factory of workers; every one still running is stopped on the way out."""
+    workers: list[Worker] = []
+
+    def start(broker: EmbeddedBroker, app_id: str, **settings: str) -> Worker:
+        worker = Worker(broker, workdir, app_id, **settings).start()
+        workers.append(worker)
+        return worker
+
+    try:
+        yield start
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+# --- records ------------------------------------------------------------------------------------
+
+
+def topic_of(data: DataSet, group: int) -> str:
+    return f"bench-topic-{group % data.topics:02d}"
+
+
+def group_name(group: int) -> str:
+    return f"bench-app-{group:05d}"
+
+
+def group_metadata(group: str, generation: int, members: dict[str, list[TopicPartition]]) -> GroupMetadata:
+    """Value-v3 metadata of a consumer group using the range assignor."""
+    topics = tuple(sorted({tp.topic for tps in members.values() for tp in tps}))
+    return GroupMetadata(
+        group=group,
+        protocol_type="consumer",
+        generation=generation,
+        protocol="range",
+        leader=next(iter(members)),
+        state_timestamp=int(time.time() * 1000),
+        members=tuple(
+            GroupMember(
+                member_id=member_id,
+                group_instance_id=None,
+                client_id=member_id.rsplit("-", 2)[0],
+                client_host=f"/10.0.{i // 250}.{i % 250}",
+                rebalance_timeout=300_000,
+                session_timeout=45_000,
+                subscription=Subscription(0, topics),
+                assignment=Assignment(0, tuple(tps)),
+            )
+            for i, (member_id, tps) in enumerate(members.items())
+        ),
+        value_version=3,
+    )
+
+
+def offset_commit(group: str, topic: str, partition: int, offset: int) -> OffsetCommit:
+    """An offset commit as Kafka 2.1+ writes it (value v3)."""
+    return OffsetCommit(group, topic, partition, offset, "", int(time.time() * 1000), None, None, 3)
+
+
+def range_members(group: str, topic: str, partitions: int, members: int, generation: int) -> dict[str, list[TopicPartition]]:
+    """Range assignment of ``partitions`` over ``members`` members named for ``generation``."""
+    per, extra = divmod(partitions, members)
+    result, start = {}, 0
+    for m in range(members):
+        count = per + (1 if m < extra else 0)
+        result[f"{group}-consumer-{m}-g{generation}"] = [TopicPartition(topic, p) for p in range(start, start + count)]
+        start += count
+    return result
+
+
+def coordinator_records(data: DataSet) -> tuple[list[tuple[int, bytes, bytes | None]], int]:
+    """(partition of __consumer_offsets, key, value) of the whole data set, and how many are group metadata.
+
+    Each group's metadata, then round by round every group's commits on all its
+    partitions, every ``rebalance_every``-th group rebalancing before each later round.
+    """
+    records: list[tuple[int, bytes, bytes | None]] = []
+    metadata = 0
+    names = [group_name(g) for g in range(data.groups)]
+    places = [offsets_partition_for(name, OFFSETS_TOPIC_PARTITIONS) for name in names]
+
+    def add(place: int, record: OffsetCommit | GroupMetadata) -> None:
+        key, value = encode(record)
+        records.append((place, key, value))
+
+    for g, name in enumerate(names):
+        add(places[g], group_metadata(name, 1, range_members(name, topic_of(data, g), data.partitions, data.members, 1)))
+        metadata += 1
+    for r in range(data.commit_rounds):
+        for g, name in enumerate(names):
+            topic = topic_of(data, g)
+            if r and g % data.rebalance_every == 0:
+                members = range_members(name, topic, data.partitions, data.members, r + 1)
+                add(places[g], group_metadata(name, r + 1, members))
+                metadata += 1
+            for p in range(data.partitions):
+                add(places[g], offset_commit(name, topic, p, min(r + 1, data.records_per_partition)))
+    return records, metadata
+
+
+def describe(data: DataSet, records: int, metadata: int) -> str:
+    return (
+        f"{data.groups:,} groups x {data.partitions} partitions = {data.group_partitions:,} group-partitions "
+        f"on {data.topics} topics; {records:,} records: {records - metadata:,} offset commits (value v3), "
+        f"{metadata:,} group metadata (value v3, {data.members} members)"
+    )
+
+
+async def prepare(broker: EmbeddedBroker, data: DataSet) -> tuple[int, int]:
+    """Topics, a few records per partition, and the data set on ``__consumer_offsets``: (records, metadata)."""
+    topics = {topic_of(data, t): data.partitions for t in range(data.topics)}
+    await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, **topics})
+    await produce_data(broker.bootstrap_servers, {
+        TopicPartition(topic, p): data.records_per_partition for topic, count in topics.items() for p in range(count)
+    })
+    records, metadata = coordinator_records(data)
+    await publish(broker.bootstrap_servers, records)
+    return len(records), metadata
+
+
+# --- broker I/O --------------------------------------------------------------------------------------
+
+
+async def publish(bootstrap: str, records: Sequence[tuple[int, bytes, bytes | None]]) -> float:
+    """Publish to ``__consumer_offsets`` in order (batched: nothing reads its ListOffsets); seconds taken."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024, acks=1)
+    await producer.start()
+    started = time.perf_counter()
+    try:
+        pending = []
+        for place, key, value in records:
+            pending.append(await producer.send(OFFSETS_TOPIC, value, key=key, partition=place))
+            if len(pending) >= 20_000:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+    return time.perf_counter() - started
+
+
+async def produce_data(bootstrap: str, counts: dict[TopicPartition, int]) -> None:
+    """Write records to data topics, one per batch, so that Tansu's ListOffsets is the log end."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH)
+    await producer.start()
+    try:
+        pending = []
+        for tp, count in counts.items():
+            for i in range(count):
+                pending.append(await producer.send(tp.topic, b"x", key=b"%d" % i, partition=tp.partition))
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+
+
+async def bare_consumer_rate(bootstrap: str, expected: int, repeats: int = 3) -> tuple[float, float]:
+    """(records/s, CPU microseconds per record) of a bare aiokafka consumer reading all of
+    ``__consumer_offsets`` from its first fetch to its last record; best of ``repeats``."""
+    best, cpu = 0.0, 0.0
+    for _ in range(repeats):
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(OFFSETS_TOPIC, p) for p in range(OFFSETS_TOPIC_PARTITIONS)])
+            await consumer.seek_to_beginning()
+            seen, started, cpu_started = 0, time.perf_counter(), time.process_time()
+            async with asyncio.timeout(INGEST_TIMEOUT):
+                while seen < expected:
+                    batches = await consumer.getmany(timeout_ms=1000)
+                    seen += sum(len(messages) for messages in batches.values())
+            rate = expected / (time.perf_counter() - started)
+            if rate > best:
+                best, cpu = rate, (time.process_time() - cpu_started) / expected * 1e6
+        finally:
+            await consumer.stop()
+    return best, cpu
+
+
+@dataclass(frozen=True)
+class Ingest:
+    records: int
+    applied: int
+    seconds: float
+    rate: float
+    """Derived events applied per second, first record read to last applied (or to the time limit)."""
+    read_rate: float
+    cpu_us: float
+    """Worker CPU microseconds per record applied."""
+
+    @property
+    def finished(self) -> bool:
+        return self.applied >= self.records
+
+
+async def ingest(worker: Worker, expected: int, timeout: float = INGEST_TIMEOUT) -> Ingest:
+    """Poll the worker's counters every 0.1 s until it has applied ``expected`` derived events (or ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    first: tuple[float, float, float] | None = None  # (time, applied, cpu) at the first poll that saw a record read
+    read_all: float | None = None
+    read = applied = 0.0
+    while True:
+        worker.check_alive()
+        samples = worker.metrics()
+        now = time.perf_counter()
+        if samples is not None:
+            read = total(samples, "kagent_source_records_total")
+            applied = total(samples, "kagent_derived_events_total")
+            if first is None and read > 0:
+                first = (now, applied, worker.cpu_seconds())
+            if read_all is None and read >= expected:
+                read_all = now
+            if applied >= expected or (first is not None and time.monotonic() > deadline):
+                break
+        if first is None and time.monotonic() > deadline + 60:
+            raise RuntimeError(f"worker {worker.app_id} read nothing; log tail:\n{worker.log_tail()}")
+        await asyncio.sleep(0.1)  # poll interval of the counters
+    assert first is not None
+    seconds = now - first[0]
+    done = applied - first[1]
+    read_rate = expected / (read_all - first[0]) if read_all and read_all > first[0] else read / seconds
+    cpu = (worker.cpu_seconds() - first[2]) / max(done, 1) * 1e6
+    return Ingest(expected, int(applied), seconds, done / seconds, read_rate, cpu)
+
+
+# --- the three parts -------------------------------------------------------------------------------
+
+
+def mb(kb: int) -> float:
+    return kb / 1024
+
+
+async def wait_ready(worker: Worker, timeout: float = 60.0) -> None:
+    """Until the worker logs that Faust is ready and answers at /metrics."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        worker.check_alive()
+        if "Ready" in worker.log_tail(200) and worker.metrics() is not None:
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"worker {worker.app_id} not ready in {timeout:g} s; log tail:\n{worker.log_tail()}")
+
+
+async def idle_baseline(start: Callable[..., Worker], workdir: Path) -> dict[str, int]:
+    with EmbeddedBroker(log_dir=workdir) as broker:
+        await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
+        worker = start(broker, "bench-idle")
+        try:
+            await wait_ready(worker)
+            await asyncio.sleep(5)  # a few timer rounds
+            worker.check_alive()
+            return worker.memory_kb()
+        finally:
+            worker.stop()
+
+
+async def throughput(start: Callable[..., Worker], workdir: Path, data: DataSet) -> bool:
+    with EmbeddedBroker(log_dir=workdir) as broker:
+        n, metadata = await prepare(broker, data)
+        print(f"data set: {describe(data, n, metadata)}")
+        bare_rate, bare_cpu = await bare_consumer_rate(broker.bootstrap_servers, n)
+        runs = []
+        for app_id, settings, label in (
+            ("bench-ingest", NO_TIMERS, "worker, timers idle (ingest path only)"),
+            ("bench-defaults", {}, "worker, default 5 s poll and evaluation"),
+        ):
+            worker = start(broker, app_id, **settings)
+            try:
+                runs.append((label, await ingest(worker, n)))
+            finally:
+                worker.stop()
+    print(f"{'':<44}{'records':>9}{'applied':>9}{'seconds':>9}{'records/s':>11}{'read/s':>9}{'CPU us/rec':>11}")
+    print(f"{'bare aiokafka consumer (baseline)':<44}{n:>9,}{n:>9,}{n / bare_rate:>9.2f}{bare_rate:>11,.0f}{'':>9}{bare_cpu:>11.1f}")
+    for label, run in runs:
+        print(
+            f"{label:<44}{run.records:>9,}{run.applied:>9,}{run.seconds:>9.1f}{run.rate:>11,.0f}"
+            f"{run.read_rate:>9,.0f}{run.cpu_us:>11.0f}" + ("" if run.finished else f"  (stopped after {INGEST_TIMEOUT:g} s)")
+        )
+    met = True
+    for label, run in runs:
+        ratio = run.rate / bare_rate
+        ok = ratio >= THROUGHPUT_TARGET
+        met &= ok
+        print(f"target into-the-tables / bare >= {THROUGHPUT_TARGET}, {label}: {'met' if ok else 'MISSED'} ({ratio:.4f})")
+    return met
+
+
+async def memory(start: Callable[..., Worker], workdir: Path, data: DataSet, idle: dict[str, int]) -> bool:
+    with EmbeddedBroker(log_dir=workdir) as broker:
+        n, metadata = await prepare(broker, data)
+        print(f"data set: {describe(data, n, metadata)}")
+        worker = start(broker, "bench-memory", **MEMORY_SETTINGS)
+        try:
+            run = await ingest(worker, n, timeout=INGEST_TIMEOUT)
+            # The poll increments its counter and then rewrites every lag entry without yielding to
+            # the event loop, so once /metrics shows a poll that began after the last record was
+            # applied, every group-partition has its partition-lag entry.
+            polls = total(worker.metrics() or {}, "kagent_end_offset_polls_total")
+            async with asyncio.timeout(float(MEMORY_SETTINGS["end_offset_interval"]) * 2):
+                while (samples := worker.metrics()) is None or total(samples, "kagent_end_offset_polls_total") <= polls:
+                    worker.check_alive()
+                    await asyncio.sleep(0.2)
+            if samples.get('kagent_end_offset_polls_total{outcome="error"}', 0) > 0:
+                raise RuntimeError(f"an end-offset poll failed; log tail:\n{worker.log_tail()}")
+            await asyncio.sleep(2)  # let the changelog writes of that poll get under way
+            rss = worker.memory_kb()
+        finally:
+            worker.stop()
+    if run.finished:
+        print(f"applied in {run.seconds:.1f} s ({run.rate:,.0f} records/s), then one full end-offset poll")
+    else:
+        print(f"NOT all applied: {run.applied:,} of {n:,} in {run.seconds:.0f} s; RSS taken after the next poll anyway")
+    print(f"{'worker':<44}{'RSS MB':>9}{'peak MB':>9}")
+    print(f"{'idle (baseline)':<44}{mb(idle['VmRSS']):>9.0f}{mb(idle['VmHWM']):>9.0f}")
+    label = f"{data.group_partitions:,} group-partitions"
+    print(f"{label:<44}{mb(rss['VmRSS']):>9.0f}{mb(rss['VmHWM']):>9.0f}")
+    ok = mb(rss["VmRSS"]) <= MEMORY_TARGET_MB and run.finished
+    verdict = "met" if ok else "MISSED" if run.finished else "NOT MEASURED (data set not applied)"
+    print(f"target RSS <= {MEMORY_TARGET_MB} MB: {verdict} ({mb(rss['VmRSS']):.0f} MB)")
+    return ok
+
+
+async def latency(start: Callable[..., Worker], workdir: Path, sizes: Sizes) -> bool:
+    settings = LATENCY_SETTINGS
+    hold, interval = int(settings["hold_evaluations"]), float(settings["evaluate_interval"])
+    bound = hold * interval + 1
+    groups = [f"bench-skew-{i:02d}" for i in range(sizes.latency_repeats)]
+    with EmbeddedBroker(log_dir=workdir) as broker:
+        bootstrap = broker.bootstrap_servers
+        await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, LATENCY_TOPIC: LATENCY_PARTITIONS})
+        await produce_data(bootstrap, {TopicPartition(LATENCY_TOPIC, p): LATENCY_RECORDS for p in range(LATENCY_PARTITIONS)})
+        setup = []
+        for group in groups:
+            members = {
+                f"{group}-consumer-{m}": [TopicPartition(LATENCY_TOPIC, 2 * m), TopicPartition(LATENCY_TOPIC, 2 * m + 1)]
+                for m in range(LATENCY_PARTITIONS // 2)
+            }
+            setup.append(group_metadata(group, 1, members))
+            setup += [
+                offset_commit(group, LATENCY_TOPIC, p, LATENCY_RECORDS - LATENCY_LAG_BEFORE.get(p, 0))
+                for p in range(LATENCY_PARTITIONS)
+            ]
+        await publish(bootstrap, [(offsets_partition_for(r.group), *encode(r)) for r in setup])
+
+        worker = start(broker, "bench-latency", **settings)
+        recommendations = f"{worker.app_id}-recommendations"
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", fetch_max_wait_ms=50
+        )
+        await consumer.start()
+        changelog = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="latest", fetch_max_wait_ms=50
+        )
+        await changelog.start()
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH, linger_ms=0)
+        await producer.start()
+        try:
+            # The worker holds every group with its lag, and has evaluated them for a few rounds: quietly.
+            expected = {f"{g}-consumer-{m}": LATENCY_LAG_BEFORE.get(2 * m, 0) for g in groups for m in range(4)}
+            async with asyncio.timeout(90):
+                while True:
+                    worker.check_alive()
+                    body = await asyncio.to_thread(get_json, worker.url + "groups/")
+                    lag = {m: v for g in (body or {}).get("groups", {}).values() for m, v in g["member_lag"].items()}
+                    if lag == expected:
+                        break
+                    await asyncio.sleep(0.2)
+            await asyncio.sleep(hold * interval + 1)
+            await consumer.topics()  # the worker created the topic on start
+            own_partitions = range(int(worker.env.get("KAGENT_TOPIC_PARTITIONS", "8")))
+            consumer.assign([TopicPartition(recommendations, p) for p in own_partitions])
+            changelog.assign([TopicPartition(f"{worker.app_id}-partition-lag-changelog", p) for p in own_partitions])
+            await changelog.seek_to_end()
+            early = await consumer.getmany(timeout_ms=500)
+            if any(early.values()):
+                raise RuntimeError("a recommendation came before any group's skew crossed the threshold")
+
+            results = []
+            partition, lag_after = LATENCY_DECISIVE
+            for group in groups:
+                key, value = encode(offset_commit(group, LATENCY_TOPIC, partition, LATENCY_RECORDS - lag_after))
+                sent = time.time()
+                await (await producer.send(OFFSETS_TOPIC, value, key=key, partition=offsets_partition_for(group)))
+                found = None
+                async with asyncio.timeout(60):
+                    while found is None:
+                        worker.check_alive()
+                        batches = await consumer.getmany(timeout_ms=200)
+                        arrived = time.time()
+                        for messages in batches.values():
+                            for message in messages:
+                                body = json.loads(message.value)
+                                if body["group"] != group:
+                                    raise RuntimeError(f"unexpected recommendation for {body['group']}")
+                                found = (arrived, message.timestamp / 1000, body)
+                arrived, produced, body = found
+                in_table = await lag_written(changelog, group, partition, LATENCY_RECORDS - lag_after)
+                results.append(arrived - sent)
+                print(
+                    f"  {group}: {arrived - sent:.2f} s to the subscriber; lag entry written at +{in_table - sent:.2f} s, "
+                    f"recommendation evaluated at +{body['time'] - sent:.2f} s, on the topic at +{produced - sent:.2f} s; "
+                    f"skew {body['skew_before']:.2f} -> {body['skew_after']:.2f}, held {body['trigger']['evaluations_held']}"
+                )
+        finally:
+            await producer.stop()
+            await changelog.stop()
+            await consumer.stop()
+            worker.stop()
+    median = statistics.median(results)
+    ok = median <= bound and max(results) <= bound
+    print(
+        f"detection latency: median {median:.2f} s, max {max(results):.2f} s over {len(results)} groups; "
+        f"target <= {hold} x {interval:g} s + 1 s = {bound:g} s: {'met' if ok else 'MISSED'}"
+    )
+    return ok
+
+
+async def lag_written(changelog: AIOKafkaConsumer, group: str, partition: int, committed: int) -> float:
+    """Timestamp (s) of the first partition-lag changelog record of ``group`` on ``partition`` with ``committed``."""
+    async with asyncio.timeout(10):
+        while True:
+            for messages in (await changelog.getmany(timeout_ms=200)).values():
+                for message in messages:
+                    key = json.loads(message.key)
+                    key = json.loads(key) if isinstance(key, str) else key
+                    if key[0] == group and key[2] == partition and json.loads(message.value)["committed"] == committed:
+                        return message.timestamp / 1000
+
+
+def get_json(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.load(response)
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+async def main(sizes: Sizes) -> int:
+    print(
+        f"kagent worker on the embedded broker (Tansu), {platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
+    )
+    met = True
+    with tempfile.TemporaryDirectory(prefix="kagent-bench-") as tmp, running(Path(tmp)) as start:
+        workdir = Path(tmp)
+        try:
+            idle = await idle_baseline(start, workdir)
+            print("\n== throughput (one worker) ==")
+            met &= await throughput(start, workdir, sizes.throughput)
+            settings = ", ".join(f"KAGENT_{k.upper()}={v}" for k, v in MEMORY_SETTINGS.items())
+            print(f"\n== memory (one worker, {settings}) ==")
+            met &= await memory(start, workdir, sizes.memory, idle)
+            print(f"\n== detection latency ({', '.join(f'KAGENT_{k.upper()}={v}' for k, v in LATENCY_SETTINGS.items())}) ==")
+            met &= await latency(start, workdir, sizes)
+        except BaseException:
+            for log in sorted(workdir.glob("*.log")):
+                print(f"--- {log.name} (tail) ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+            raise
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small smoke run (not the figures of record)")
+    args = parser.parse_args()
+    sys.exit(asyncio.run(main(QUICK if args.quick else FULL)))
