@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from kagent.pipeline.backtest_kernel import ACTUAL, STRATEGIES, backtest_group
@@ -47,13 +47,6 @@ RESULT_SCHEMA = (
 
 _SNAPSHOT_SCHEMA = "group string, snapshot timestamp, topic string, partition int, lag bigint, member string"
 
-_PARTITION_LAG_JSON = "group string, topic string, partition int, offset_lag bigint, polled_at double"
-_ASSIGNMENT_JSON = (
-    "group string, generation int, members array<struct<member_id: string, "
-    "partitions: array<struct<topic: string, partition: int>>>>"
-)
-
-
 @dataclass(frozen=True)
 class BacktestSummary:
     """Where a backtest wrote, and its per-(group, strategy) figures."""
@@ -72,49 +65,125 @@ def read_snapshots(spark: SparkSession, path: str) -> DataFrame:
 def snapshots_from_changelogs(
     spark: SparkSession, bootstrap_servers: str, app_id: str = "kagent", timeout: float = 10.0
 ) -> DataFrame:
-    """Lag snapshots from the worker's changelogs: ``<app id>-partition-lag-changelog`` and
+    """Lag snapshots from a worker's changelogs: ``<app id>-partition-lag-changelog`` and
     ``<app id>-assignments-changelog``.
 
-    A snapshot is one end-offset poll (``polled_at``, to the second) of a
-    group; each partition's member is its holder in the group's last
-    assignment written at or before the poll (by the changelog record's
-    timestamp). Tombstones are ignored.
+    Records are identified by their keys, the table keys JSON-encoded as
+    Faust writes them (``"[\\"<group>\\",\\"<topic>\\",<partition>]"`` and
+    ``"<group>"``, see ``tables/README.md``), so tombstones delete entries.
+
+    The contract:
+
+    - A group has one snapshot per distinct ``polled_at`` among its lag
+      entries: one end-offset poll. Its time is ``polled_at``, to the nearest
+      microsecond.
+    - The snapshot is the group's tables as they stood when the last entry
+      carrying that ``polled_at`` was written (by changelog record timestamp,
+      ties broken by offset): every partition-lag entry of the group then
+      current, not only those the poll rewrote (the worker rewrites an entry
+      only when a commit, a rebalance, data loss or the refresh period asks,
+      so a poll often writes one entry or none); partitions whose last record
+      then was a tombstone, or not yet written, are left out.
+    - Each partition's ``member`` is its holder in the group's assignment
+      current at that same moment (null: nobody, or the group was deleted).
+      A rebalance rewrites the group's entries with the last poll's
+      ``polled_at``, so that snapshot is already the new generation's.
+
+    One row per (group, snapshot, topic, partition). The history reaches as
+    far back as the changelogs do: compaction keeps only each key's last
+    record.
     """
 
-    def changelog(table: str, schema: str) -> DataFrame:
+    def changelog(table: str) -> DataFrame:
         raw = (
             spark.read.format(FORMAT)
             .option("kafka.bootstrap.servers", bootstrap_servers)
             .option("subscribe", f"{app_id}-{table}-changelog")
             .option("timeoutMs", str(int(timeout * 1000)))
             .load()
-            .where(F.col("value").isNotNull())
         )
-        return raw.select(F.from_json(F.col("value").cast("string"), schema).alias("v"), "timestamp").select(
-            "v.*", "timestamp"
+        # A JSON-encoded string key: wrap it in an object to decode it with from_json.
+        key = F.from_json(F.concat(F.lit('{"k":'), F.col("key").cast("string"), F.lit("}")), "k string")["k"]
+        return raw.select(
+            key.alias("key"),
+            F.col("value").cast("string").alias("value"),
+            F.unix_micros("timestamp").alias("written"),
+            F.col("partition").alias("log_partition"),
+            "offset",
         )
 
-    lag = changelog("partition-lag", _PARTITION_LAG_JSON).select(
-        "group",
-        F.date_trunc("second", F.timestamp_seconds("polled_at")).alias("snapshot"),
-        "topic",
-        "partition",
-        F.col("offset_lag").alias("lag"),
+    def order(*extra: str) -> Column:
+        """The position of a changelog record in write order, then ``extra``: max() is the last written."""
+        return F.struct("written", "log_partition", "offset", *extra)
+
+    lag_key = F.from_json("key", "array<string>")
+    lag_value = F.from_json("value", "polled_at double, offset_lag bigint")
+    entries = changelog("partition-lag").select(
+        lag_key[0].alias("group"),
+        lag_key[1].alias("topic"),
+        lag_key[2].cast("int").alias("partition"),
+        "written",
+        "log_partition",
+        "offset",
+        lag_value["polled_at"].alias("polled_at"),
+        lag_value["offset_lag"].alias("lag"),
+    ).where(F.col("group").isNotNull())
+    polls = (
+        entries.where(F.col("polled_at").isNotNull())
+        .groupBy("group", "polled_at")
+        .agg(F.max("written").alias("as_of"))
+    )
+    grid = polls.join(entries.select("group", "topic", "partition").distinct(), "group")
+    key_cols = ["group", "topic", "partition"]
+    last_entry = Window.partitionBy(*key_cols).orderBy("written")
+    lags = (
+        grid.select(*key_cols, "polled_at", F.col("as_of").alias("written"), F.lit(None).alias("entry"))
+        .unionByName(
+            entries.select(
+                *key_cols, F.lit(None).cast("double").alias("polled_at"), "written", order("lag").alias("entry")
+            )
+        )
+        .withColumn("entry", F.max("entry").over(last_entry))  # range frame: every record written by then
+        .where(F.col("polled_at").isNotNull() & F.col("entry.lag").isNotNull())
+        .select(*key_cols, "polled_at", F.col("written").alias("as_of"), F.col("entry.lag").alias("lag"))
+    )
+
+    assignment_value = F.from_json(
+        "value",
+        "members array<struct<member_id: string, partitions: array<struct<topic: string, partition: int>>>>",
+    )
+    assignments = changelog("assignments").select(
+        F.col("key").alias("group"), "written", "log_partition", "offset", assignment_value["members"].alias("members")
+    )
+    last_assignment = Window.partitionBy("group").orderBy("written")
+    current = (
+        polls.select("group", "polled_at", F.col("as_of").alias("written"), F.lit(None).alias("assignment"))
+        .unionByName(
+            assignments.select(
+                "group", F.lit(None).cast("double").alias("polled_at"), "written", order().alias("assignment")
+            )
+        )
+        .withColumn("assignment", F.max("assignment").over(last_assignment))
+        .where(F.col("polled_at").isNotNull() & F.col("assignment").isNotNull())
+        .select("group", "polled_at", "assignment")
     )
     held = (
-        changelog("assignments", _ASSIGNMENT_JSON)
-        .select("group", F.col("timestamp").alias("assigned_at"), F.explode("members").alias("m"))
-        .select("group", "assigned_at", F.col("m.member_id").alias("member"), F.explode("m.partitions").alias("p"))
-        .select("group", "assigned_at", "member", "p.topic", "p.partition")
+        assignments.select("group", order().alias("assignment"), F.explode("members").alias("m"))
+        .select("group", "assignment", F.col("m.member_id").alias("member"), F.explode("m.partitions").alias("p"))
+        .select("group", "assignment", "member", "p.topic", "p.partition")
     )
-    keys = ["group", "topic", "partition"]
-    before = [lag[k] == held[k] for k in keys] + [held["assigned_at"] <= lag["snapshot"]]
-    latest = Window.partitionBy(*(lag[k] for k in keys), lag["snapshot"]).orderBy(held["assigned_at"].desc_nulls_last())
     return (
-        lag.join(held, before, "left")
-        .withColumn("rank", F.row_number().over(latest))
-        .where("rank = 1")
-        .select(*(lag[k] for k in ("group", "snapshot", "topic", "partition", "lag")), held["member"])
+        lags.join(current, ["group", "polled_at"], "left")
+        .join(held, ["group", "assignment", "topic", "partition"], "left")
+        .select(
+            "group",
+            # to the nearest microsecond: timestamp_seconds() truncates the double's error
+            F.timestamp_micros(F.round(F.col("polled_at") * 1_000_000).cast("long")).alias("snapshot"),
+            "topic",
+            "partition",
+            "lag",
+            "member",
+        )
     )
 
 

@@ -22,7 +22,7 @@ def spark_session(
 
     Python workers run this interpreter unless ``PYSPARK_PYTHON`` says
     otherwise (on a cluster, set it to the executors' Python, which needs
-    kagent installed). ``config`` entries are set on the builder; Arrow is
+    kagent installed). A ``local`` master binds the driver to 127.0.0.1. ``config`` entries are set on the builder; Arrow is
     on, as the jobs move data between the JVM and Python in Arrow batches.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -33,6 +33,11 @@ def spark_session(
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
     )
+    if master.startswith("local"):
+        # Everything runs in this process: keep the driver on loopback rather than the
+        # address Spark finds for the host name (a network interface).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for key, value in (config or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

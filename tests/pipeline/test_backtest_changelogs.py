@@ -1,0 +1,248 @@
+"""``backtest`` on the snapshots a real worker wrote to its changelogs (``snapshots_from_changelogs``, ``--broker``).
+
+A kagent worker runs on the embedded broker over coordinator records published
+as Kafka's coordinator would write them: a skewed group (range put the two hot
+partitions on one member) and an even one. The test drives it through three
+steps, each awaited on the worker's own output (its changelogs and metrics):
+the first end-offset poll; a commit on one partition after a later poll (a
+partition-lag entry written alone, with a newer ``polled_at``); and a
+rebalance of the skewed group to new members (every lag entry of the group
+rewritten at once, still carrying the last poll's ``polled_at``). Then it
+reads the changelogs back with the function and with ``kagent pipeline
+backtest --broker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from kagent.consumer_offsets import encode
+from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker
+from kagent.keys import partition_key
+from kagent.pipeline.backtest import snapshots_from_changelogs
+from kagent.pipeline.cli import pipeline
+from tests.conftest import Worker
+from tests.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    group_metadata,
+    offset_commit,
+    publish,
+)
+
+pytestmark = pytest.mark.integration
+
+FAST = {"evaluate_interval": "0.5", "end_offset_interval": "0.5", "hold_evaluations": "2", "topic_partitions": "4"}
+SKEWED_LOG = {0: 600, 1: 600, 2: 200, 3: 200, 4: 200, 5: 200}
+EVEN_LOG = {p: 300 for p in range(4)}
+DEADLINE = 40.0
+
+
+@dataclass(frozen=True)
+class Record:
+    key: bytes
+    value: Any | None  # parsed JSON; None for a tombstone
+    timestamp: int
+    partition: int
+    offset: int
+
+
+async def _produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
+    """``counts[p]`` records on each partition ``p``, one per batch (Tansu's ListOffsets is right only then)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH)
+    await producer.start()
+    try:
+        for partition, count in counts.items():
+            for i in range(count):
+                await producer.send(topic, b"x", key=b"%d" % i, partition=partition)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def _changelog(bootstrap: str, topic: str) -> list[Record]:
+    """Every record of ``topic`` now, from the earliest offset until a fetch comes back empty."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        await consumer.topics()
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            return []
+        consumer.assign(partitions)
+        records: list[Record] = []
+        while batches := await consumer.getmany(timeout_ms=300):
+            records += [
+                Record(m.key, None if m.value is None else json.loads(m.value), m.timestamp, m.partition, m.offset)
+                for batch in batches.values()
+                for m in batch
+            ]
+        return sorted(records, key=lambda r: (r.timestamp, r.partition, r.offset))
+    finally:
+        await consumer.stop()
+
+
+async def _until(probe: Callable[[], Any], what: str, worker: Worker) -> Any:
+    """Await ``probe()`` (a coroutine function) until it returns something truthy; fail after DEADLINE."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE
+    while loop.time() < deadline:
+        value = await probe()
+        if value:
+            return value
+        await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
+    pytest.fail(f"timed out after {DEADLINE:g} s waiting for {what}; worker log:\n{worker.log()[-4000:]}")
+
+
+async def _polls(worker: Worker) -> float:
+    """The worker's count of successful end-offset polls (0 until its web server answers)."""
+    try:
+        body = await asyncio.to_thread(lambda: urllib.request.urlopen(worker.url + "metrics", timeout=2).read())
+    except OSError:
+        return 0.0
+    found = re.search(rb'kagent_end_offset_polls_total\{outcome="ok"\} ([0-9.e+]+)', body)
+    return float(found.group(1)) if found else 0.0
+
+
+def _at(polled_at: float) -> pd.Timestamp:
+    """A ``polled_at`` as the snapshot time Spark gives it: naive UTC, to the microsecond."""
+    return pd.Timestamp(round(polled_at * 1_000_000), unit="us")
+
+
+def _members(group: str, tag: str, layout: list[list[int]], topic: str) -> dict[str, list[TopicPartition]]:
+    return {f"{group}-{tag}{m}": [TopicPartition(topic, p) for p in parts] for m, parts in enumerate(layout)}
+
+
+async def test_backtest_reads_the_snapshots_a_worker_wrote(
+    kafka_broker: EmbeddedBroker, start_worker: Callable[..., Worker], spark: SparkSession, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    run = uuid.uuid4().hex[:6]
+    app_id, skewed, even = f"bt-{run}", f"bt-skewed-{run}", f"bt-even-{run}"
+    skewed_topic, even_topic = f"{skewed}-in", f"{even}-in"
+    await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, skewed_topic: 6, even_topic: 4})
+    await _produce(bootstrap, skewed_topic, SKEWED_LOG)
+    await _produce(bootstrap, even_topic, EVEN_LOG)
+
+    # Generation 1: range put the two hot partitions on member r0; everyone committed at 0.
+    first = _members(skewed, "r", [[0, 1], [2, 3], [4, 5]], skewed_topic)
+    even_members = _members(even, "e", [[0, 1], [2, 3]], even_topic)
+    records = [encode(group_metadata(skewed, 1, first)), encode(group_metadata(even, 1, even_members))]
+    records += [encode(offset_commit(skewed, skewed_topic, p, 0)) for p in SKEWED_LOG]
+    records += [encode(offset_commit(even, even_topic, p, 0)) for p in EVEN_LOG]
+    await publish(bootstrap, records)
+    worker = start_worker(app_id, **FAST)
+    lag_topic, assignments_topic = f"{app_id}-partition-lag-changelog", f"{app_id}-assignments-changelog"
+
+    async def lag_entries(group: str) -> list[Record]:
+        return [r for r in await _changelog(bootstrap, lag_topic) if json.loads(json.loads(r.key))[0] == group]
+
+    async def first_poll() -> bool:
+        return len(await lag_entries(skewed)) >= 6 and len(await lag_entries(even)) >= 4
+
+    await _until(first_poll, "the first poll's lag entries", worker)
+    polls = await _polls(worker)
+
+    async def polled_again() -> bool:
+        return await _polls(worker) > polls
+
+    # A later poll has happened (and written nothing: its entries are not due), so the
+    # commit's entry is alone with its polled_at.
+    await _until(polled_again, "another end-offset poll", worker)
+    await publish(bootstrap, [encode(offset_commit(skewed, skewed_topic, 2, 100))])
+
+    async def commit_written() -> list[Record]:
+        return [r for r in await lag_entries(skewed) if r.value and r.value["committed"] == 100]
+
+    (commit_entry,) = await _until(commit_written, "the commit's lag entry", worker)
+
+    # Generation 2: new members, still skewed (r0's hot pair now on s0).
+    second = _members(skewed, "s", [[0, 1], [2, 3, 4], [5]], skewed_topic)
+    await publish(bootstrap, [encode(group_metadata(skewed, 2, second))])
+
+    async def rebalance_written() -> tuple[Record, list[Record]] | None:
+        assigned = [r for r in await _changelog(bootstrap, assignments_topic) if r.value and r.value["group"] == skewed]
+        if not assigned or assigned[-1].value["generation"] != 2:
+            return None
+        after = [r for r in await lag_entries(skewed) if r.timestamp >= assigned[-1].timestamp]
+        return (assigned[-1], after) if len({r.value["partition"] for r in after}) == 6 else None
+
+    assignment_2, rewritten = await _until(rebalance_written, "the lag entries rewritten after the rebalance", worker)
+    assert worker.stop() == 0
+
+    # What Faust wrote: keys are the table keys JSON-encoded, values the records' JSON.
+    lag_records = [r for r in await _changelog(bootstrap, lag_topic) if r.value and r.value["group"] in (skewed, even)]
+    for r in lag_records:
+        assert r.key == json.dumps(partition_key(r.value["group"], r.value["topic"], r.value["partition"])).encode()
+    assert assignment_2.key == json.dumps(skewed).encode()
+
+    # --- the function
+    snapshots = snapshots_from_changelogs(spark, bootstrap, app_id).toPandas()
+    ours = snapshots[snapshots["group"].isin([skewed, even])]
+    assert not ours.duplicated(["group", "snapshot", "topic", "partition"]).any()
+    # One snapshot per distinct polled_at of a group, at that time to the microsecond.
+    polled = sorted({(r.value["group"], _at(r.value["polled_at"])) for r in lag_records})
+    assert sorted((g, pd.Timestamp(t)) for g, t in ours.groupby(["group", "snapshot"]).size().index) == polled
+    # Every snapshot has every partition of its group: an entry written alone carries the others forward.
+    sizes = ours.groupby(["group", "snapshot"])["partition"].nunique()
+    assert set(sizes[skewed]) == {6} and set(sizes[even]) == {4}
+
+    def owners(members: dict[str, list[TopicPartition]]) -> dict[int, str]:
+        return {tp.partition: m for m, tps in members.items() for tp in tps}
+
+    by_snapshot = {pd.Timestamp(t): rows.set_index("partition") for t, rows in ours[ours["group"] == skewed].groupby("snapshot")}
+    times = sorted(by_snapshot)
+    gen1, gen2 = owners(first), owners(second)
+    # The first snapshot: generation 1 and the lag of the log ends, all committed at 0.
+    assert by_snapshot[times[0]]["member"].to_dict() == gen1
+    assert by_snapshot[times[0]]["lag"].to_dict() == SKEWED_LOG
+    # The commit's snapshot: partition 2 at 100, the others carried forward from the first poll.
+    assert by_snapshot[_at(commit_entry.value["polled_at"])]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
+    # The rebalance rewrote every entry with the last poll's polled_at: that snapshot, and
+    # every later one, is held by generation 2's members.
+    rebalanced = _at(rewritten[0].value["polled_at"])
+    assert rebalanced in by_snapshot
+    for t in times:
+        held = by_snapshot[t]["member"].to_dict()
+        assert held == (gen2 if t >= rebalanced else gen1), (t, held)
+    assert by_snapshot[times[-1]]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
+    even_rows = ours[ours["group"] == even]
+    assert set(even_rows["lag"]) == {300}
+    assert even_rows.groupby("member")["partition"].agg(lambda s: sorted(set(s))).to_dict() == {
+        m: [tp.partition for tp in tps] for m, tps in even_members.items()
+    }
+
+    # --- the CLI, on the same broker: every strategy against the actual assignment
+    out = tmp_path / "cli"
+    cli = CliRunner().invoke(pipeline, ["backtest", "--broker", bootstrap, "--app-id", app_id, "--output", str(out)])
+    assert cli.exit_code == 0, cli.output
+    assert f"report: {out}/report.html" in cli.output
+    summary = spark.read.parquet(str(out / "strategy_summary")).toPandas().set_index(["group", "strategy"])
+    assert set(summary.loc[skewed].index) == {"actual", "range", "roundrobin", "sticky", "fair", "lag", "lag-sticky"}
+    assert (summary.loc[skewed, "snapshots"] == len(times)).all()
+    # Range, like the actual assignments, keeps the hot pair together; lag-sticky never lets skew reach 1.5.
+    assert summary.loc[(skewed, "actual"), "share_above"] == summary.loc[(skewed, "range"), "share_above"] == 1.0
+    assert summary.loc[(skewed, "lag-sticky"), "share_above"] == 0.0
+    assert summary.loc[(skewed, "lag-sticky"), "p95_skew"] < 1.5 <= summary.loc[(skewed, "actual"), "median_skew"]
+    assert summary.loc[(even, "actual"), "median_skew"] == pytest.approx(1.0)
+    assert summary.loc[(even, "actual"), "share_above"] == 0.0
+    results = spark.read.parquet(str(out / "snapshot_results")).where(f"group = '{skewed}'").toPandas()
+    actual = results[results["strategy"] == "actual"].set_index("snapshot")["skew"]
+    # The first snapshot: 1200 of 2000 on r0; the last: 1200 of 1900 on s0.
+    assert actual.sort_index().iloc[0] == pytest.approx(1200 * 3 / 2000)
+    assert actual.sort_index().iloc[-1] == pytest.approx(1200 * 3 / 1900)
