@@ -177,7 +177,7 @@ def snapshots_from_changelogs(
         .join(held, ["group", "assignment", "topic", "partition"], "left")
         .select(
             "group",
-            # to the nearest microsecond: timestamp_seconds() truncates the double's error
+            # to the nearest microsecond, halves up: timestamp_seconds() truncates the double's error
             F.timestamp_micros(F.round(F.col("polled_at") * 1_000_000).cast("long")).alias("snapshot"),
             "topic",
             "partition",

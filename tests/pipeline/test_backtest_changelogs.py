@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import urllib.request
 import uuid
@@ -120,8 +121,12 @@ async def _polls(worker: Worker) -> float:
 
 
 def _at(polled_at: float) -> pd.Timestamp:
-    """A ``polled_at`` as the snapshot time Spark gives it: naive UTC, to the microsecond."""
-    return pd.Timestamp(round(polled_at * 1_000_000), unit="us")
+    """A ``polled_at`` as the snapshot time Spark gives it: naive UTC, to the microsecond.
+
+    Spark's ``round`` takes halves up, Python's to even; at today's epoch times
+    doubles are 0.25 us apart, so exact halves are common.
+    """
+    return pd.Timestamp(math.floor(polled_at * 1_000_000 + 0.5), unit="us")
 
 
 def _members(group: str, tag: str, layout: list[list[int]], topic: str) -> dict[str, list[TopicPartition]]:
