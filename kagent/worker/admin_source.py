@@ -154,23 +154,43 @@ class GroupPoller:
     async def _describe(
         self, admin: AIOKafkaAdminClient, coordinators: Mapping[str, int]
     ) -> dict[str, DescribedGroup]:
-        """DescribeGroups of ``coordinators``' groups, one request per coordinator."""
+        """DescribeGroups of ``coordinators``' groups, one request per coordinator.
+
+        When a coordinator's request fails, its groups are asked one by one, so a
+        group whose answer cannot be read (Tansu garbles some) hides only itself.
+        """
         by_node: dict[int, list[str]] = defaultdict(list)
         for group, node in coordinators.items():
             by_node[node].append(group)
-        calls = {
-            node: admin.describe_consumer_groups(groups, group_coordinator_id=node) for node, groups in by_node.items()
+        batches = {
+            tuple(groups): admin.describe_consumer_groups(groups, group_coordinator_id=node)
+            for node, groups in by_node.items()
         }
         described: dict[str, DescribedGroup] = {}
-        for node, responses in (await self._each(calls)).items():
-            if isinstance(responses, BaseException):
-                self._failed("DescribeGroups", f"of {len(by_node[node])} groups at node {node}", responses)
-                continue
-            answered, errors = described_groups(responses)
-            described.update(answered)
-            for error in errors:
-                self._failed("DescribeGroups", f"of group {error.group!r}", for_code(error.error_code)())
+        singles: dict[tuple[str, ...], Awaitable[Any]] = {}
+        for groups, responses in (await self._each(batches)).items():
+            if isinstance(responses, BaseException) and len(groups) > 1:
+                singles.update(
+                    ((group,), admin.describe_consumer_groups([group], group_coordinator_id=coordinators[group]))
+                    for group in groups
+                )
+            else:
+                self._take_described(groups, responses, described)
+        for groups, responses in (await self._each(singles)).items():
+            self._take_described(groups, responses, described)
         return described
+
+    def _take_described(
+        self, groups: tuple[str, ...], responses: Any, described: dict[str, DescribedGroup]
+    ) -> None:
+        """Add what one DescribeGroups request answered for ``groups`` to ``described``; count failures."""
+        if isinstance(responses, BaseException):
+            self._failed("DescribeGroups", f"of {', '.join(map(repr, groups))}", responses)
+            return
+        answered, errors = described_groups(responses)
+        described.update(answered)
+        for error in errors:
+            self._failed("DescribeGroups", f"of group {error.group!r}", for_code(error.error_code)())
 
     async def _committed(
         self, admin: AIOKafkaAdminClient, coordinators: Mapping[str, int]
