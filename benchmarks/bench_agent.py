@@ -60,7 +60,6 @@ import asyncio
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -87,7 +86,7 @@ from kagent.consumer_offsets import (
     Subscription,
     encode,
 )
-from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, die_with_parent, free_port
+from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, die_with_parent, free_port, stop_process
 from kagent.simulator.placement import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
@@ -232,14 +231,8 @@ class Worker:
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM by pid, SIGKILL after ``timeout``."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            stop_process(process, timeout)
 
 
 def total(samples: dict[str, float], name: str) -> float:

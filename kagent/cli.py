@@ -28,7 +28,7 @@ from types import FrameType
 import click
 
 from kagent.demo import watch_recommendations
-from kagent.embedded import EmbeddedBroker, create_topics, die_with_parent
+from kagent.embedded import EmbeddedBroker, create_topics, die_with_parent, stop_process
 from kagent.schemas import write_schemas
 from kagent.settings import Settings, SettingsError, load_settings
 from kagent.simulator.cli import simulate
@@ -67,17 +67,6 @@ def _interrupt_on_stop_signals() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def _stop_process(process: subprocess.Popen[bytes], timeout: float = 15.0) -> int:
-    """SIGTERM, then SIGKILL after ``timeout`` seconds; returns the exit code."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    return process.wait()
 
 
 def _wait_web_ready(process: subprocess.Popen[bytes], url: str, timeout: float) -> bool:
@@ -186,7 +175,7 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
         finally:
             click.echo("stopping...")
             if worker is not None:
-                _stop_process(worker)
+                stop_process(worker, timeout=15.0)
             if embedded is not None:
                 embedded.stop()
     click.echo("stopped.")

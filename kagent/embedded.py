@@ -35,7 +35,16 @@ from aiokafka.errors import TopicAlreadyExistsError, for_code
 from aiokafka.protocol.admin import ApiVersionRequest_v0, ApiVersionResponse_v0
 from aiokafka.protocol.api import RequestHeader_v1, ResponseHeader_v0
 
-__all__ = ["ONE_RECORD_BATCH", "BrokerError", "EmbeddedBroker", "create_topics", "free_port", "tansu_binary"]
+__all__ = [
+    "ONE_RECORD_BATCH",
+    "BrokerError",
+    "EmbeddedBroker",
+    "create_topics",
+    "die_with_parent",
+    "free_port",
+    "stop_process",
+    "tansu_binary",
+]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -93,6 +102,20 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
             raise ConnectionError("connection closed mid-response")
         data += chunk
     return bytes(data)
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 5.0) -> int:
+    """Stop ``process`` by its pid: SIGTERM, then SIGKILL after ``timeout`` seconds; its exit code.
+
+    A process that has already exited is only reaped.
+    """
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait()
 
 
 def die_with_parent() -> None:
@@ -220,14 +243,8 @@ class EmbeddedBroker:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the broker by its pid: SIGTERM, then SIGKILL after ``timeout`` seconds."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            stop_process(process, timeout)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

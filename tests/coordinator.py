@@ -1,4 +1,5 @@
-"""Publishing coordinator records, in Kafka's binary format, to the embedded broker's ``__consumer_offsets``.
+"""Publishing coordinator records, in Kafka's binary format, to the embedded broker's ``__consumer_offsets``,
+and producing the traffic whose lag they measure.
 
 Tansu keeps no ``__consumer_offsets`` of its own, so tests write there what
 Kafka's group coordinator would: offset commits and group metadata.
@@ -66,6 +67,23 @@ async def publish(bootstrap_servers: str, records: Sequence[tuple[bytes, bytes |
     try:
         for key, value in records:
             await producer.send(OFFSETS_TOPIC, value, key=key, partition=0)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def produce(bootstrap_servers: str, topic: str, counts: Mapping[int, int]) -> None:
+    """Write ``counts[p]`` records to each partition ``p`` of ``topic``, one record per batch.
+
+    Tansu answers ListOffsets(latest) with its last batch's base offset + 1, which
+    is the log end only when every batch holds one record (see kagent.embedded).
+    """
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, max_batch_size=ONE_RECORD_BATCH)
+    await producer.start()
+    try:
+        for partition, count in counts.items():
+            for i in range(count):
+                await producer.send(topic, b"x", key=b"%d" % i, partition=partition)
         await producer.flush()
     finally:
         await producer.stop()

@@ -30,7 +30,6 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.structs import TopicPartition
 
 from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
 from kagent.events import DerivedEvent

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from kagent.consumer_offsets import encode
-from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker
+from kagent.embedded import EmbeddedBroker
 from tests.conftest import Worker, get_json
-from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, publish
+from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce, publish
 
 pytestmark = pytest.mark.integration
 
@@ -31,23 +31,6 @@ FAST = {
     "hold_evaluations": "2",
     "topic_partitions": "4",
 }
-
-
-async def produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
-    """Write ``counts[p]`` records to each partition ``p`` of ``topic``, one record per batch.
-
-    Tansu answers ListOffsets(latest) with its last batch's base offset + 1, which
-    is the log end only when every batch holds one record (see kagent.embedded).
-    """
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH)
-    await producer.start()
-    try:
-        for partition, count in counts.items():
-            for i in range(count):
-                await producer.send(topic, b"x", key=b"%d" % i, partition=partition)
-        await producer.flush()
-    finally:
-        await producer.stop()
 
 
 async def read_until(

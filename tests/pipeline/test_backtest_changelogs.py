@@ -27,13 +27,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from kagent.consumer_offsets import encode
-from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker
+from kagent.embedded import EmbeddedBroker
 from kagent.keys import partition_key
 from kagent.pipeline.backtest import snapshots_from_changelogs
 from kagent.pipeline.cli import pipeline
@@ -43,6 +43,7 @@ from tests.coordinator import (
     OFFSETS_TOPIC_PARTITIONS,
     group_metadata,
     offset_commit,
+    produce,
     publish,
 )
 
@@ -61,19 +62,6 @@ class Record:
     timestamp: int
     partition: int
     offset: int
-
-
-async def _produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
-    """``counts[p]`` records on each partition ``p``, one per batch (Tansu's ListOffsets is right only then)."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH)
-    await producer.start()
-    try:
-        for partition, count in counts.items():
-            for i in range(count):
-                await producer.send(topic, b"x", key=b"%d" % i, partition=partition)
-        await producer.flush()
-    finally:
-        await producer.stop()
 
 
 async def _changelog(bootstrap: str, topic: str) -> list[Record]:
@@ -141,8 +129,8 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     app_id, skewed, even = f"bt-{run}", f"bt-skewed-{run}", f"bt-even-{run}"
     skewed_topic, even_topic = f"{skewed}-in", f"{even}-in"
     await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, skewed_topic: 6, even_topic: 4})
-    await _produce(bootstrap, skewed_topic, SKEWED_LOG)
-    await _produce(bootstrap, even_topic, EVEN_LOG)
+    await produce(bootstrap, skewed_topic, SKEWED_LOG)
+    await produce(bootstrap, even_topic, EVEN_LOG)
 
     # Generation 1: range put the two hot partitions on member r0; everyone committed at 0.
     first = _members(skewed, "r", [[0, 1], [2, 3], [4, 5]], skewed_topic)
