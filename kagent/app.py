@@ -80,8 +80,6 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     @app.timer(settings.end_offset_interval, name="poll-end-offsets")
     async def poll_end_offsets() -> None:
         await poller.poll()
-        groups = held_groups()
-        worker_metrics.groups.set(len(groups))
 
     @app.timer(group_evaluator.tick, name="evaluate-groups")
     async def evaluate_groups() -> None:

@@ -62,8 +62,8 @@ class EndOffsetPoller:
         self._polled_at: dict[TopicPartition, float] = {}
         self._history: dict[TopicPartition, EndOffsetHistory] = {}
         self._partition_counts: dict[str, int] = {}
-        self._written: dict[str, tuple[int | None, bool, float]] = {}
-        """partition key -> (committed offset, data loss, when) of the last table write here."""
+        self._written: dict[tuple[str, TopicPartition], tuple[int | None, bool, float]] = {}
+        """(group, partition) -> (committed offset, data loss, when) of the last table write here."""
         self._refresh_after = REFRESH_AFTER_POLLS * settings.end_offset_interval
 
     async def stop(self) -> None:
@@ -100,6 +100,8 @@ class EndOffsetPoller:
     async def poll(self) -> None:
         """One round: ListOffsets for every partition the held groups read, then their lag entries."""
         groups = {group: a for group in self._held_groups() if (a := self.assignment(group)) is not None}
+        self._metrics.groups.set(len(groups))
+        self._written = {key: value for key, value in self._written.items() if key[0] in groups}
         partitions = sorted({tp for a in groups.values() for tp in self._group_partitions(a)})
         if not partitions:
             return
@@ -133,7 +135,7 @@ class EndOffsetPoller:
     def _due(self, group: str, tp: TopicPartition, now: float) -> bool:
         """Whether a poll should rewrite this lag entry: never written here, data loss newly
         visible, or older than the refresh period. Commits rewrite it as they come."""
-        written = self._written.get(partition_key(group, tp.topic, tp.partition))
+        written = self._written.get((group, tp))
         if written is None:
             return True
         committed, data_loss, written_at = written
@@ -157,7 +159,7 @@ class EndOffsetPoller:
             return
         key = partition_key(group, tp.topic, tp.partition)
         self._topology.partition_lag[key] = lag.model_dump_json().encode()
-        self._written[key] = (lag.committed, LagFlag.DATA_LOSS in lag.flags, now)
+        self._written[group, tp] = (lag.committed, LagFlag.DATA_LOSS in lag.flags, now)
 
     def partition_lag(self, group: str, tp: TopicPartition, now: float) -> PartitionLag | None:
         """``group``'s lag on ``tp`` now, from its committed offset and the last polled end offsets.
