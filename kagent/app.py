@@ -17,7 +17,16 @@ from kagent.embedded import ONE_RECORD_BATCH
 from kagent.keys import partition_of_group
 from kagent.settings import Settings, SettingsError, Source, load_settings
 from kagent.topology import Topology, declare
-from kagent.worker import admin_source, end_offsets, evaluator, metrics, source, storage, views
+from kagent.worker import (
+    admin_source,
+    changelog,
+    end_offsets,
+    evaluator,
+    metrics,
+    source,
+    storage,
+    views,
+)
 
 __all__ = ["app", "create_app", "settings", "topology"]
 
@@ -60,13 +69,15 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
             if partition_of_group(group, settings.topic_partitions) in actives
         ]
 
-    poller = end_offsets.EndOffsetPoller(settings, topology, worker_metrics, held_groups)
-    group_evaluator = evaluator.Evaluator(settings, topology, worker_metrics, poller)
+    writer = changelog.ChangelogWriter(app)
+    poller = end_offsets.EndOffsetPoller(settings, topology, writer, worker_metrics, held_groups)
+    group_evaluator = evaluator.Evaluator(settings, topology, writer, worker_metrics, poller)
 
     if settings.source is Source.OFFSETS_TOPIC:
         source.install(app, topology, settings, worker_metrics)
     else:
         admin_source.install(app, topology, settings, worker_metrics)
+
     def on_change(group: str, tp: TopicPartition | None) -> None:
         if tp is None:
             poller.refresh_group(group)
@@ -74,7 +85,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
             poller.refresh_partition(group, tp)
         group_evaluator.changed(group)
 
-    storage.install(app, topology, worker_metrics, on_change)
+    storage.install(app, topology, writer, worker_metrics, on_change)
     views.install(app, group_evaluator, worker_metrics, held_groups)
 
     @app.timer(settings.end_offset_interval, name="poll-end-offsets")

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from kagent.evaluation import EvaluationState
-from kagent.events import DerivedEvent, GroupAssigned, OffsetCommitted
+from kagent.events import DerivedEvents, GroupAssigned, OffsetCommitted
 from kagent.recommendation import Recommendation
 from kagent.snapshot import PartitionLag
 
@@ -85,8 +85,10 @@ class Contract(NamedTuple):
 
 
 CONTRACTS: Mapping[str, Contract] = {
-    "derived-event": Contract(
-        "DerivedEvent", DerivedEvent, "Record of the derived-events topic, keyed by group; `kind` tells which event."
+    "derived-events": Contract(
+        "DerivedEvents",
+        DerivedEvents,
+        "Record of the derived-events topic, keyed by group: the group's events, oldest first; `kind` tells which.",
     ),
     "committed-offset": Contract(
         "OffsetCommitted", OffsetCommitted, "Value of the committed-offset table: a group's last commit on a partition."

@@ -4,7 +4,7 @@ Pure, over Arrow batches (no Spark, no I/O), so that Spark runs it once per
 batch with ``mapInArrow``. A record of ``__consumer_offsets`` is decoded by
 ``kagent.consumer_offsets`` and turned into derived events by
 ``kagent.events.derive``, exactly as the worker's source stage does; a record
-of the derived-events topic is parsed with ``kagent.events.decode_event``.
+of the derived-events topic is parsed with ``kagent.events.decode_events``.
 Either way every input record yields at least one row of
 :data:`DECODED_SCHEMA`:
 
@@ -33,7 +33,7 @@ from kagent.events import (
     GroupDeleted,
     OffsetCommitted,
     OffsetDeleted,
-    decode_event,
+    decode_events,
     derive,
 )
 
@@ -110,7 +110,7 @@ def decode_batch(batch: pa.RecordBatch, source: Source) -> pa.RecordBatch:
 
 def _events(key: bytes | None, value: bytes | None, source: Source) -> list[DerivedEvent]:
     if source == "derived-events":
-        return [] if value is None else [decode_event(value)]
+        return [] if value is None else list(decode_events(value).events)
     return [] if key is None else derive(decode(key, value))
 
 

@@ -38,7 +38,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, KafkaError, for_code
 from aiokafka.structs import TopicPartition
 
-from kagent.events import DerivedEvent, encode_event
+from kagent.events import DerivedEvents, by_group, encode_events
 from kagent.group_polling import (
     CONSUMER_PROTOCOL_TYPE,
     DescribedGroup,
@@ -63,7 +63,8 @@ _ADMIN_ERRORS = (KafkaError, TimeoutError)
 K = TypeVar("K")
 V = TypeVar("V")
 
-Send = Callable[[DerivedEvent], Awaitable[None]]
+Send = Callable[[DerivedEvents], Awaitable[None]]
+"""Sends one group's derived events; returns when the broker has them."""
 
 
 class GroupPoller:
@@ -136,8 +137,8 @@ class GroupPoller:
             self._malformed.labels(bad.part).inc()
             log.warning("member %r of group %r: malformed %s: %s", bad.member_id, bad.group, bad.part, bad.error)
         try:
-            for event in result.events:
-                await send(event)
+            for events in by_group(result.events):
+                await send(events)
         except KafkaError as exc:
             self._failed("Produce", f"of {len(result.events)} derived events", exc)
             return
@@ -246,8 +247,9 @@ def install(app: faust.App, topology: Topology, settings: Settings, metrics: Met
     """Add the ``admin-api`` source to ``app``: a timer that polls the group APIs on the leader."""
     poller = GroupPoller(settings, metrics)
 
-    async def send(event: DerivedEvent) -> None:
-        await topology.derived_events.send(key=event.group.encode(), value=encode_event(event))
+    async def send(events: DerivedEvents) -> None:
+        sent = await topology.derived_events.send(key=events.group.encode(), value=encode_events(events))
+        await sent
 
     @app.timer(settings.end_offset_interval, name="admin-api-source")
     async def poll_group_apis() -> None:

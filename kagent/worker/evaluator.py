@@ -22,6 +22,7 @@ from kagent.evaluation import EvaluationPolicy, EvaluationState, evaluate
 from kagent.settings import Settings
 from kagent.snapshot import GroupSnapshot, PartitionLag
 from kagent.topology import Topology
+from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.end_offsets import EndOffsetPoller
 from kagent.worker.metrics import Metrics
 
@@ -33,10 +34,18 @@ log = logging.getLogger(__name__)
 class Evaluator:
     """Evaluates the held groups at their cadence and publishes what triggers."""
 
-    def __init__(self, settings: Settings, topology: Topology, metrics: Metrics, poller: EndOffsetPoller) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        topology: Topology,
+        writer: ChangelogWriter,
+        metrics: Metrics,
+        poller: EndOffsetPoller,
+    ) -> None:
         self._interval = settings.evaluate_interval
         self._policy = EvaluationPolicy.from_settings(settings)
         self._topology = topology
+        self._writer = writer
         self._metrics = metrics
         self._poller = poller
         self._last_evaluated: dict[str, float] = {}
@@ -103,7 +112,8 @@ class Evaluator:
             new_state, recommendation = evaluate(snapshot, state, self._policy, now)
         self._metrics.evaluations.inc()
         if new_state != state:
-            self._topology.evaluation_state[group] = new_state.model_dump_json().encode()
+            self._writer.set(self._topology.evaluation_state, group, new_state.model_dump_json().encode())
+            await self._writer.flush()  # the state a recommendation follows from is durable first
         if recommendation is not None:
             self._metrics.recommendations.inc()
             log.info("recommendation %s for group %s", recommendation.id, group)

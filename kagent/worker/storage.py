@@ -1,13 +1,17 @@
 """Derived events -> the changelog tables of the groups this worker holds.
 
 The derived-events topic is keyed by group, and every table is partitioned by
-group, so each event updates state on the worker that holds its group.
-An event that is not valid JSON of a derived event is counted and sent to the
-dead-letter topic; the stream goes on.
+group, so each record updates state on the worker that holds its group.
+Records are taken in batches; each batch's table writes go through the
+:class:`~kagent.worker.changelog.ChangelogWriter` and are flushed before the
+batch is acknowledged. A record that is not valid JSON of
+:class:`~kagent.events.DerivedEvents` is counted and sent to the dead-letter
+topic; the batch goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -15,9 +19,17 @@ import faust
 from aiokafka.structs import TopicPartition
 from pydantic import ValidationError
 
-from kagent.events import GroupAssigned, GroupDeleted, OffsetCommitted, OffsetDeleted, decode_event
+from kagent.events import (
+    DerivedEvent,
+    GroupAssigned,
+    GroupDeleted,
+    OffsetCommitted,
+    OffsetDeleted,
+    decode_events,
+)
 from kagent.keys import partition_key
 from kagent.topology import Topology
+from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.metrics import Metrics
 from kagent.worker.source import send_dead_letter
 
@@ -25,40 +37,67 @@ __all__ = ["install"]
 
 log = logging.getLogger(__name__)
 
+BATCH_RECORDS = 1_000
+"""Derived-events records taken per batch, at most."""
+BATCH_WITHIN = 0.02
+"""Seconds a batch waits to fill before it is applied as it is."""
+
 OnChange = Callable[[str, TopicPartition | None], None]
 """Called with a group whose committed offset changed on a partition, or (None) whose assignment changed."""
 
 
-def install(app: faust.App, topology: Topology, metrics: Metrics, on_change: OnChange) -> None:
+def install(
+    app: faust.App, topology: Topology, writer: ChangelogWriter, metrics: Metrics, on_change: OnChange
+) -> None:
     """Add the storage agent to ``app``; ``on_change`` hears of every group it updates."""
+
+    def apply(event: DerivedEvent) -> None:
+        metrics.derived_events.labels(event.kind).inc()
+        match event:
+            case OffsetCommitted():
+                key = partition_key(event.group, event.topic, event.partition)
+                writer.set(topology.committed, key, event.model_dump_json().encode())
+                on_change(event.group, TopicPartition(event.topic, event.partition))
+            case OffsetDeleted():
+                key = partition_key(event.group, event.topic, event.partition)
+                writer.delete(topology.committed, key)
+                writer.delete(topology.partition_lag, key)
+            case GroupAssigned():
+                writer.set(topology.assignments, event.group, event.model_dump_json().encode())
+                on_change(event.group, None)
+            case GroupDeleted():
+                writer.delete(topology.assignments, event.group)
+                writer.delete(topology.evaluation_state, event.group)
 
     @app.agent(topology.derived_events, name="storage")
     async def store_derived_events(stream: faust.StreamT[bytes]) -> None:
-        async for event in stream.events():
-            message = event.message
-            try:
-                derived = decode_event(message.value)
-            except ValidationError as exc:
-                metrics.malformed.labels(message.topic).inc()
-                log.warning(
-                    "malformed derived event at %s partition %d offset %d: %s",
-                    message.topic, message.partition, message.offset, exc.errors()[0]["msg"],
-                )
-                await send_dead_letter(topology, message, str(exc))
-                continue
-            metrics.derived_events.labels(derived.kind).inc()
-            match derived:
-                case OffsetCommitted():
-                    key = partition_key(derived.group, derived.topic, derived.partition)
-                    topology.committed[key] = message.value
-                    on_change(derived.group, TopicPartition(derived.topic, derived.partition))
-                case OffsetDeleted():
-                    key = partition_key(derived.group, derived.topic, derived.partition)
-                    topology.committed.pop(key, None)
-                    topology.partition_lag.pop(key, None)
-                case GroupAssigned():
-                    topology.assignments[derived.group] = message.value
-                    on_change(derived.group, None)
-                case GroupDeleted():
-                    topology.assignments.pop(derived.group, None)
-                    topology.evaluation_state.pop(derived.group, None)
+        async for batch in stream.take_events(BATCH_RECORDS, within=BATCH_WITHIN):
+            letters = []
+            for event in batch:
+                message = event.message
+                try:
+                    derived = decode_events(message.value)
+                except ValidationError as exc:
+                    metrics.malformed.labels(message.topic).inc()
+                    log.warning(
+                        "malformed derived-events record at %s partition %d offset %d: %s",
+                        message.topic, message.partition, message.offset, exc.errors()[0]["msg"],
+                    )
+                    letters.append(
+                        await send_dead_letter(
+                            app,
+                            topology,
+                            topic=message.topic,
+                            partition=message.partition,
+                            offset=message.offset,
+                            timestamp_ms=round(message.timestamp * 1000) if message.timestamp else None,
+                            key=message.key,
+                            value=message.value,
+                            error=str(exc),
+                        )
+                    )
+                    continue
+                for derived_event in derived.events:
+                    apply(derived_event)
+            await writer.flush()
+            await asyncio.gather(*letters)

@@ -32,7 +32,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
-from kagent.events import DerivedEvent
+from kagent.events import DerivedEvents
 from kagent.group_polling import UNKNOWN_GENERATION
 from kagent.settings import Settings
 from kagent.worker.admin_source import GroupPoller
@@ -52,7 +52,7 @@ FAST = {
 }
 
 
-class DerivedEvents:
+class DerivedEventsReader:
     """Everything on a derived-events topic, read from the start as it arrives."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
@@ -75,7 +75,7 @@ class DerivedEvents:
             async with asyncio.timeout(timeout):
                 while not done():
                     batches = await self._consumer.getmany(timeout_ms=300)
-                    self.events += [json.loads(m.value) for records in batches.values() for m in records]
+                    self.events += [e for records in batches.values() for m in records for e in json.loads(m.value)["events"]]
         except TimeoutError:
             pytest.fail(f"no {what} in {timeout:g} s; events: {self.events}\nworker log:\n{log()[-4000:]}")
 
@@ -151,7 +151,7 @@ async def test_the_admin_source_reports_a_real_groups_members_and_commits(
     committed = {tp.partition: o for o, m in ((3, first), (5, second)) for tp in m.assignment()}
 
     worker = start_worker(APP_ID, **FAST)
-    events = DerivedEvents(bootstrap, f"{APP_ID}-derived-events")
+    events = DerivedEventsReader(bootstrap, f"{APP_ID}-derived-events")
     await events.start()
     try:
         both = {member_id(first), member_id(second)}
@@ -202,10 +202,10 @@ async def test_the_admin_source_reports_a_real_groups_members_and_commits(
 async def test_an_unreachable_cluster_is_counted_and_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     metrics = Metrics()
     poller = GroupPoller(Settings(broker=f"127.0.0.1:{free_port()}"), metrics)
-    sent: list[DerivedEvent] = []
+    sent: list[DerivedEvents] = []
 
-    async def send(event: DerivedEvent) -> None:
-        sent.append(event)
+    async def send(events: DerivedEvents) -> None:
+        sent.append(events)
 
     try:
         await poller.poll(send)

@@ -14,7 +14,15 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
-from kagent.events import GroupAssigned, MemberAssignment, OffsetCommitted, OffsetDeleted, PartitionRef, encode_event
+from kagent.events import (
+    DerivedEvents,
+    GroupAssigned,
+    MemberAssignment,
+    OffsetCommitted,
+    OffsetDeleted,
+    PartitionRef,
+    encode_events,
+)
 from kagent.pipeline.backfill import TABLES, backfill
 from kagent.pipeline.cli import pipeline
 from kagent.simulator import (
@@ -118,7 +126,7 @@ def test_backfill_of_derived_events(spark: SparkSession, kafka_broker: EmbeddedB
         OffsetDeleted(group="g", topic="t", partition=2),
     ]
     asyncio.run(kafka_broker.create_topics({topic: 2}))
-    asyncio.run(_publish(kafka_broker, topic, [encode_event(e) for e in events]))
+    asyncio.run(_publish(kafka_broker, topic, [encode_events(DerivedEvents(group=e.group, events=(e,))) for e in events]))
 
     summary = backfill(spark, kafka_broker.bootstrap_servers, str(tmp_path), "derived-events", topic)
 

@@ -8,8 +8,12 @@ import pyarrow as pa
 from aiokafka.structs import TopicPartition
 
 from kagent.consumer_offsets import GroupTombstone, OffsetTombstone, encode
-from kagent.events import GroupDeleted, OffsetCommitted, encode_event
-from kagent.pipeline.coordinator_rows import DECODED_SCHEMA, decode_batch, decode_batches
+from kagent.events import GroupDeleted, OffsetCommitted, by_group, encode_events
+from kagent.pipeline.coordinator_rows import (
+    DECODED_SCHEMA,
+    decode_batch,
+    decode_batches,
+)
 from tests.coordinator import group_metadata, offset_commit
 
 LOG_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -80,7 +84,7 @@ def test_derived_events_source_and_many_batches() -> None:
         OffsetCommitted(group="g", topic="t", partition=1, offset=9, commit_timestamp=1_714_564_800_000),
         GroupDeleted(group="g"),
     ]
-    batches = [_batch([(b"g", encode_event(event))]) for event in events] + [_batch([(b"g", b"{not json")])]
+    batches = [_batch([(b"g", encode_events(batch))]) for batch in by_group(events)] + [_batch([(b"g", b"{not json")])]
 
     kinds = [row["kind"] for out in decode_batches(iter(batches), "derived-events") for row in out.to_pylist()]
 

@@ -28,13 +28,14 @@ from kagent.consumer_offsets import (
 )
 from kagent.evaluation import EvaluationPolicy
 from kagent.events import (
+    DerivedEvents,
     GroupAssigned,
     GroupDeleted,
     OffsetCommitted,
     OffsetDeleted,
-    decode_event,
+    decode_events,
     derive,
-    encode_event,
+    encode_events,
 )
 from kagent.group_polling import (
     UNKNOWN_GENERATION,
@@ -280,7 +281,7 @@ def test_the_assignment_is_the_one_the_offsets_topic_source_derives_but_for_what
     assert from_describe == derived.model_copy(
         update={"generation": UNKNOWN_GENERATION, "leader": None, "state_timestamp": None}
     )
-    assert decode_event(encode_event(from_describe)) == from_describe
+    assert decode_events(encode_events(DerivedEvents(group="billing", events=(from_describe,)))).events == (from_describe,)
 
 
 def test_kagents_own_group_is_not_tracked() -> None:

@@ -21,7 +21,8 @@ from kagent.events import (
     OffsetCommitted,
     OffsetDeleted,
     PartitionRef,
-    encode_event,
+    by_group,
+    encode_events,
 )
 from kagent.schemas import DeadLetter, schema_text, schemas, write_schemas
 from kagent.settings import Settings
@@ -115,7 +116,7 @@ def written_samples() -> list[tuple[str, Any]]:
         GroupDeleted(group="billing"),
     ]
     return [
-        *(("derived-event.schema.json", json.loads(encode_event(event))) for event in events),
+        *(("derived-events.schema.json", json.loads(encode_events(batch))) for batch in by_group(events)),
         ("committed-offset.schema.json", commit.model_dump(mode="json")),
         ("assignment.schema.json", snapshot.assignment.model_dump(mode="json")),
         *(("partition-lag.schema.json", lag.model_dump(mode="json")) for lag in snapshot.lag.values()),
@@ -155,7 +156,11 @@ def test_the_schemas_reject_what_kagent_never_writes() -> None:
     with pytest.raises(ValidationError):
         validator.validate({**recommendation, "lag_unit": "bytes"})
     with pytest.raises(ValidationError):
-        Draft202012Validator(schemas()["derived-event.schema.json"]).validate({"kind": "offset-committed"})
+        Draft202012Validator(schemas()["derived-events.schema.json"]).validate(
+            {"group": "g", "events": [{"kind": "offset-committed"}]}
+        )
+    with pytest.raises(ValidationError):
+        Draft202012Validator(schemas()["derived-events.schema.json"]).validate({"group": "g", "events": []})
 
 
 def test_a_dead_letter_carries_the_raw_bytes_in_base64() -> None:

@@ -1,0 +1,76 @@
+"""Table writes whose changelog records go out together, one per key.
+
+A Faust table sends one changelog record per assignment through its
+producer buffer, at about 125 µs of CPU each (measured: a no-op agent took
+79 µs per event, the same agent writing one table key per event 205 µs).
+kagent writes its tables through a :class:`ChangelogWriter` instead: a write
+updates the table's store at once, so every reader sees it, and stages its
+changelog record; :meth:`ChangelogWriter.flush` sends what is staged, the
+last value of each key only (what the compacted changelog keeps anyway),
+and waits until the broker has it. The records are the ones Faust would
+write (same topic, partition, key and value serialization), so Faust's
+recovery and standbys read them as their own.
+
+Who writes flushes: the storage agent after each batch of derived events
+(before those events are acknowledged), the end-offset poll after each
+round, the evaluation after each run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import faust
+
+__all__ = ["ChangelogWriter"]
+
+
+class ChangelogWriter:
+    """Writes to kagent's tables, their changelog records batched per flush."""
+
+    def __init__(self, app: faust.App) -> None:
+        self._app = app
+        self._staged: dict[tuple[str, Any], tuple[faust.Table, bytes | None]] = {}
+
+    @property
+    def staged(self) -> int:
+        """Changelog records waiting for the next flush."""
+        return len(self._staged)
+
+    def set(self, table: faust.Table, key: Any, value: bytes) -> None:
+        """``table[key] = value`` now; its changelog record at the next flush."""
+        table.data[key] = value
+        self._staged[table.name, key] = (table, value)
+
+    def delete(self, table: faust.Table, key: Any) -> None:
+        """Remove ``key`` from ``table`` now (if there); its tombstone at the next flush."""
+        if key in table.data:
+            del table.data[key]
+            self._staged[table.name, key] = (table, None)
+
+    async def flush(self) -> None:
+        """Send every staged changelog record and wait until the broker has each.
+
+        Raises what the producer raises; the records of a failed flush are
+        not staged again (the table already holds the values).
+        """
+        if not self._staged:
+            return
+        staged, self._staged = self._staged, {}
+        producer = self._app.producer
+        await producer.maybe_start()
+        pending = []
+        for (_, key), (table, value) in staged.items():
+            topic = table.changelog_topic
+            key_bytes, headers = topic.prepare_key(key, table.key_serializer)
+            if value is None:
+                value_bytes = None
+            else:
+                value_bytes, headers = topic.prepare_value(value, table.value_serializer, headers=headers)
+            pending.append(
+                await producer.send(
+                    topic.get_topic_name(), key_bytes, value_bytes, table.partition_for_key(key), None, headers
+                )
+            )
+        await asyncio.gather(*pending)
