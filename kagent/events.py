@@ -4,6 +4,12 @@ The ``offsets-topic`` source turns each decoded coordinator record into zero or
 more of these (:func:`derive`); the ``admin-api`` source builds the same events
 from group APIs. They travel on the derived-events topic as JSON, keyed by
 group, so every event of a group reaches the worker that holds that group.
+Classic groups (record type 2) become one :class:`GroupAssigned` per
+rebalance. Consumer groups of the KIP-848 protocol (``group.protocol=consumer``,
+Kafka 3.7+/4.x) have no such record: the coordinator writes their epoch,
+each member's metadata and each member's current assignment as separate
+records, so they become the ``consumer-group-*`` events, which
+:mod:`kagent.consumer_group` folds into one group's state.
 One record of that topic is a :class:`DerivedEvents`: one group's events in
 the order they happened. A consumer commits all its partitions in one
 request, which Kafka writes as consecutive records, so one record of the
@@ -26,15 +32,27 @@ from kagent.consumer_offsets import (
     Assignment as ConsumerProtocolAssignment,
 )
 from kagent.consumer_offsets import (
+    ConsumerGroupCurrentMemberAssignment,
+    ConsumerGroupMemberMetadata,
+    ConsumerGroupMemberMetadataTombstone,
+    ConsumerGroupMetadata,
+    ConsumerGroupMetadataTombstone,
+    ConsumerGroupPartitionMetadata,
     GroupMetadata,
     GroupTombstone,
     OffsetCommit,
     OffsetTombstone,
     Record,
     Subscription,
+    TopicPartitions,
 )
 
 __all__ = [
+    "ConsumerGroupEpoch",
+    "ConsumerGroupMember",
+    "ConsumerGroupMemberAssignment",
+    "ConsumerGroupMemberLeft",
+    "ConsumerGroupTopics",
     "DerivedEvent",
     "DerivedEvents",
     "GroupAssigned",
@@ -43,6 +61,8 @@ __all__ = [
     "OffsetCommitted",
     "OffsetDeleted",
     "PartitionRef",
+    "TopicIdPartition",
+    "TopicName",
     "by_group",
     "decode_events",
     "derive",
@@ -121,8 +141,97 @@ class GroupDeleted(_Frozen):
     group: str
 
 
+class TopicName(_Frozen):
+    """A topic a KIP-848 consumer group subscribes to: its id, its name and its partition count."""
+
+    topic_id: str
+    """The topic's UUID in canonical form (``8-4-4-4-12`` lowercase hex)."""
+    topic: str
+    partitions: int = Field(ge=0)
+    """How many partitions the topic had when the coordinator wrote the record."""
+
+
+class TopicIdPartition(_Frozen):
+    """One partition of one topic named by topic id, as KIP-848 assignments name it."""
+
+    topic_id: str
+    """The topic's UUID in canonical form."""
+    partition: int = Field(ge=0)
+
+
+class ConsumerGroupEpoch(_Frozen):
+    """A KIP-848 consumer group's epoch (record type 3): bumped whenever its members or subscriptions change."""
+
+    kind: Literal["consumer-group-epoch"] = "consumer-group-epoch"
+    group: str
+    epoch: int
+
+
+class ConsumerGroupTopics(_Frozen):
+    """The topics a KIP-848 consumer group subscribes to, by id (record type 4).
+
+    Each record lists them all. Kafka stopped writing this record after 4.0,
+    so on 4.1+ the names must come from cluster metadata (Metadata v10+
+    gives topic ids), which kagent does not ask yet.
+    """
+
+    kind: Literal["consumer-group-topics"] = "consumer-group-topics"
+    group: str
+    topics: tuple[TopicName, ...] = ()
+
+
+class ConsumerGroupMember(_Frozen):
+    """A member of a KIP-848 consumer group joined or changed its subscription (record type 5)."""
+
+    kind: Literal["consumer-group-member"] = "consumer-group-member"
+    group: str
+    member_id: str
+    group_instance_id: str | None = None
+    client_id: str
+    client_host: str
+    topics: tuple[str, ...] = ()
+    """The topic names it subscribed to (empty when it subscribed by regular expression only)."""
+    topic_regex: str | None = None
+    """The regular expression it subscribed with, if any."""
+    server_assignor: str | None = None
+    """The server-side assignor it asked for (``uniform``, ``range``); None for the broker's default."""
+
+
+class ConsumerGroupMemberLeft(_Frozen):
+    """A member left a KIP-848 consumer group, or was fenced (record type 5 tombstone)."""
+
+    kind: Literal["consumer-group-member-left"] = "consumer-group-member-left"
+    group: str
+    member_id: str
+
+
+class ConsumerGroupMemberAssignment(_Frozen):
+    """The partitions a member of a KIP-848 consumer group holds now (record type 8).
+
+    ``partitions`` are the partitions assigned to the member and those
+    pending revocation: the member still owns and consumes a partition
+    pending revocation until it acknowledges the revocation, and the
+    coordinator gives it to no other member before that. Sorted by topic id,
+    then partition, each once.
+    """
+
+    kind: Literal["consumer-group-member-assignment"] = "consumer-group-member-assignment"
+    group: str
+    member_id: str
+    member_epoch: int
+    partitions: tuple[TopicIdPartition, ...] = ()
+
+
 DerivedEvent = Annotated[
-    OffsetCommitted | OffsetDeleted | GroupAssigned | GroupDeleted,
+    OffsetCommitted
+    | OffsetDeleted
+    | GroupAssigned
+    | GroupDeleted
+    | ConsumerGroupEpoch
+    | ConsumerGroupTopics
+    | ConsumerGroupMember
+    | ConsumerGroupMemberLeft
+    | ConsumerGroupMemberAssignment,
     Field(discriminator="kind"),
 ]
 """Any derived event; ``kind`` tells which."""
@@ -163,11 +272,32 @@ def decode_events(data: bytes) -> DerivedEvents:
 def derive(record: Record) -> list[DerivedEvent]:
     """The derived events of one decoded ``__consumer_offsets`` record.
 
-    Offset commits and their tombstones map one to one. Group metadata of a
+    Offset commits and their tombstones map one to one (KIP-848 groups commit
+    offsets with the same records as classic groups). Group metadata of a
     group whose protocol type is ``consumer`` becomes one :class:`GroupAssigned`
     with each member's subscribed topics and assigned partitions; groups of
-    other protocol types (Connect, Streams' own) and records kagent does not
-    track (KIP-848 and share or streams groups, unknown types) derive nothing.
+    other protocol types (Connect, Streams' own) derive nothing. A classic
+    group's tombstone becomes :class:`GroupDeleted`.
+
+    KIP-848 consumer group records map one to one:
+
+    - type 3 -> :class:`ConsumerGroupEpoch`; its tombstone -> :class:`GroupDeleted`
+      (the coordinator writes it last when it deletes the group);
+    - type 4 -> :class:`ConsumerGroupTopics`;
+    - type 5 -> :class:`ConsumerGroupMember`; its tombstone -> :class:`ConsumerGroupMemberLeft`;
+    - type 8 -> :class:`ConsumerGroupMemberAssignment`.
+
+    These derive nothing: the target assignment (types 6 and 7), which is
+    what the coordinator wants members to converge to, not what they hold
+    (lag is measured against what they hold, type 8); the resolution of a
+    subscribed regular expression (type 16), since members' assignments
+    already name the topics it matched; a type 8 tombstone, which the
+    coordinator writes together with its member's type 5 tombstone (a member
+    leaves, is fenced or replaced, or the group is deleted), which drops the
+    member with its partitions; a type 4 tombstone, which Kafka
+    4.1+ writes when it stops keeping the record, while the names it gave
+    stay right (a topic id names one topic for ever). Share and streams
+    group records and unknown types derive nothing either.
     """
     match record:
         case OffsetCommit():
@@ -204,8 +334,44 @@ def derive(record: Record) -> list[DerivedEvent]:
                     ),
                 )
             ]
-        case GroupTombstone():
+        case GroupTombstone() | ConsumerGroupMetadataTombstone():
             return [GroupDeleted(group=record.group)]
+        case ConsumerGroupMetadata():
+            return [ConsumerGroupEpoch(group=record.group, epoch=record.epoch)]
+        case ConsumerGroupPartitionMetadata():
+            return [
+                ConsumerGroupTopics(
+                    group=record.group,
+                    topics=tuple(
+                        TopicName(topic_id=str(topic.topic_id), topic=topic.topic_name, partitions=topic.num_partitions)
+                        for topic in record.topics
+                    ),
+                )
+            ]
+        case ConsumerGroupMemberMetadata():
+            return [
+                ConsumerGroupMember(
+                    group=record.group,
+                    member_id=record.member_id,
+                    group_instance_id=record.instance_id,
+                    client_id=record.client_id,
+                    client_host=record.client_host,
+                    topics=record.subscribed_topic_names,
+                    topic_regex=record.subscribed_topic_regex,
+                    server_assignor=record.server_assignor,
+                )
+            ]
+        case ConsumerGroupMemberMetadataTombstone():
+            return [ConsumerGroupMemberLeft(group=record.group, member_id=record.member_id)]
+        case ConsumerGroupCurrentMemberAssignment():
+            return [
+                ConsumerGroupMemberAssignment(
+                    group=record.group,
+                    member_id=record.member_id,
+                    member_epoch=record.member_epoch,
+                    partitions=_held_partitions(record.assigned_partitions, record.partitions_pending_revocation),
+                )
+            ]
         case _:
             return []
 
@@ -218,3 +384,12 @@ def _assigned_partitions(assignment: ConsumerProtocolAssignment | bytes | None) 
     if not isinstance(assignment, ConsumerProtocolAssignment):
         return ()
     return tuple(PartitionRef(topic=tp.topic, partition=tp.partition) for tp in assignment.partitions)
+
+
+def _held_partitions(*held: tuple[TopicPartitions, ...]) -> tuple[TopicIdPartition, ...]:
+    return tuple(
+        TopicIdPartition(topic_id=topic_id, partition=partition)
+        for topic_id, partition in sorted(
+            {(str(topics.topic_id), partition) for group in held for topics in group for partition in topics.partitions}
+        )
+    )

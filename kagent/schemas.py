@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from kagent.consumer_group import ConsumerGroupState
 from kagent.evaluation import EvaluationState
 from kagent.events import DerivedEvents, GroupAssigned, OffsetCommitted
 from kagent.recommendation import Recommendation
@@ -98,6 +99,11 @@ CONTRACTS: Mapping[str, Contract] = {
     ),
     "partition-lag": Contract(
         "PartitionLag", PartitionLag, "Value of the partition-lag table: a group's lag on a partition."
+    ),
+    "consumer-group-state": Contract(
+        "ConsumerGroupState",
+        ConsumerGroupState,
+        "Value of the consumer-group-state table, keyed by group: a KIP-848 group folded from its records.",
     ),
     "evaluation-state": Contract(
         "EvaluationState", EvaluationState, "Value of the evaluation-state table, keyed by group."

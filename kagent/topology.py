@@ -65,6 +65,8 @@ class Topology:
     """partition key -> ``PartitionLag`` JSON."""
     evaluation_state: GroupPartitionedTable
     """group -> ``EvaluationState`` JSON: hold count, arming and cooldown of the trigger."""
+    consumer_group_state: GroupPartitionedTable
+    """group -> ``ConsumerGroupState`` JSON: a KIP-848 group's epoch, topics and members, folded from its records."""
 
 
 def declare(app: faust.App, settings: Settings) -> Topology:
@@ -95,4 +97,5 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         committed=table("committed-offsets", group_of_partition_key, "Committed offset per group-partition"),
         partition_lag=table("partition-lag", group_of_partition_key, "Lag per group-partition"),
         evaluation_state=table("evaluation-state", _identity, "Trigger state per group"),
+        consumer_group_state=table("consumer-group-state", _identity, "KIP-848 consumer group state per group"),
     )

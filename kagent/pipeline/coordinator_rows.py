@@ -9,9 +9,12 @@ Either way every input record yields at least one row of
 :data:`DECODED_SCHEMA`:
 
 - one per derived event, its ``kind`` the event's (``offset-committed``,
-  ``offset-deleted``, ``group-assigned``, ``group-deleted``);
+  ``offset-deleted``, ``group-assigned``, ``group-deleted``, and the
+  ``consumer-group-*`` kinds of KIP-848 groups, whose rows carry only
+  ``kind`` and ``group``: their state is folded by the worker, not here);
 - ``skipped`` for a record that derives nothing (groups of other protocol
-  types, KIP-848 and share groups, unknown record types, null keys);
+  types, KIP-848 target assignments and regular expressions, share groups,
+  unknown record types, null keys);
 - ``undecodable`` for bytes that do not decode, with the reason in ``error``.
 
 Every row carries where its record was: ``source_partition``,
@@ -28,6 +31,11 @@ from pydantic import ValidationError
 
 from kagent.consumer_offsets import DecodeError, decode
 from kagent.events import (
+    ConsumerGroupEpoch,
+    ConsumerGroupMember,
+    ConsumerGroupMemberAssignment,
+    ConsumerGroupMemberLeft,
+    ConsumerGroupTopics,
     DerivedEvent,
     GroupAssigned,
     GroupDeleted,
@@ -139,5 +147,12 @@ def _row(event: DerivedEvent) -> dict[str, Any]:
                 "state_timestamp": None if event.state_timestamp is None else event.state_timestamp * 1000,
                 "members": [member.model_dump() for member in event.members],
             }
-        case GroupDeleted():
+        case (
+            GroupDeleted()
+            | ConsumerGroupEpoch()
+            | ConsumerGroupTopics()
+            | ConsumerGroupMember()
+            | ConsumerGroupMemberLeft()
+            | ConsumerGroupMemberAssignment()
+        ):
             return {"kind": event.kind, "group": event.group}

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import urllib.request
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,15 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
-from kagent.consumer_offsets import encode
+from kagent.consumer_offsets import (
+    ConsumerGroupCurrentMemberAssignment,
+    ConsumerGroupMemberMetadata,
+    ConsumerGroupMetadata,
+    ConsumerGroupPartitionMetadata,
+    TopicMetadata,
+    TopicPartitions,
+    encode,
+)
 from kagent.embedded import EmbeddedBroker
 from tests.conftest import Worker, get_json
 from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce, publish
@@ -242,3 +251,43 @@ async def test_a_surviving_worker_takes_over_a_killed_workers_groups(
     doomed.process.wait()
     await wait_json(survivor.url + "groups/", _all_held(groups), 90)
     assert survivor.stop() == 0
+
+
+async def test_a_kip848_consumer_group_is_measured_from_its_member_records(
+    kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker]
+) -> None:
+    """A group on the new consumer protocol (Kafka 3.7-4.0 records: epoch, topic names,
+    member metadata, current member assignments) is held and its member lag measured."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group, topic_id = "agent-kip848", "kip848-app", uuid.uuid4()
+    await kafka_broker.create_topics({topic: 4})
+    await produce(bootstrap, topic, {p: 100 for p in range(4)})
+    members = {f"{group}-member-{m}": (2 * m, 2 * m + 1) for m in range(2)}
+    records = [
+        # A member's current assignment can come before its metadata record.
+        *(
+            ConsumerGroupCurrentMemberAssignment(
+                group, member, 5, 4, 0, (TopicPartitions(topic_id, partitions),), ()
+            )
+            for member, partitions in members.items()
+        ),
+        ConsumerGroupMetadata(group, 5),
+        ConsumerGroupPartitionMetadata(group, (TopicMetadata(topic_id, topic, 4, ()),)),
+        *(
+            ConsumerGroupMemberMetadata(
+                group, member, None, None, member, "/10.0.0.1", (topic,), None, 300_000, "uniform"
+            )
+            for member in members
+        ),
+        *(offset_commit(group, topic, p, 10) for p in range(4)),
+    ]
+    await publish(bootstrap, [encode(record) for record in records])
+    worker = start_worker("agent-kip848-test", **FAST)
+
+    def measured(body: Any) -> bool:
+        held = body["groups"].get(group)
+        return held is not None and held["member_lag"] == {member: 180 for member in members}
+
+    body = await wait_json(worker.url + "groups/", measured, 60)
+    assert body["groups"][group]["generation"] == 5
+    assert worker.stop() == 0

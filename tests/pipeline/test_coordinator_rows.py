@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from uuid import UUID
 
 import pyarrow as pa
 from aiokafka.structs import TopicPartition
 
-from kagent.consumer_offsets import GroupTombstone, OffsetTombstone, encode
+from kagent.consumer_offsets import (
+    ConsumerGroupCurrentMemberAssignment,
+    ConsumerGroupMemberMetadata,
+    ConsumerGroupMemberMetadataTombstone,
+    ConsumerGroupMetadata,
+    ConsumerGroupMetadataTombstone,
+    ConsumerGroupPartitionMetadata,
+    ConsumerGroupTargetAssignmentMetadata,
+    GroupTombstone,
+    OffsetTombstone,
+    TopicMetadata,
+    TopicPartitions,
+    encode,
+)
 from kagent.events import GroupDeleted, OffsetCommitted, by_group, encode_events
 from kagent.pipeline.coordinator_rows import (
     DECODED_SCHEMA,
@@ -89,3 +103,32 @@ def test_derived_events_source_and_many_batches() -> None:
     kinds = [row["kind"] for out in decode_batches(iter(batches), "derived-events") for row in out.to_pylist()]
 
     assert kinds == ["offset-committed", "group-deleted", "undecodable"]
+
+
+def test_kip848_records_are_rows_of_kind_and_group() -> None:
+    orders = UUID("0f9d2c1e-6a4b-4f3e-9d1c-2b3a4c5d6e7f")
+    member = ConsumerGroupMemberMetadata("g", "m1", None, None, "c", "/h", ("t",), None, 300_000, None)
+    batch = _batch(
+        [
+            encode(ConsumerGroupMetadata("g", 3)),
+            encode(ConsumerGroupPartitionMetadata("g", (TopicMetadata(orders, "t", 1, ()),))),
+            encode(member),
+            encode(ConsumerGroupCurrentMemberAssignment("g", "m1", 3, 2, 0, (TopicPartitions(orders, (0,)),), ())),
+            encode(ConsumerGroupTargetAssignmentMetadata("g", 3)),
+            encode(ConsumerGroupMemberMetadataTombstone("g", "m1")),
+            encode(ConsumerGroupMetadataTombstone("g")),
+        ]
+    )
+
+    got = decode_batch(batch, "offsets-topic").to_pylist()
+
+    assert [(r["kind"], r["group"]) for r in got] == [
+        ("consumer-group-epoch", "g"),
+        ("consumer-group-topics", "g"),
+        ("consumer-group-member", "g"),
+        ("consumer-group-member-assignment", "g"),
+        ("skipped", None),
+        ("consumer-group-member-left", "g"),
+        ("group-deleted", "g"),
+    ]
+    assert all(r["generation"] is None and r["members"] is None and r["topic"] is None for r in got)

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from uuid import UUID
 
 import pytest
 from pydantic import ValidationError
 
-from kagent.consumer_offsets import GroupTombstone, OffsetCommit, OffsetTombstone, encode
+from kagent.consumer_offsets import (
+    ConsumerGroupCurrentMemberAssignment,
+    ConsumerGroupMemberMetadata,
+    ConsumerGroupMetadata,
+    ConsumerGroupTargetAssignmentMember,
+    ConsumerGroupTargetAssignmentMetadata,
+    GroupTombstone,
+    OffsetCommit,
+    OffsetTombstone,
+    TopicPartitions,
+    encode,
+)
 from kagent.events import (
+    ConsumerGroupMemberAssignment,
     DerivedEvents,
     GroupDeleted,
     OffsetCommitted,
@@ -73,6 +86,40 @@ def test_malformed_records_are_returned_with_why_and_the_rest_goes_on() -> None:
     ]
     assert result.malformed[0][1].reason == "the record has no key"
     assert [e.offset for r in result.events for e in r.events if isinstance(e, OffsetCommitted)] == [2, 3]
+
+
+def test_a_batch_of_kip848_records_yields_one_record_for_the_group() -> None:
+    orders = UUID("0f9d2c1e-6a4b-4f3e-9d1c-2b3a4c5d6e7f")
+    member = ConsumerGroupMemberMetadata(
+        "billing", "m1", None, None, "client-1", "/10.0.0.1", ("orders",), None, 300_000, "uniform"
+    )
+    held = (TopicPartitions(orders, (0, 1)),)
+    join = [  # what Kafka's coordinator writes when the first member joins, in order
+        member,
+        ConsumerGroupMetadata("billing", 1),
+        ConsumerGroupTargetAssignmentMember("billing", "m1", held),
+        ConsumerGroupTargetAssignmentMetadata("billing", 1),
+        ConsumerGroupCurrentMemberAssignment("billing", "m1", 1, 0, 0, held, ()),
+    ]
+    records = [Fetched(*encode(record), offset) for offset, record in enumerate(join)] + [commit("billing", 0, 5)]
+
+    result = ingest(records, skip_groups=())
+
+    assert [(r.group, [e.kind for e in r.events]) for r in result.events] == [
+        (
+            "billing",
+            [
+                "consumer-group-member",
+                "consumer-group-epoch",
+                "consumer-group-member-assignment",
+                "offset-committed",
+            ],
+        )
+    ]
+    assigned = result.events[0].events[2]
+    assert isinstance(assigned, ConsumerGroupMemberAssignment)
+    assert [(p.topic_id, p.partition) for p in assigned.partitions] == [(str(orders), 0), (str(orders), 1)]
+    assert result.malformed == []
 
 
 def test_records_that_derive_nothing_yield_nothing() -> None:

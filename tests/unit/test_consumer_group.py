@@ -1,0 +1,441 @@
+"""KIP-848 consumer group records -> derived events (kagent.events.derive) -> folded state (kagent.consumer_group)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import reduce
+from uuid import UUID
+
+import pytest
+
+from kagent.consumer_group import (
+    ConsumerGroupMemberState,
+    ConsumerGroupState,
+    assignment,
+    fold,
+)
+from kagent.consumer_offsets import (
+    ConsumerGroupCurrentMemberAssignment,
+    ConsumerGroupCurrentMemberAssignmentTombstone,
+    ConsumerGroupMemberMetadata,
+    ConsumerGroupMemberMetadataTombstone,
+    ConsumerGroupMetadata,
+    ConsumerGroupMetadataTombstone,
+    ConsumerGroupPartitionMetadata,
+    ConsumerGroupPartitionMetadataTombstone,
+    ConsumerGroupRegularExpression,
+    ConsumerGroupRegularExpressionTombstone,
+    ConsumerGroupTargetAssignmentMember,
+    ConsumerGroupTargetAssignmentMemberTombstone,
+    ConsumerGroupTargetAssignmentMetadata,
+    ConsumerGroupTargetAssignmentMetadataTombstone,
+    PartitionMetadata,
+    Record,
+    TopicMetadata,
+    TopicPartitions,
+    decode,
+    encode,
+)
+from kagent.events import (
+    ConsumerGroupEpoch,
+    ConsumerGroupMember,
+    ConsumerGroupMemberAssignment,
+    ConsumerGroupMemberLeft,
+    ConsumerGroupTopics,
+    DerivedEvent,
+    GroupAssigned,
+    GroupDeleted,
+    MemberAssignment,
+    OffsetCommitted,
+    PartitionRef,
+    TopicIdPartition,
+    TopicName,
+    by_group,
+    decode_events,
+    derive,
+    encode_events,
+)
+
+GROUP = "billing"
+ORDERS = UUID("0f9d2c1e-6a4b-4f3e-9d1c-2b3a4c5d6e7f")
+PAYMENTS = UUID("7e6d5c4b-3a2b-4c1d-8e9f-0a1b2c3d4e5f")
+
+
+def member_metadata(
+    member_id: str, topics: tuple[str, ...] = ("orders", "payments"), server_assignor: str | None = "uniform"
+) -> ConsumerGroupMemberMetadata:
+    """A member's metadata (type 5) as Kafka 4.x writes it for a consumer-protocol member."""
+    return ConsumerGroupMemberMetadata(
+        group=GROUP,
+        member_id=member_id,
+        instance_id=None,
+        rack_id=None,
+        client_id=f"client-{member_id}",
+        client_host=f"/10.0.0.{len(member_id)}",
+        subscribed_topic_names=topics,
+        subscribed_topic_regex=None,
+        rebalance_timeout_ms=300_000,
+        server_assignor=server_assignor,
+    )
+
+
+def current_assignment(
+    member_id: str,
+    epoch: int,
+    assigned: dict[UUID, tuple[int, ...]],
+    pending_revocation: dict[UUID, tuple[int, ...]] | None = None,
+) -> ConsumerGroupCurrentMemberAssignment:
+    """A member's current assignment (type 8)."""
+    return ConsumerGroupCurrentMemberAssignment(
+        group=GROUP,
+        member_id=member_id,
+        member_epoch=epoch,
+        previous_member_epoch=epoch - 1,
+        state=0,
+        assigned_partitions=tuple(TopicPartitions(t, p) for t, p in assigned.items()),
+        partitions_pending_revocation=tuple(TopicPartitions(t, p) for t, p in (pending_revocation or {}).items()),
+    )
+
+
+def partition_metadata(*topics: tuple[UUID, str, int]) -> ConsumerGroupPartitionMetadata:
+    """The group's subscribed topics' metadata (type 4)."""
+    return ConsumerGroupPartitionMetadata(
+        group=GROUP,
+        topics=tuple(
+            TopicMetadata(topic_id, name, count, tuple(PartitionMetadata(p, ()) for p in range(count)))
+            for topic_id, name, count in topics
+        ),
+    )
+
+
+def through_bytes(record: Record) -> list[DerivedEvent]:
+    """``derive`` of ``record`` after Kafka's binary format and back."""
+    key, value = encode(record)
+    return derive(decode(key, value))
+
+
+def folded(events: Iterable[DerivedEvent], state: ConsumerGroupState | None = None) -> ConsumerGroupState | None:
+    return reduce(fold, events, state)
+
+
+def events_of(*records: Record) -> list[DerivedEvent]:
+    return [event for record in records for event in through_bytes(record)]
+
+
+# -- derive ------------------------------------------------------------------
+
+
+def test_derive_every_kip848_value_through_kafkas_bytes() -> None:
+    assert through_bytes(ConsumerGroupMetadata(GROUP, 12, metadata_hash=99, value_version=0)) == [
+        ConsumerGroupEpoch(group=GROUP, epoch=12)
+    ]
+    assert through_bytes(partition_metadata((ORDERS, "orders", 6), (PAYMENTS, "payments", 2))) == [
+        ConsumerGroupTopics(
+            group=GROUP,
+            topics=(
+                TopicName(topic_id=str(ORDERS), topic="orders", partitions=6),
+                TopicName(topic_id=str(PAYMENTS), topic="payments", partitions=2),
+            ),
+        )
+    ]
+    regex_member = member_metadata("m1", topics=())._replace(
+        instance_id="pod-1", subscribed_topic_regex="pay.*", server_assignor=None
+    )
+    assert through_bytes(regex_member) == [
+        ConsumerGroupMember(
+            group=GROUP,
+            member_id="m1",
+            group_instance_id="pod-1",
+            client_id="client-m1",
+            client_host="/10.0.0.2",
+            topics=(),
+            topic_regex="pay.*",
+            server_assignor=None,
+        )
+    ]
+    assert through_bytes(current_assignment("m1", 7, {PAYMENTS: (1, 0)}, {ORDERS: (4,), PAYMENTS: (3,)})) == [
+        ConsumerGroupMemberAssignment(
+            group=GROUP,
+            member_id="m1",
+            member_epoch=7,
+            partitions=tuple(
+                sorted(
+                    (
+                        TopicIdPartition(topic_id=str(PAYMENTS), partition=0),
+                        TopicIdPartition(topic_id=str(PAYMENTS), partition=1),
+                        TopicIdPartition(topic_id=str(PAYMENTS), partition=3),
+                        TopicIdPartition(topic_id=str(ORDERS), partition=4),
+                    ),
+                    key=lambda p: (p.topic_id, p.partition),
+                )
+            ),
+        )
+    ]
+
+
+def test_derive_kip848_tombstones_through_kafkas_bytes() -> None:
+    assert through_bytes(ConsumerGroupMetadataTombstone(GROUP)) == [GroupDeleted(group=GROUP)]
+    assert through_bytes(ConsumerGroupMemberMetadataTombstone(GROUP, "m1")) == [
+        ConsumerGroupMemberLeft(group=GROUP, member_id="m1")
+    ]
+    for record in (
+        ConsumerGroupCurrentMemberAssignmentTombstone(GROUP, "m1"),
+        ConsumerGroupPartitionMetadataTombstone(GROUP),
+        ConsumerGroupTargetAssignmentMetadataTombstone(GROUP),
+        ConsumerGroupTargetAssignmentMemberTombstone(GROUP, "m1"),
+        ConsumerGroupRegularExpressionTombstone(GROUP, "pay.*"),
+    ):
+        assert through_bytes(record) == [], record
+
+
+def test_target_assignments_and_regular_expressions_derive_nothing() -> None:
+    for record in (
+        ConsumerGroupTargetAssignmentMetadata(GROUP, 8),
+        ConsumerGroupTargetAssignmentMember(GROUP, "m1", (TopicPartitions(ORDERS, (0, 1)),)),
+        ConsumerGroupRegularExpression(GROUP, "pay.*", ("payments",), 3, 1_700_000_000_000),
+    ):
+        assert through_bytes(record) == [], record
+
+
+def test_a_member_assignment_holds_each_partition_once_and_an_empty_one_holds_none() -> None:
+    overlap = current_assignment("m1", 3, {ORDERS: (2, 1)}, {ORDERS: (1,)})
+    (event,) = derive(overlap)
+    assert isinstance(event, ConsumerGroupMemberAssignment)
+    assert [p.partition for p in event.partitions] == [1, 2]
+    (empty,) = derive(current_assignment("m2", 3, {}))
+    assert isinstance(empty, ConsumerGroupMemberAssignment) and empty.partitions == ()
+
+
+# -- fold ----------------------------------------------------------------------
+
+
+def test_fold_a_join_metadata_before_assignment() -> None:
+    state = folded(
+        events_of(
+            member_metadata("m1"),
+            ConsumerGroupMetadata(GROUP, 1),
+            current_assignment("m1", 1, {ORDERS: (0, 1), PAYMENTS: (0,)}),
+        )
+    )
+
+    assert state == ConsumerGroupState(
+        group=GROUP,
+        epoch=1,
+        members={
+            "m1": ConsumerGroupMemberState(
+                client_id="client-m1",
+                client_host="/10.0.0.2",
+                topics=("orders", "payments"),
+                server_assignor="uniform",
+                member_epoch=1,
+                partitions={str(ORDERS): (0, 1), str(PAYMENTS): (0,)},
+            )
+        },
+    )
+
+
+def test_fold_assignment_before_metadata_gives_the_same_member() -> None:
+    metadata_first = folded(events_of(member_metadata("m1"), current_assignment("m1", 4, {ORDERS: (3,)})))
+    assignment_first = folded(events_of(current_assignment("m1", 4, {ORDERS: (3,)}), member_metadata("m1")))
+
+    assert assignment_first == metadata_first
+    assert assignment_first is not None and assignment_first.members["m1"].partitions == {str(ORDERS): (3,)}
+
+
+def test_a_member_without_metadata_is_kept_but_left_out_of_the_assignment() -> None:
+    state = folded(events_of(ConsumerGroupMetadata(GROUP, 2), current_assignment("m2", 2, {ORDERS: (0,)})))
+
+    assert state is not None
+    assert state.members["m2"].client_id is None and state.members["m2"].member_epoch == 2
+    assert assignment(state, {str(ORDERS): "orders"}) == GroupAssigned(
+        group=GROUP, generation=2, protocol=None, leader=None, members=()
+    )
+
+
+def test_new_metadata_keeps_the_assignment_and_a_new_assignment_keeps_the_metadata() -> None:
+    state = folded(
+        events_of(
+            member_metadata("m1"),
+            current_assignment("m1", 1, {ORDERS: (0, 1)}),
+            member_metadata("m1", topics=("orders",), server_assignor="range"),
+            current_assignment("m1", 2, {ORDERS: (1,)}, {ORDERS: (0,)}),
+            current_assignment("m1", 3, {ORDERS: (1,)}),
+        )
+    )
+
+    assert state is not None
+    member = state.members["m1"]
+    assert (member.topics, member.server_assignor) == (("orders",), "range")
+    assert (member.member_epoch, member.partitions) == (3, {str(ORDERS): (1,)})
+
+
+def test_epoch_updates_and_topics_are_replaced() -> None:
+    state = folded(
+        events_of(
+            ConsumerGroupMetadata(GROUP, 1),
+            partition_metadata((ORDERS, "orders", 6), (PAYMENTS, "payments", 2)),
+            ConsumerGroupMetadata(GROUP, 2),
+            partition_metadata((ORDERS, "orders", 12)),
+        )
+    )
+
+    assert state is not None and state.epoch == 2
+    assert state.topics == {str(ORDERS): TopicName(topic_id=str(ORDERS), topic="orders", partitions=12)}
+
+
+def test_a_member_leaving_drops_it_with_its_partitions() -> None:
+    joined = folded(
+        events_of(
+            member_metadata("m1"),
+            current_assignment("m1", 1, {ORDERS: (0,)}),
+            member_metadata("m2"),
+            current_assignment("m2", 1, {ORDERS: (1,)}),
+        )
+    )
+    # How Kafka writes a leave: current and target assignment tombstones, the member tombstone, a new epoch.
+    left = folded(
+        events_of(
+            ConsumerGroupCurrentMemberAssignmentTombstone(GROUP, "m1"),
+            ConsumerGroupTargetAssignmentMemberTombstone(GROUP, "m1"),
+            ConsumerGroupMemberMetadataTombstone(GROUP, "m1"),
+            ConsumerGroupMetadata(GROUP, 2),
+        ),
+        joined,
+    )
+
+    assert left is not None and list(left.members) == ["m2"] and left.epoch == 2
+    assert fold(left, ConsumerGroupMemberLeft(group=GROUP, member_id="gone")) is left
+    assert fold(None, ConsumerGroupMemberLeft(group=GROUP, member_id="m1")) is None
+
+
+def test_group_deleted_ends_the_state_and_other_events_leave_it_alone() -> None:
+    state = folded(events_of(ConsumerGroupMetadata(GROUP, 5), member_metadata("m1")))
+    commit = OffsetCommitted(group=GROUP, topic="orders", partition=0, offset=9, commit_timestamp=1)
+
+    assert fold(state, commit) is state
+    assert fold(None, commit) is None
+    deletion = events_of(ConsumerGroupMemberMetadataTombstone(GROUP, "m1"), ConsumerGroupMetadataTombstone(GROUP))
+    assert folded(deletion, state) is None
+    assert fold(state, GroupDeleted(group=GROUP)) is None
+
+
+def test_an_event_of_another_group_is_refused() -> None:
+    state = fold(None, ConsumerGroupEpoch(group=GROUP, epoch=1))
+
+    with pytest.raises(ValueError, match="'audit'"):
+        fold(state, ConsumerGroupEpoch(group="audit", epoch=1))
+
+
+def test_state_round_trips_through_json() -> None:
+    state = folded(
+        events_of(
+            ConsumerGroupMetadata(GROUP, 3),
+            partition_metadata((ORDERS, "orders", 6)),
+            current_assignment("m2", 3, {PAYMENTS: (0,)}),
+            member_metadata("m1")._replace(instance_id="pod-1", subscribed_topic_regex="pay.*"),
+            current_assignment("m1", 3, {ORDERS: (5, 0)}, {PAYMENTS: (1,)}),
+        )
+    )
+
+    assert state is not None
+    assert ConsumerGroupState.model_validate_json(state.model_dump_json()) == state
+    assert ConsumerGroupState.model_validate_json(ConsumerGroupState(group=GROUP).model_dump_json()).members == {}
+
+
+# -- assignment ------------------------------------------------------------------
+
+
+def two_members(assignor_of_m2: str | None = "uniform") -> ConsumerGroupState:
+    state = folded(
+        events_of(
+            member_metadata("m2", server_assignor=assignor_of_m2),
+            member_metadata("m1"),
+            ConsumerGroupMetadata(GROUP, 9),
+            current_assignment("m2", 9, {PAYMENTS: (1,), ORDERS: (2,)}),
+            current_assignment("m1", 9, {ORDERS: (1, 0)}, {PAYMENTS: (0,)}),
+        )
+    )
+    assert state is not None
+    return state
+
+
+def test_assignment_names_topics_from_the_groups_topics_then_the_resolver() -> None:
+    state = folded(events_of(partition_metadata((ORDERS, "orders", 3))), two_members())
+    assert state is not None
+
+    assert assignment(state, {str(PAYMENTS): "payments", str(ORDERS): "not-this-name"}) == GroupAssigned(
+        group=GROUP,
+        generation=9,
+        protocol="uniform",
+        leader=None,
+        members=(
+            MemberAssignment(
+                member_id="m1",
+                client_id="client-m1",
+                client_host="/10.0.0.2",
+                topics=("orders", "payments"),
+                partitions=(
+                    PartitionRef(topic="orders", partition=0),
+                    PartitionRef(topic="orders", partition=1),
+                    PartitionRef(topic="payments", partition=0),
+                ),
+            ),
+            MemberAssignment(
+                member_id="m2",
+                client_id="client-m2",
+                client_host="/10.0.0.2",
+                topics=("orders", "payments"),
+                partitions=(PartitionRef(topic="orders", partition=2), PartitionRef(topic="payments", partition=1)),
+            ),
+        ),
+    )
+
+
+def test_assignment_is_none_while_a_topic_id_has_no_name() -> None:
+    state = two_members()
+
+    assert assignment(state) is None
+    assert assignment(state, {str(ORDERS): "orders"}) is None
+    resolved = assignment(state, {str(ORDERS): "orders", str(PAYMENTS): "payments"})
+    assert resolved is not None and [len(m.partitions) for m in resolved.members] == [3, 2]
+
+
+def test_protocol_is_the_assignor_members_agree_on_else_none() -> None:
+    names = {str(ORDERS): "orders", str(PAYMENTS): "payments"}
+
+    def protocol(state: ConsumerGroupState) -> str | None:
+        assigned = assignment(state, names)
+        assert assigned is not None
+        return assigned.protocol
+
+    assert protocol(two_members("uniform")) == "uniform"
+    assert protocol(two_members("range")) is None
+    assert protocol(two_members(None)) is None
+
+
+def test_assignment_of_a_group_without_members_or_epoch() -> None:
+    assert assignment(ConsumerGroupState(group=GROUP)) == GroupAssigned(
+        group=GROUP, generation=-1, protocol=None, leader=None, members=()
+    )
+
+
+def test_kip848_events_travel_on_the_derived_events_topic() -> None:
+    events = events_of(
+        ConsumerGroupMetadata(GROUP, 1),
+        partition_metadata((ORDERS, "orders", 1)),
+        member_metadata("m1"),
+        current_assignment("m1", 1, {ORDERS: (0,)}),
+        ConsumerGroupMemberMetadataTombstone(GROUP, "m1"),
+        ConsumerGroupMetadataTombstone(GROUP),
+    )
+
+    (record,) = by_group(events)
+    assert decode_events(encode_events(record)) == record
+    assert [event.kind for event in record.events] == [
+        "consumer-group-epoch",
+        "consumer-group-topics",
+        "consumer-group-member",
+        "consumer-group-member-assignment",
+        "consumer-group-member-left",
+        "group-deleted",
+    ]
