@@ -47,7 +47,8 @@ class LagStickyAssignor:
     4. Among assignments meeting 1-3, few moves: owned partitions (see
        `Group.owners`) are kept, counts restored by moving unowned partitions
        first, and members above the cap exchange partitions with the least
-       loaded member of their subscription class. If that cannot meet the cap,
+       loaded member of their subscription class (with heterogeneous
+       subscriptions, only swaps that keep goal 2). If that cannot meet the cap,
        the reference is used, as is or with its member lists permuted among
        members of the same subscription class to keep as many owned
        partitions as a greedy matching finds, whichever moves fewer. The
@@ -108,20 +109,31 @@ def _subscription_classes(group: Group) -> list[list[str]]:
 
 def _repair(placement: Placement, cap: float, ties: TieOrder) -> bool:
     """Exchange partitions between members of a subscription class until no
-    member's lag exceeds `cap`; whether that succeeded. Single moves are used
-    only when all members share one subscription, where moving a partition
-    from a member with one more partition keeps every count within one;
-    otherwise only swaps, which leave every count as it is."""
-    classes = _subscription_classes(placement.group)
-    return all(_repair_class(placement, members, cap, ties, len(classes) == 1) for members in classes)
+    member's lag exceeds `cap`; whether that succeeded. Keeps goals 1 and 2 of
+    a placement meeting them. Single moves are used only when all members
+    share one subscription, where moving a partition from a member with one
+    more partition keeps every count within one; otherwise only swaps, which
+    leave every count as it is. Members of a class may differ by one
+    partition, so a swap could hand the one holding more a partition whose
+    topic has a subscriber holding two fewer than it; such swaps are skipped."""
+    group = placement.group
+    classes = _subscription_classes(group)
+    if len(classes) == 1:
+        return _repair_class(placement, classes[0], cap, ties, floor=None)
+    floor = {topic: min(map(placement.count, subscribers)) for topic, subscribers in group.subscribers.items()}
+    return all(_repair_class(placement, members, cap, ties, floor) for members in classes)
 
 
 _Entry = tuple[int, TopicPartition]
 
 
 def _repair_class(
-    placement: Placement, members: list[str], cap: float, ties: TieOrder, may_move: bool
+    placement: Placement, members: list[str], cap: float, ties: TieOrder, floor: Mapping[str, int] | None
 ) -> bool:
+    """`_repair` within one subscription class. `floor` is None when every
+    member shares one subscription (single moves allowed); otherwise it maps
+    each topic to the fewest partitions any of its subscribers holds, which
+    swaps leave as it is."""
     load, count, position = placement.load, placement.count, ties.position
     by_lag: dict[str, list[_Entry]] = {}
 
@@ -129,6 +141,13 @@ def _repair_class(
         if member_id not in by_lag:
             by_lag[member_id] = sorted((placement.lag_of(tp), tp) for tp in placement.partitions[member_id])
         return by_lag[member_id]
+
+    def receivable(member_id: str, receiver: str) -> list[_Entry]:
+        """`member_id`'s partitions, by lag, that `receiver` may take and stay locally balanced."""
+        entries = sorted_by_lag(member_id)
+        if floor is None or count(receiver) <= count(member_id):
+            return entries
+        return [entry for entry in entries if floor[entry[1].topic] >= count(receiver) - 1]
 
     def transfer(entry: _Entry, source: str, target: str) -> None:
         placement.move(entry[1], source, target)
@@ -150,11 +169,11 @@ def _repair_class(
         if load[source] <= cap:
             return True
         exchange = _best_exchange(
-            sorted_by_lag(source),
-            sorted_by_lag(target),
+            receivable(source, target),
+            receivable(target, source),
             need=load[source] - cap,
             room=cap - load[target],
-            may_move=may_move and count(source) > count(target),
+            may_move=floor is None and count(source) > count(target),
         )
         if exchange is None:
             return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from aiokafka.structs import TopicPartition
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from test_assignors_invariants import (
     Case,
     all_partitions,
@@ -46,6 +46,25 @@ def run(case: Case) -> Assignment:
 
 @settings(max_examples=200)
 @given(cases())
+@example(  # a swap against the lag cap once moved beta-1 to '01' (4 partitions) past '00' (2, on beta)
+    Case(
+        {"beta": 3, "delta": 7, "alpha": 8, "gamma": 2},
+        {
+            "0": Member(["alpha"]),
+            "00": Member(["beta", "delta"]),
+            "000": Member(
+                ["beta", "delta", "alpha", "gamma"],
+                owned=[tp("alpha", 0), tp("beta", 0), tp("beta", 1), tp("gamma", 0), tp("gamma", 1)],
+                generation=0,
+            ),
+            "0000": Member(["beta"]),
+            "00000": Member(["delta"]),
+            "01": Member(["beta", "delta", "alpha", "gamma"]),
+            "1": Member(["delta"]),
+        },
+        {tp("alpha", 1): 0, tp("alpha", 0): 1, tp("alpha", 2): 0, tp("alpha", 3): 1},
+    )
+)
 def test_goals_1_to_4_with_any_subscriptions(case: Case) -> None:
     result = run(case)
     assert_valid(case, result)  # goal 1
