@@ -27,7 +27,10 @@ applied. Two workers (each its own app id, so each reads everything): one
 with its end-offset poll and evaluation held off (the ingest path alone),
 one with the default 5 s intervals. CPU microseconds per record (the
 worker's ``utime + stime`` from ``/proc``; the baseline's process time)
-tell cost apart from contention on the machine.
+tell cost apart from contention on the machine. A second baseline is a Faust
+worker whose agent does nothing with each record of ``__consumer_offsets``
+(``faust_noop_app.py``): the ceiling of any design that reads that topic
+through a Faust stream.
 
 Memory. 1,000 groups of 10 members on 10 topics of 100 partitions (100,000
 group-partitions), each group's metadata and one commit per partition. The
@@ -60,6 +63,7 @@ import asyncio
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -396,6 +400,31 @@ async def produce_data(bootstrap: str, counts: dict[TopicPartition, int]) -> Non
         await producer.stop()
 
 
+def faust_noop_rate(broker: EmbeddedBroker, workdir: Path, expected: int) -> tuple[float, float]:
+    """(records/s, CPU microseconds per record) of a Faust agent that does nothing with each
+    record of ``__consumer_offsets`` (``faust_noop_app.py``): what Faust's per-event machinery costs."""
+    env = {
+        **os.environ,
+        "BENCH_BROKER": broker.url,
+        "BENCH_APP_ID": "bench-faust-noop",
+        "BENCH_RECORDS": str(expected),
+        "BENCH_DATA_DIR": str(workdir / "faust-noop-data"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "faust", "-A", "faust_noop_app", "worker", "-l", "warn"],
+        env=env,
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        timeout=INGEST_TIMEOUT,
+        preexec_fn=die_with_parent,  # noqa: PLW1509
+    )
+    figures = re.search(r"faust-noop (\d+) ([\d.]+)", done.stdout + done.stderr)  # Faust logs what agents print
+    if figures is not None:
+        return float(figures[1]), float(figures[2])
+    raise RuntimeError(f"the no-op Faust worker gave no figure; output tail:\n{(done.stdout + done.stderr)[-2000:]}")
+
+
 async def bare_consumer_rate(bootstrap: str, expected: int, repeats: int = 3) -> tuple[float, float]:
     """(records/s, CPU microseconds per record) of a bare aiokafka consumer reading all of
     ``__consumer_offsets`` from its first fetch to its last record; best of ``repeats``."""
@@ -501,6 +530,7 @@ async def throughput(start: Callable[..., Worker], workdir: Path, data: DataSet)
         n, metadata = await prepare(broker, data)
         print(f"data set: {describe(data, n, metadata)}")
         bare_rate, bare_cpu = await bare_consumer_rate(broker.bootstrap_servers, n)
+        faust_rate, faust_cpu = await asyncio.to_thread(faust_noop_rate, broker, workdir, n)
         runs = []
         for app_id, settings, label in (
             ("bench-ingest", NO_TIMERS, "worker, timers idle (ingest path only)"),
@@ -513,6 +543,7 @@ async def throughput(start: Callable[..., Worker], workdir: Path, data: DataSet)
                 worker.stop()
     print(f"{'':<44}{'records':>9}{'applied':>9}{'seconds':>9}{'records/s':>11}{'read/s':>9}{'CPU us/rec':>11}")
     print(f"{'bare aiokafka consumer (baseline)':<44}{n:>9,}{n:>9,}{n / bare_rate:>9.2f}{bare_rate:>11,.0f}{'':>9}{bare_cpu:>11.1f}")
+    print(f"{'Faust agent doing nothing per record':<44}{n:>9,}{n:>9,}{n / faust_rate:>9.2f}{faust_rate:>11,.0f}{'':>9}{faust_cpu:>11.1f}")
     for label, run in runs:
         print(
             f"{label:<44}{run.records:>9,}{run.applied:>9,}{run.seconds:>9.1f}{run.rate:>11,.0f}"
@@ -524,6 +555,7 @@ async def throughput(start: Callable[..., Worker], workdir: Path, data: DataSet)
         ok = ratio >= THROUGHPUT_TARGET
         met &= ok
         print(f"target into-the-tables / bare >= {THROUGHPUT_TARGET}, {label}: {'met' if ok else 'MISSED'} ({ratio:.4f})")
+    print(f"(a Faust agent doing nothing per record reaches {faust_rate / bare_rate:.4f} of the bare consumer)")
     return met
 
 

@@ -12,7 +12,8 @@ each group's events go to the derived-events topic as one record keyed by
 the group. kagent's own consumer groups are skipped. A record that fails to
 decode is counted, logged with its partition and offset, and sent with its
 raw bytes to the dead-letter topic; the batch goes on. The batch's offsets
-are committed once the broker has every record sent for it (at least once:
+are committed once the broker has every record sent for it, while the next
+batch is fetched and processed (at least once:
 a batch cut short by a rebalance is read again by the new owner, and
 applying its events twice leaves the tables as once).
 """
@@ -25,6 +26,7 @@ import logging
 import faust
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
 
 from kagent.events import encode_events
 from kagent.ingest import ingest
@@ -82,7 +84,11 @@ class OffsetsTopicSource:
         self._skip = frozenset({settings.app_id, self.group_id})
 
     async def run(self) -> None:
-        """Consume until cancelled; the consumer leaves its group on the way out."""
+        """Consume until cancelled; the consumer leaves its group on the way out.
+
+        One batch is in flight while the next is fetched and processed: its
+        offsets are committed once the broker has everything sent for it.
+        """
         settings = self._settings
         consumer = AIOKafkaConsumer(
             self._topology.consumer_offsets.get_topic_name(),
@@ -96,17 +102,25 @@ class OffsetsTopicSource:
             max_poll_records=MAX_RECORDS,
         )
         await consumer.start()
+        in_flight: tuple[list[asyncio.Future[object]], dict[TopicPartition, int]] | None = None
         try:
             while True:
                 fetched = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
+                sending = None
                 if fetched:
-                    await self.process([record for records in fetched.values() for record in records])
-                    await self._commit(consumer)
+                    records = [record for batch in fetched.values() for record in batch]
+                    sending = (await self.send(records), {tp: batch[-1].offset + 1 for tp, batch in fetched.items()})
+                if in_flight is not None:
+                    await self._commit(consumer, *in_flight)
+                in_flight = sending
         finally:
+            if in_flight is not None:
+                await self._commit(consumer, *in_flight)
             await consumer.stop()
 
-    async def process(self, records: list[ConsumerRecord[bytes, bytes]]) -> None:
-        """Send the derived events and dead letters of ``records``; return when the broker has them all."""
+    async def send(self, records: list[ConsumerRecord[bytes, bytes]]) -> list[asyncio.Future[object]]:
+        """Send the derived events and dead letters of ``records``; a future per record sent,
+        done when the broker has it."""
         self._metrics.records.labels("offsets-topic").inc(len(records))
         result = ingest(records, self._skip)
         producer = self._app.producer
@@ -134,11 +148,15 @@ class OffsetsTopicSource:
                     error=str(exc),
                 )
             )
-        await asyncio.gather(*pending)
+        return pending
 
-    async def _commit(self, consumer: AIOKafkaConsumer) -> None:
+    async def _commit(
+        self, consumer: AIOKafkaConsumer, sent: list[asyncio.Future[object]], offsets: dict[TopicPartition, int]
+    ) -> None:
+        """Commit ``offsets`` once every future in ``sent`` is done."""
+        await asyncio.gather(*sent)
         try:
-            await consumer.commit()
+            await consumer.commit(offsets)
         except KafkaError as exc:
             # A rebalance took partitions away mid-batch: their new owner reads them again.
             log.warning("committing the source's offsets failed (they will be read again): %s", exc)
