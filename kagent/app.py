@@ -20,6 +20,7 @@ from kagent.topology import Topology, declare
 from kagent.worker import (
     admin_source,
     changelog,
+    consumer_groups,
     end_offsets,
     evaluator,
     metrics,
@@ -60,9 +61,16 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     worker_metrics = metrics.Metrics()
     derived_events = topology.derived_events.get_topic_name()
 
+    def active_partitions() -> set[int]:
+        return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == derived_events}
+
+    def holds(group: str) -> bool:
+        """Whether this worker holds ``group``'s derived-events partition as active."""
+        return partition_of_group(group, settings.topic_partitions) in active_partitions()
+
     def held_groups() -> list[str]:
-        """Groups whose derived-events partition this worker holds as active."""
-        actives = {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == derived_events}
+        """The groups with an assignment whose derived-events partition this worker holds as active."""
+        actives = active_partitions()
         return [
             group
             for group in topology.assignments.keys()
@@ -85,11 +93,15 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
             poller.refresh_partition(group, tp)
         group_evaluator.changed(group)
 
-    storage.install(app, topology, writer, worker_metrics, on_change)
+    kip848_groups = consumer_groups.ConsumerGroups(
+        settings, topology, writer, holds, on_assigned=lambda group: on_change(group, None)
+    )
+    storage.install(app, topology, writer, kip848_groups, worker_metrics, on_change)
     views.install(app, group_evaluator, worker_metrics, held_groups)
 
     @app.timer(settings.end_offset_interval, name="poll-end-offsets")
     async def poll_end_offsets() -> None:
+        await kip848_groups.store()  # groups waiting for topic names ask again
         await poller.poll()
 
     @app.timer(group_evaluator.tick, name="evaluate-groups")
@@ -99,6 +111,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     @app.on_before_shutdown.connect
     async def stop_poller(sender: Any, **kwargs: Any) -> None:
         await poller.stop()
+        await kip848_groups.stop()
 
     return app, topology
 

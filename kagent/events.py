@@ -171,8 +171,8 @@ class ConsumerGroupTopics(_Frozen):
     """The topics a KIP-848 consumer group subscribes to, by id (record type 4).
 
     Each record lists them all. Kafka stopped writing this record after 4.0,
-    so on 4.1+ the names must come from cluster metadata (Metadata v10+
-    gives topic ids), which kagent does not ask yet.
+    so on 4.1+ the worker asks the cluster's metadata for the names
+    (:mod:`kagent.topic_ids`).
     """
 
     kind: Literal["consumer-group-topics"] = "consumer-group-topics"

@@ -2,18 +2,13 @@
 
 The derived-events topic is keyed by group, and every table is partitioned by
 group, so each record updates state on the worker that holds its group.
-A KIP-848 consumer group has no one record of its assignment: its events
-are folded into its state (:mod:`kagent.consumer_group`), and its
-assignment is written from that state once every topic id it holds has a
-name. The names come from the group's type-4 records, which Kafka 3.7-4.0
-writes and 4.1+ does not: on 4.1+ such a group's state is kept, but its
-assignment is not known until topic ids are resolved from cluster metadata,
-which kagent does not do yet.
 Records are taken in batches; each batch's table writes go through the
 :class:`~kagent.worker.changelog.ChangelogWriter` and are flushed before the
-batch is acknowledged. A record that is not valid JSON of
-:class:`~kagent.events.DerivedEvents` is counted and sent to the dead-letter
-topic; the batch goes on.
+batch is acknowledged. The events of KIP-848 consumer groups go to
+:class:`~kagent.worker.consumer_groups.ConsumerGroups`, which stores their
+states and assignments at the end of each batch. A record that is not valid
+JSON of :class:`~kagent.events.DerivedEvents` is counted and sent to the
+dead-letter topic; the batch goes on.
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ import faust
 from aiokafka.structs import TopicPartition
 from pydantic import ValidationError
 
-from kagent.consumer_group import ConsumerGroupState, assignment, fold
 from kagent.events import (
     DerivedEvent,
     GroupAssigned,
@@ -38,6 +32,7 @@ from kagent.events import (
 from kagent.keys import partition_key
 from kagent.topology import Topology
 from kagent.worker.changelog import ChangelogWriter
+from kagent.worker.consumer_groups import ConsumerGroups
 from kagent.worker.metrics import Metrics
 from kagent.worker.source import send_dead_letter
 
@@ -55,13 +50,16 @@ OnChange = Callable[[str, TopicPartition | None], None]
 
 
 def install(
-    app: faust.App, topology: Topology, writer: ChangelogWriter, metrics: Metrics, on_change: OnChange
+    app: faust.App,
+    topology: Topology,
+    writer: ChangelogWriter,
+    consumer_groups: ConsumerGroups,
+    metrics: Metrics,
+    on_change: OnChange,
 ) -> None:
     """Add the storage agent to ``app``; ``on_change`` hears of every group it updates."""
 
-    def apply(event: DerivedEvent, consumer_groups: dict[str, ConsumerGroupState | None]) -> None:
-        """Apply one event; KIP-848 groups' states are folded into ``consumer_groups``
-        (group -> state, None once deleted) and stored once per batch."""
+    def apply(event: DerivedEvent) -> None:
         metrics.derived_events.labels(event.kind).inc()
         match event:
             case OffsetCommitted():
@@ -78,37 +76,14 @@ def install(
             case GroupDeleted():
                 writer.delete(topology.assignments, event.group)
                 writer.delete(topology.evaluation_state, event.group)
-                if event.group in consumer_groups or event.group in topology.consumer_group_state:
-                    consumer_groups[event.group] = None
+                consumer_groups.apply(event)  # a KIP-848 group's, or one folded earlier in this batch
             case _:  # the events of KIP-848 consumer groups
-                if event.group not in consumer_groups:
-                    raw = topology.consumer_group_state.get(event.group)
-                    consumer_groups[event.group] = (
-                        None if raw is None else ConsumerGroupState.model_validate_json(raw)
-                    )
-                consumer_groups[event.group] = fold(consumer_groups[event.group], event)
-
-    def store_consumer_groups(consumer_groups: dict[str, ConsumerGroupState | None]) -> None:
-        """Store each folded state, and the group's assignment once every topic it holds has a name."""
-        for group, state in consumer_groups.items():
-            if state is None:
-                writer.delete(topology.consumer_group_state, group)
-                continue
-            writer.set(topology.consumer_group_state, group, state.model_dump_json().encode())
-            assigned = assignment(state)
-            if assigned is None:
-                log.debug("group %s holds topic ids without names yet; its assignment waits", group)
-                continue
-            value = assigned.model_dump_json().encode()
-            if topology.assignments.get(group) != value:
-                writer.set(topology.assignments, group, value)
-                on_change(group, None)
+                consumer_groups.apply(event)
 
     @app.agent(topology.derived_events, name="storage")
     async def store_derived_events(stream: faust.StreamT[bytes]) -> None:
         async for batch in stream.take_events(BATCH_RECORDS, within=BATCH_WITHIN):
             letters = []
-            consumer_groups: dict[str, ConsumerGroupState | None] = {}
             for event in batch:
                 message = event.message
                 try:
@@ -134,7 +109,7 @@ def install(
                     )
                     continue
                 for derived_event in derived.events:
-                    apply(derived_event, consumer_groups)
-            store_consumer_groups(consumer_groups)
+                    apply(derived_event)
+            await consumer_groups.store()
             await writer.flush()
             await asyncio.gather(*letters)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaClient, AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
 from kagent.consumer_offsets import (
@@ -29,6 +29,7 @@ from kagent.consumer_offsets import (
     encode,
 )
 from kagent.embedded import EmbeddedBroker
+from kagent.topic_ids import MetadataWithTopicIds, topic_names
 from tests.conftest import Worker, get_json
 from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce, publish
 
@@ -290,4 +291,36 @@ async def test_a_kip848_consumer_group_is_measured_from_its_member_records(
 
     body = await wait_json(worker.url + "groups/", measured, 60)
     assert body["groups"][group]["generation"] == 5
+    assert worker.stop() == 0
+
+
+async def test_a_kip848_group_without_topic_names_is_named_from_cluster_metadata(
+    kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker]
+) -> None:
+    """Kafka 4.1+ writes no type-4 record: the worker names the topic ids with Metadata v12."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = "agent-kip848-named", "kip848-named-app"
+    await kafka_broker.create_topics({topic: 4})
+    await produce(bootstrap, topic, {p: 100 for p in range(4)})
+    client = AIOKafkaClient(bootstrap_servers=bootstrap)
+    await client.bootstrap()
+    try:
+        names = topic_names(await client.send(client.get_random_node(), MetadataWithTopicIds()))
+    finally:
+        await client.close()
+    topic_id = uuid.UUID(next(topic_id for topic_id, name in names.items() if name == topic))
+    member = f"{group}-member"
+    records = [
+        ConsumerGroupMetadata(group, 3),
+        ConsumerGroupMemberMetadata(group, member, None, None, "app", "/10.0.0.2", (topic,), None, 300_000, None),
+        ConsumerGroupCurrentMemberAssignment(group, member, 3, 2, 0, (TopicPartitions(topic_id, (0, 1, 2, 3)),), ()),
+        *(offset_commit(group, topic, p, 40) for p in range(4)),
+    ]
+    await publish(bootstrap, [encode(record) for record in records])
+    worker = start_worker("agent-kip848-named-test", **FAST)
+
+    body = await wait_json(
+        worker.url + "groups/", lambda body: body["groups"].get(group, {}).get("member_lag") == {member: 240}, 60
+    )
+    assert body["groups"][group]["generation"] == 3
     assert worker.stop() == 0
