@@ -6,8 +6,9 @@ the classic length prefix that follows them) with one precompiled
 `struct.Struct`, strings and bytes by slicing after one bounds check, arrays
 in loops whose counts are checked against the bytes left (so a forged count
 or length can never make it allocate more than the input holds), tagged
-fields in a loop that skips unknown tags. Nested structs are inlined, so a
-record costs one call however deep it is.
+fields in a loop that skips unknown tags. Nested structs are inlined, and so
+is the newest version of a blob embedded in a record, so a record costs one
+call however deep it is (older blob versions call the blob's own decoder).
 
 Every generated function turns low-level failures into `Malformed` (or, at a
 record's entry point, `DecodeError`) carrying the byte offset where reading
@@ -17,8 +18,8 @@ stopped; nothing else escapes.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from uuid import UUID
 
@@ -44,6 +45,7 @@ from kagent.consumer_offsets.layout import (
     min_size,
 )
 from kagent.consumer_offsets.shape import (
+    Blob,
     Embedding,
     RecordShape,
     Shape,
@@ -96,10 +98,7 @@ def compile_blob_decoder(message: Message, shape: RecordShape, part: str) -> Blo
     raises `Malformed` with offsets into `buf`. A version newer than the
     newest known is read with the newest layout and may have trailing bytes
     (the consumer protocol's rule); known versions may not."""
-    versions = sorted(message.versions, reverse=True)
-    latest = versions[0]
-    if versions != list(range(latest, -1, -1)):
-        raise ShapeError(f"{message.name} versions are not 0..n: {versions}")
+    versions = _blob_versions(message)
     source = Source()
     emitter = _Emitter(source)
     line = source.line
@@ -111,21 +110,7 @@ def compile_blob_decoder(message: Message, shape: RecordShape, part: str) -> Blo
         line(f"version = {emitter.unpacker('>h')}(buf, start)[0]")
         line(f"if version < 0: raise _Malformed(start, f'{part} version {{version}}')")
         line("pos = start + 2")
-        with source.block("try:"):
-            for index, version in enumerate(versions):
-                test = f"version >= {version}" if index == 0 else f"version == {version}"
-                with source.block(f"{'if' if index == 0 else 'elif'} {test}:"):
-                    values = emitter.fields(message.versions[version], shape, {})
-                    line(f"record = {emitter.build(shape, values, 'version', None)}")
-        with source.block("except _Malformed as exc:"):
-            line(f"raise _Malformed(exc.offset, f'{part} v{{version}}: {{exc.reason}}') from None")
-        with source.block("except (_struct_error, IndexError):"):
-            line(f"raise _Malformed(pos, f'{part} v{{version}}: truncated') from None")
-        with source.block("except UnicodeDecodeError as exc:"):
-            line(f"raise _Malformed(pos + exc.start, f'{part} v{{version}}: invalid UTF-8') from None")
-        line(f"if pos > end: raise _Malformed(end, f'{part} v{{version}}: truncated')")
-        line(f"if pos != end and version <= {latest}:")
-        line(f"    raise _Malformed(pos, f'{part} v{{version}}: {{end - pos}} bytes after it')")
+        emitter.blob(message, versions, shape, part, "version", "record")
         line("return record")
     return source.compile(name)
 
@@ -136,7 +121,11 @@ class _Emitter:
 
     def __init__(self, source: Source) -> None:
         self.source = source
-        self._blob_memos: dict[str, str] = {}
+        #: The local holding the offset where the bytes being read end.
+        self.end = "end"
+        #: Blob field -> the locals holding the previous element's raw blob
+        #: and its decoded value.
+        self._blob_memos: dict[str, tuple[str, str]] = {}
         source.namespace.update(
             _DecodeError=DecodeError,
             _Malformed=Malformed,
@@ -177,12 +166,24 @@ class _Emitter:
             line(f"raise _DecodeError({context}, pos + exc.start, 'invalid UTF-8') from None")
         return values
 
-    def fields(self, layout: Struct, shape: RecordShape | None, scope: dict[str, str]) -> dict[str, str]:
+    def fields(
+        self,
+        layout: Struct,
+        shape: RecordShape | None,
+        scope: dict[str, str],
+        before: tuple[str, str] | None = None,
+        read: tuple[str, str] | None = None,
+    ) -> dict[str, str]:
         """Emit code that decodes `layout`'s fields at `pos`; return spec
         field name (snake_case) -> the local holding its value. `scope`
-        holds the fields of enclosing structs and gains these."""
+        holds the fields of enclosing structs and gains these.
+
+        `before` is a fixed-width value (type, local) preceding the fields
+        (a blob's version), read with the first struct. `read` is
+        (expression, format) where the caller has already read that first
+        struct (of format `_first_format`)."""
         values: dict[str, str] = {}
-        run: list[tuple[str, str]] = []
+        run: list[tuple[str, str]] = [before] if before is not None else []
         for field in layout.fields:
             if field.tag is not None:
                 continue
@@ -194,15 +195,16 @@ class _Emitter:
                 raise ShapeError(f"{layout.name}.{field.name}: untagged struct fields are not supported")
             else:
                 if layout.flexible:
-                    self._flush(run)
+                    self._flush(run, read)
                     length = self._compact_length()
                 else:
                     length = self.source.local("n")
-                    run.append(("int16" if field.type == "string" else "int32", length))
-                    self._flush(run)
+                    run.append((_length_type(field.type), length))
+                    self._flush(run, read)
+                read = None
                 self._variable(field, name, target, length, layout.flexible, shape, scope)
             values[name] = scope[name] = target
-        self._flush(run)
+        self._flush(run, read)
         if layout.flexible:
             self._tagged_fields(layout, shape, scope, values)
         return values
@@ -232,21 +234,77 @@ class _Emitter:
         cls = self.source.constant(shape.cls, "cls")
         return f"_new({cls}, ({', '.join(args)},))"
 
+    def blob(
+        self,
+        message: Message,
+        versions: list[int],
+        shape: RecordShape,
+        part: str,
+        version: str,
+        target: str,
+        read: tuple[str, str] | None = None,
+    ) -> None:
+        """Emit code that decodes a blob of `message` into the local
+        `target`: its version (at least 0) is in the local `version` and
+        its fields start at `pos`; or, given `read` (local, format), its
+        version and the first struct of its layout (`_first_format`) were
+        read at `pos` into that local. `versions` lists the layouts to read,
+        newest first; a version above the newest known is read with the
+        newest layout and may have trailing bytes, known versions may not.
+        Failures are `Malformed` naming `part` and the version."""
+        line = self.source.line
+        end = self.end
+        with self.source.block("try:"):
+            for index, layout_version in enumerate(versions):
+                if len(versions) == 1:
+                    branch: AbstractContextManager[None] = nullcontext()
+                elif index == 0:
+                    branch = self.source.block(f"if {version} >= {layout_version}:")
+                else:
+                    branch = self.source.block(f"elif {version} == {layout_version}:")
+                with branch:
+                    layout = message.versions[layout_version]
+                    before = None if read is None else ("int16", version)
+                    values = self.fields(layout, shape, {}, before, read)
+                    line(f"{target} = {self.build(shape, values, version, None)}")
+        with self.source.block("except _Malformed as exc:"):
+            line(f"raise _Malformed(exc.offset, f'{part} v{{{version}}}: {{exc.reason}}') from None")
+        with self.source.block("except (_struct_error, IndexError):"):
+            line(f"raise _Malformed(pos, f'{part} v{{{version}}}: truncated') from None")
+        with self.source.block("except UnicodeDecodeError as exc:"):
+            line(f"raise _Malformed(pos + exc.start, f'{part} v{{{version}}}: invalid UTF-8') from None")
+        with self.source.block(f"if pos != {end}:"):
+            line(f"if pos > {end}: raise _Malformed({end}, f'{part} v{{{version}}}: truncated')")
+            with self.source.block(f"if {version} <= {max(message.versions)}:"):
+                line(f"raise _Malformed(pos, f'{part} v{{{version}}}: {{{end} - pos}} bytes after it')")
+
+    @contextmanager
+    def _ending_at(self, stop: str) -> Iterator[None]:
+        """Emit code that reads bytes ending at the local `stop`."""
+        outer, self.end = self.end, stop
+        try:
+            yield
+        finally:
+            self.end = outer
+
     def unpacker(self, fmt: str) -> str:
         """The global name of a precompiled `unpack_from` of `fmt`."""
         return self.source.constant(struct.Struct(fmt).unpack_from, "unpack", key=fmt)
 
-    def _flush(self, run: list[tuple[str, str]]) -> None:
-        """Read the pending fixed-width fields with one precompiled struct."""
+    def _flush(self, run: list[tuple[str, str]], read: tuple[str, str] | None = None) -> None:
+        """Read the pending fixed-width fields with one precompiled struct,
+        or take them from `read`: (expression, format) already read."""
+        fmt = _format(type_name for type_name, _ in run)
+        if read is not None and read[1] != fmt:
+            raise ShapeError(f"{read[1]} was read where {fmt} is due")
         if not run:
             return
-        fmt = ">" + "".join(FIXED_WIDTH_FORMATS[type_name] for type_name, _ in run)
-        unpack = self.unpacker(fmt)
+        source = f"{self.unpacker(fmt)}(buf, pos)" if read is None else read[0]
         targets = [target for _, target in run]
         if len(targets) == 1:
-            self.source.line(f"{targets[0]} = {unpack}(buf, pos)[0]")
+            self.source.line(f"{targets[0]} = {source}[0]")
         else:
-            self.source.line(f"{', '.join(targets)} = {unpack}(buf, pos)")
+            self.source.line(f"{', '.join(targets)} = {source}")
         self.source.line(f"pos += {struct.calcsize(fmt)}")
         for type_name, target in run:
             if type_name == "uuid":
@@ -291,44 +349,75 @@ class _Emitter:
         line = self.source.line
         with self._null_or(field, length, target):
             too_long = f" or {length} > {MAX_STRING_LENGTH}" if flexible and field.type == "string" else ""
-            line(f"if not 0 <= {length} <= end - pos{too_long}: raise _length_error(pos, {length}, end)")
+            end = self.end
+            stop = self.source.local("stop")
+            line(f"{stop} = pos + {length}")
+            line(f"if {length} < 0 or {stop} > {end}{too_long}: raise _length_error(pos, {length}, {end})")
             embedding = shape.embedding if shape is not None else None
             if embedding is not None and name in embedding.blobs:
-                self._embedded(embedding, name, target, length, scope)
+                self._embedded(embedding, name, target, length, stop, scope)
             else:
                 decode = ".decode()" if field.type == "string" else ""
-                line(f"{target} = buf[pos:pos + {length}]{decode}")
-            line(f"pos += {length}")
+                line(f"{target} = buf[pos:{stop}]{decode}")
+            line(f"pos = {stop}")
 
     def _open_blob_memos(self, shape: Shape | None) -> None:
-        """Before a loop over structs that embed blobs: one dict per blob
-        field, so identical blobs within the record (the subscriptions of an
-        eager group's members) decode once."""
+        """Before a loop over structs that embed blobs: for each blob field
+        whose blobs repeat, the previous element's raw blob and its value,
+        so that a run of identical blobs decodes once."""
         if isinstance(shape, RecordShape) and shape.embedding is not None:
-            for name in shape.embedding.blobs:
-                memo = self.source.local(f"seen_{name}")
-                self.source.line(f"{memo} = {{}}")
-                self._blob_memos[name] = memo
+            for name, blob in shape.embedding.blobs.items():
+                if blob.repeats:
+                    memo = self.source.local(f"last_{name}_raw"), self.source.local(f"last_{name}")
+                    self.source.line(f"{memo[0]} = {memo[1]} = None")
+                    self._blob_memos[name] = memo
 
     def _embedded(
-        self, embedding: Embedding, name: str, target: str, length: str, scope: dict[str, str]
+        self, embedding: Embedding, name: str, target: str, length: str, stop: str, scope: dict[str, str]
     ) -> None:
-        """A bytes field holding a blob: decoded (or taken from the memo)
-        when the embedding's condition holds; empty decodes to None."""
+        """A bytes field holding a blob that ends at `stop`, its length
+        checked: decoded when the embedding's condition holds (or, for a
+        blob that repeats, taken from the previous element when the bytes
+        are the same); empty decodes to None."""
         line = self.source.line
         condition = f"{_in_scope(scope, embedding.when_field)} == {embedding.when_value!r}"
-        blob = self.source.constant(embedding.blobs[name].decode_at, "blob", key=name)
-        memo = self._blob_memos.get(name)
-        if memo is None:
-            raise ShapeError(f"blob field {name!r} must belong to the elements of an array")
-        raw = self.source.local("raw")
+        blob = embedding.blobs[name]
         with self.source.block(f"if {condition}:"):
-            line(f"{raw} = buf[pos:pos + {length}]")
-            line(f"{target} = {memo}.get({raw})")
-            with self.source.block(f"if {target} is None and {length}:"):
-                line(f"{target} = {memo}[{raw}] = {blob}(buf, pos, pos + {length})")
+            if blob.repeats:
+                memo = self._blob_memos.get(name)
+                if memo is None:
+                    raise ShapeError(f"blob field {name!r} must belong to the elements of an array")
+                last_raw, last = memo
+                raw = self.source.local("raw")
+                line(f"{raw} = buf[pos:{stop}]")
+                with self.source.block(f"if {raw} == {last_raw}:"):
+                    line(f"{target} = {last}")
+                with self.source.block("else:"):
+                    self._blob_value(blob, name, target, length, stop)
+                    line(f"{last_raw} = {raw}")
+                    line(f"{last} = {target}")
+            else:
+                self._blob_value(blob, name, target, length, stop)
         with self.source.block("else:"):
-            line(f"{target} = buf[pos:pos + {length}]")
+            line(f"{target} = buf[pos:{stop}]")
+
+    def _blob_value(self, blob: Blob, name: str, target: str, length: str, stop: str) -> None:
+        """Decode the blob from `pos` to `stop` into `target`: None if
+        empty; inline if its version is the newest or above and it holds
+        the first struct that layout reads; otherwise with the blob's own
+        decoder (which also reports whatever is wrong)."""
+        latest = max(blob.message.versions)
+        fmt = _first_format(blob.message.versions[latest], "int16")
+        head, version = self.source.local("head"), self.source.local("version")
+        read = f"({head} := {self.unpacker(fmt)}(buf, pos))"
+        newest = self.source.block(f"if {length} >= {struct.calcsize(fmt)} and {read}[0] >= {latest}:")
+        with newest, self._ending_at(stop):
+            self.blob(blob.message, [latest], blob.shape, blob.part, version, target, (head, fmt))
+        with self.source.block(f"elif {length}:"):
+            decode_at = self.source.constant(blob.decode_at, "blob", key=name)
+            self.source.line(f"{target} = {decode_at}(buf, pos, {stop})")
+        with self.source.block("else:"):
+            self.source.line(f"{target} = None")
 
     def _array(
         self,
@@ -345,12 +434,13 @@ class _Emitter:
         smallest = min_size(element, flexible)
         if smallest < 1:
             raise ShapeError(f"{field.name}: array elements must take at least one byte")
-        room = "end - pos" if smallest == 1 else f"(end - pos) // {smallest}"
+        end = self.end
         with self._null_or(field, count, target):
-            line(f"if not 0 <= {count} <= {room}: raise _count_error(pos, {count}, end, {smallest})")
             if isinstance(element, str) and element in FIXED_WIDTH_FORMATS:
                 self._fixed_array(element, target, count)
                 return
+            room = f"{end} - pos" if smallest == 1 else f"({end} - pos) // {smallest}"
+            line(f"if not 0 <= {count} <= {room}: raise _count_error(pos, {count}, {end}, {smallest})")
             items = self.source.local("items")
             line(f"{items} = []")
             if isinstance(element, Struct):
@@ -364,21 +454,27 @@ class _Emitter:
                         length = self._compact_length()
                     else:
                         length = self.source.local("n")
-                        self._flush([("int16" if element == "string" else "int32", length)])
+                        self._flush([(_length_type(element), length)])
                     self._variable(Field(field.name, element), "", item, length, flexible, None, scope)
                     line(f"{items}.append({item})")
             line(f"{target} = tuple({items})")
 
     def _fixed_array(self, element: str, target: str, count: str) -> None:
+        """Emit the checked read of `count` fixed-width values."""
         if element == "uuid":
             raise ShapeError("arrays of uuid are not supported")
+        line = self.source.line
         code = FIXED_WIDTH_FORMATS[element]
+        size = struct.calcsize(">" + code)
+        stop = self.source.local("stop")
+        line(f"{stop} = pos + {count}" if size == 1 else f"{stop} = pos + {size} * {count}")
+        line(f"if {count} < 0 or {stop} > {self.end}: raise _count_error(pos, {count}, {self.end}, {size})")
         unpackers = self.source.constant(fixed_array_unpackers(code), "arrays", key=code)
-        self.source.line(
+        line(
             f"{target} = {unpackers}[{count}](buf, pos) if {count} < {PRECOMPILED_ARRAY_LENGTHS} "
             f"else _unpack_from(f'>{{{count}}}{code}', buf, pos)"
         )
-        self.source.line(f"pos += {struct.calcsize('>' + code)} * {count}")
+        line(f"pos = {stop}")
 
     def _struct_element(
         self, element: Struct, name: str, items: str, shape: RecordShape | None, scope: dict[str, str]
@@ -412,7 +508,7 @@ class _Emitter:
         line(f"{count} = buf[pos]")
         with self.source.block(f"if {count}:"):
             line(f"{count}, pos = _uvarint(buf, pos)")
-            line(f"if {count} > end - pos: raise _Malformed(pos, f'{{{count}}} tagged fields cannot fit')")
+            line(f"if {count} > {self.end} - pos: raise _Malformed(pos, f'{{{count}}} tagged fields cannot fit')")
             last, tag, size, stop = (self.source.local(hint) for hint in ("last_tag", "tag", "size", "stop"))
             line(f"{last} = -1")
             with self.source.block(f"for _ in range({count}):"):
@@ -421,7 +517,7 @@ class _Emitter:
                 line(f"if {tag} <= {last}: raise _Malformed(pos, 'tagged fields out of order')")
                 line(f"{last} = {tag}")
                 line(f"{stop} = pos + {size}")
-                line(f"if {stop} > end: raise _Malformed(pos, f'tagged field of {{{size}}} bytes overruns')")
+                line(f"if {stop} > {self.end}: raise _Malformed(pos, f'tagged field of {{{size}}} bytes overruns')")
                 keyword = "if"
                 for field in tagged:
                     with self.source.block(f"{keyword} {tag} == {field.tag}:"):
@@ -462,6 +558,41 @@ class _Emitter:
         else:
             length = self._compact_length()
             self._variable(field, name, target, length, True, shape, scope)
+
+
+def _blob_versions(message: Message) -> list[int]:
+    """The versions of a blob, newest first; they must be 0..n."""
+    versions = sorted(message.versions, reverse=True)
+    if versions != list(range(versions[0], -1, -1)):
+        raise ShapeError(f"{message.name} versions are not 0..n: {versions}")
+    return versions
+
+
+def _format(type_names: Iterable[str]) -> str:
+    """The struct format of consecutive fixed-width values."""
+    return ">" + "".join(FIXED_WIDTH_FORMATS[type_name] for type_name in type_names)
+
+
+def _length_type(field_type: FieldType) -> str:
+    """The type of a classic length (or count) prefix."""
+    return "int16" if field_type == "string" else "int32"
+
+
+def _first_format(layout: Struct, before: str) -> str:
+    """The format of the first struct `_Emitter.fields` reads for `layout`
+    preceded by a value of type `before`: that value, the leading
+    fixed-width fields and, in a classic layout, the next length prefix."""
+    types = [before]
+    for field in layout.fields:
+        if field.tag is not None:
+            continue
+        if isinstance(field.type, str) and field.type in FIXED_WIDTH_FORMATS:
+            types.append(field.type)
+        else:
+            if not layout.flexible:
+                types.append(_length_type(field.type))
+            break
+    return _format(types)
 
 
 def _required(expression: str | None, shape: RecordShape, record_field: str) -> str:

@@ -29,8 +29,11 @@ class BlobCodec:
     """Decoder and encoder of every known version of one blob (a `Blob`
     for the machine's embedding)."""
 
-    def __init__(self, part: str, message: Message, shape: RecordShape) -> None:
+    def __init__(self, part: str, message: Message, shape: RecordShape, *, repeats: bool) -> None:
         self.part = part
+        self.message = message
+        self.shape = shape
+        self.repeats = repeats
         self._cls: type[Any] = shape.cls
         self.decode_at = compile_blob_decoder(message, shape, part)
         self._encoders = {v: compile_blob_encoder(layout, v, shape) for v, layout in message.versions.items()}
@@ -60,6 +63,7 @@ SUBSCRIPTION = BlobCodec(
     "subscription",
     CONSUMER_PROTOCOL_SUBSCRIPTION,
     RecordShape(Subscription, nested={"owned_partitions": FLAT_TOPIC_PARTITIONS}, version_field="version"),
+    repeats=True,  # eager members subscribe alike
 )
 ASSIGNMENT = BlobCodec(
     "assignment",
@@ -70,6 +74,7 @@ ASSIGNMENT = BlobCodec(
         nested={"assigned_partitions": FLAT_TOPIC_PARTITIONS},
         version_field="version",
     ),
+    repeats=False,  # each member is assigned its own partitions
 )
 
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kagent.consumer_offsets.layout import Message
+
 
 def snake_case(name: str) -> str:
     """Kafka's field name in snake_case: `commitTimestamp` -> `commit_timestamp`."""
@@ -22,7 +24,23 @@ def snake_case(name: str) -> str:
 
 class Blob(Protocol):
     """The codec of a blob embedded in a bytes field (consumer-protocol
-    subscription or assignment)."""
+    subscription or assignment): an int16 version and a struct.
+
+    The decoder of the embedding record reads the blob's newest version
+    inline, from `message` and `shape`, and calls `decode_at` for the
+    others; both report failures naming `part` and the version.
+    """
+
+    #: The blob's name in error reports ("subscription").
+    part: str
+    #: Its layouts, versions 0..n.
+    message: Message
+    #: The record it decodes to; its version field takes the blob's version.
+    shape: RecordShape
+    #: Whether consecutive elements of an array often hold the same blob
+    #: (the subscriptions of an eager group's members): a blob whose bytes
+    #: are the previous element's then takes its decoded value.
+    repeats: bool
 
     def decode_at(self, buf: bytes, start: int, end: int) -> Any:
         """Decode `buf[start:end]` in place; raise `Malformed` with offsets into `buf`."""
