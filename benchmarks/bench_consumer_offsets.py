@@ -34,7 +34,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiokafka.structs import TopicPartition
 
-from kagent.consumer_offsets import Assignment, GroupMember, GroupMetadata, OffsetCommit, Subscription, decode
+from kagent.consumer_offsets import (
+    Assignment,
+    GroupMember,
+    GroupMetadata,
+    OffsetCommit,
+    Subscription,
+    decode,
+)
 
 OFFSET_COMMITS = 200_000
 GROUPS = 3_000
