@@ -52,25 +52,30 @@ class ChangelogWriter:
     async def flush(self) -> None:
         """Send every staged changelog record and wait until the broker has each.
 
-        Raises what the producer raises; the records of a failed flush are
-        not staged again (the table already holds the values).
+        If the producer fails, what this flush took is staged again (unless
+        a newer write of the same key was staged meanwhile), so the next
+        flush sends it, and the error propagates.
         """
         if not self._staged:
             return
         staged, self._staged = self._staged, {}
-        producer = self._app.producer
-        await producer.maybe_start()
-        pending = []
-        for (_, key), (table, value) in staged.items():
-            topic = table.changelog_topic
-            key_bytes, headers = topic.prepare_key(key, table.key_serializer)
-            if value is None:
-                value_bytes = None
-            else:
-                value_bytes, headers = topic.prepare_value(value, table.value_serializer, headers=headers)
-            pending.append(
-                await producer.send(
-                    topic.get_topic_name(), key_bytes, value_bytes, table.partition_for_key(key), None, headers
+        try:
+            producer = self._app.producer
+            await producer.maybe_start()
+            pending = []
+            for (_, key), (table, value) in staged.items():
+                topic = table.changelog_topic
+                key_bytes, headers = topic.prepare_key(key, table.key_serializer)
+                if value is None:
+                    value_bytes = None
+                else:
+                    value_bytes, headers = topic.prepare_value(value, table.value_serializer, headers=headers)
+                pending.append(
+                    await producer.send(
+                        topic.get_topic_name(), key_bytes, value_bytes, table.partition_for_key(key), None, headers
+                    )
                 )
-            )
-        await asyncio.gather(*pending)
+            await asyncio.gather(*pending)
+        except BaseException:
+            self._staged = {**staged, **self._staged}
+            raise

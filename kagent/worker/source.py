@@ -13,15 +13,16 @@ the group. kagent's own consumer groups are skipped. A record that fails to
 decode is counted, logged with its partition and offset, and sent with its
 raw bytes to the dead-letter topic; the batch goes on. The batch's offsets
 are committed once the broker has every record sent for it, while the next
-batch is fetched and processed (at least once:
-a batch cut short by a rebalance is read again by the new owner, and
-applying its events twice leaves the tables as once).
+batch is fetched and processed. At least once: a batch whose sends fail is
+read again from its start, one cut short by a rebalance is read again by
+the new owner, and applying events twice leaves the tables as once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import faust
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
@@ -102,20 +103,24 @@ class OffsetsTopicSource:
             max_poll_records=MAX_RECORDS,
         )
         await consumer.start()
-        in_flight: tuple[list[asyncio.Future[object]], dict[TopicPartition, int]] | None = None
+        in_flight: _Sent | None = None
         try:
             while True:
                 fetched = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
                 sending = None
                 if fetched:
                     records = [record for batch in fetched.values() for record in batch]
-                    sending = (await self.send(records), {tp: batch[-1].offset + 1 for tp, batch in fetched.items()})
-                if in_flight is not None:
-                    await self._commit(consumer, *in_flight)
+                    sending = _Sent(
+                        await self._send_or_fail(records),
+                        {tp: batch[0].offset for tp, batch in fetched.items()},
+                        {tp: batch[-1].offset + 1 for tp, batch in fetched.items()},
+                    )
+                if in_flight is not None and not await self._commit(consumer, in_flight, sending):
+                    sending = None  # read again from the failed batch's start
                 in_flight = sending
         finally:
             if in_flight is not None:
-                await self._commit(consumer, *in_flight)
+                await self._commit(consumer, in_flight, None)
             await consumer.stop()
 
     async def send(self, records: list[ConsumerRecord[bytes, bytes]]) -> list[asyncio.Future[object]]:
@@ -150,16 +155,49 @@ class OffsetsTopicSource:
             )
         return pending
 
-    async def _commit(
-        self, consumer: AIOKafkaConsumer, sent: list[asyncio.Future[object]], offsets: dict[TopicPartition, int]
-    ) -> None:
-        """Commit ``offsets`` once every future in ``sent`` is done."""
-        await asyncio.gather(*sent)
+    async def _send_or_fail(self, records: list[ConsumerRecord[bytes, bytes]]) -> list[asyncio.Future[object]]:
+        """:meth:`send`, a producer error raised at once turned into a failed future like a late one."""
         try:
-            await consumer.commit(offsets)
+            return await self.send(records)
+        except KafkaError as exc:
+            failed: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return [failed]
+
+    async def _commit(self, consumer: AIOKafkaConsumer, batch: _Sent, after: _Sent | None) -> bool:
+        """Commit ``batch``'s offsets once the broker has everything sent for it; whether it did.
+
+        If a send failed, nothing is committed and the consumer is moved back
+        to where ``batch`` (and ``after``, the batch sent since) began, so
+        their records are read and sent again.
+        """
+        try:
+            await asyncio.gather(*batch.futures)
+        except KafkaError as exc:
+            starts = dict(after.starts) if after is not None else {}
+            starts.update(batch.starts)
+            log.error("sending derived events failed; reading %d partitions again: %s", len(starts), exc)
+            for tp, offset in starts.items():
+                if tp in consumer.assignment():
+                    consumer.seek(tp, offset)
+            return False
+        try:
+            await consumer.commit(batch.ends)
         except KafkaError as exc:
             # A rebalance took partitions away mid-batch: their new owner reads them again.
             log.warning("committing the source's offsets failed (they will be read again): %s", exc)
+        return True
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """One fetched batch in flight: a future per record sent, and its offsets."""
+
+    futures: list[asyncio.Future[object]]
+    starts: dict[TopicPartition, int]
+    """Partition -> the batch's first offset there."""
+    ends: dict[TopicPartition, int]
+    """Partition -> the offset after the batch's last record there (what to commit)."""
 
 
 def install(app: faust.App, topology: Topology, settings: Settings, metrics: Metrics) -> OffsetsTopicSource:

@@ -8,6 +8,7 @@ import uuid
 import faust
 import pytest
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from kagent.embedded import EmbeddedBroker
@@ -50,22 +51,69 @@ async def test_a_flush_sends_the_last_value_of_each_key_to_its_groups_partition(
         await app.producer.stop()
     assert writer.staged == 0
 
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=kafka_broker.bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
-    )
-    await consumer.start()
-    try:
-        consumer.assign([TopicPartition(changelog, p) for p in range(PARTITIONS)])
-        records = []
-        while len(records) < 2:
-            fetched = await consumer.getmany(timeout_ms=5_000)
-            assert fetched, f"the changelog holds only {records}"
-            records += [(tp.partition, json.loads(r.key), r.value) for tp, rs in fetched.items() for r in rs]
-    finally:
-        await consumer.stop()
+    records = await _read(kafka_broker, changelog, 2)
     assert sorted(records) == sorted(
         [
             (partition_of_group("billing", PARTITIONS), "billing", b"second"),
             (partition_of_group("audit", PARTITIONS), "audit", None),
         ]
     )
+
+
+async def test_a_failed_flush_stages_its_records_again(
+    kafka_broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker refusing a write cannot be caused on the embedded broker, so the producer's
+    first send is made to fail (a fake fault); the next flush must send what the failed one took."""
+    app_id = f"changelog-retry-{uuid.uuid4().hex[:6]}"
+    app = faust.App(app_id, broker=kafka_broker.url, store="memory://", topic_partitions=PARTITIONS)
+    table = GroupPartitionedTable(
+        app, group_of=lambda key: key, name="states", beacon=app.tables.beacon, partitions=PARTITIONS,
+        key_type=str, value_type=bytes,
+    )
+    changelog = table.changelog_topic.get_topic_name()
+    await kafka_broker.create_topics({changelog: PARTITIONS})
+    writer = ChangelogWriter(app)
+    real_send = app.producer.send
+    failures = iter([KafkaError("refused")])
+
+    async def send_failing_once(*args: object, **kwargs: object) -> object:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return await real_send(*args, **kwargs)
+
+    monkeypatch.setattr(app.producer, "send", send_failing_once)
+    writer.set(table, "billing", b"one")
+    writer.set(table, "audit", b"two")
+    try:
+        with pytest.raises(KafkaError, match="refused"):
+            await writer.flush()
+        assert writer.staged == 2
+        writer.set(table, "billing", b"newer")  # a newer write meanwhile wins
+        await writer.flush()
+    finally:
+        await app.producer.stop()
+    assert writer.staged == 0
+    assert sorted((key, value) for _, key, value in await _read(kafka_broker, changelog, 2)) == [
+        ("audit", b"two"),
+        ("billing", b"newer"),
+    ]
+
+
+async def _read(kafka_broker: EmbeddedBroker, topic: str, count: int) -> list[tuple[int, str, bytes | None]]:
+    """The first ``count`` records of ``topic``: (partition, JSON-decoded key, value)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka_broker.bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        records: list[tuple[int, str, bytes | None]] = []
+        while len(records) < count:
+            fetched = await consumer.getmany(timeout_ms=5_000)
+            assert fetched, f"{topic} holds only {records}"
+            records += [(tp.partition, json.loads(r.key), r.value) for tp, rs in fetched.items() for r in rs]
+        return records
+    finally:
+        await consumer.stop()
