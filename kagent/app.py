@@ -7,6 +7,7 @@ one stops the import with a one-line message and exit code 2.
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -28,8 +29,11 @@ from kagent.worker import (
     storage,
     views,
 )
+from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError
 
 __all__ = ["app", "create_app", "settings", "topology"]
+
+log = logging.getLogger(__name__)
 
 
 def _load_or_exit() -> Settings:
@@ -101,17 +105,29 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
 
     @app.timer(settings.end_offset_interval, name="poll-end-offsets")
     async def poll_end_offsets() -> None:
-        await kip848_groups.store()  # groups waiting for topic names ask again
-        await poller.poll()
+        try:
+            await kip848_groups.store()  # groups waiting for topic names ask again
+            await poller.poll()
+        except ChangelogWriteError as exc:
+            log.warning("end-offset poll: %s; the next flush sends them", exc)
 
     @app.timer(group_evaluator.tick, name="evaluate-groups")
     async def evaluate_groups() -> None:
-        await group_evaluator.run_due(held_groups())
+        try:
+            await group_evaluator.run_due(held_groups())
+        except ChangelogWriteError as exc:
+            log.warning("evaluation: %s; the next flush sends them", exc)
+        except PRODUCER_ERRORS as exc:
+            log.error("evaluation: a recommendation was not sent: %r", exc)
 
     @app.on_before_shutdown.connect
     async def stop_poller(sender: Any, **kwargs: Any) -> None:
         await poller.stop()
         await kip848_groups.stop()
+        try:
+            await writer.flush()  # while the producer still runs
+        except ChangelogWriteError as exc:
+            log.warning("at shutdown: %s", exc)
 
     return app, topology
 

@@ -51,6 +51,7 @@ from kagent.group_polling import (
 )
 from kagent.settings import Settings
 from kagent.topology import Topology
+from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.metrics import Metrics
 
 __all__ = ["GroupPoller", "install"]
@@ -139,7 +140,7 @@ class GroupPoller:
         try:
             for events in by_group(result.events):
                 await send(events)
-        except KafkaError as exc:
+        except PRODUCER_ERRORS as exc:
             self._failed("Produce", f"of {len(result.events)} derived events", exc)
             return
         self._view = result.view

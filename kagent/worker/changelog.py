@@ -22,8 +22,18 @@ import asyncio
 from typing import Any
 
 import faust
+from aiokafka.errors import KafkaError
+from faust.exceptions import ProducerSendError
 
-__all__ = ["ChangelogWriter"]
+__all__ = ["PRODUCER_ERRORS", "ChangelogWriteError", "ChangelogWriter"]
+
+PRODUCER_ERRORS = (KafkaError, ProducerSendError)
+"""What a send through Faust's producer raises when the broker or the producer fails
+(Faust wraps aiokafka's errors raised at once, such as ``ProducerClosed`` at shutdown)."""
+
+
+class ChangelogWriteError(Exception):
+    """The producer could not send a flush's changelog records (they are staged again)."""
 
 
 class ChangelogWriter:
@@ -54,7 +64,7 @@ class ChangelogWriter:
 
         If the producer fails, what this flush took is staged again (unless
         a newer write of the same key was staged meanwhile), so the next
-        flush sends it, and the error propagates.
+        flush sends it, and :class:`ChangelogWriteError` is raised.
         """
         if not self._staged:
             return
@@ -76,6 +86,8 @@ class ChangelogWriter:
                     )
                 )
             await asyncio.gather(*pending)
-        except BaseException:
+        except BaseException as exc:
             self._staged = {**staged, **self._staged}
+            if isinstance(exc, PRODUCER_ERRORS):
+                raise ChangelogWriteError(f"{len(staged)} changelog records not sent: {exc!r}") from exc
             raise

@@ -34,6 +34,7 @@ from kagent.ingest import ingest
 from kagent.schemas import DeadLetter
 from kagent.settings import Settings
 from kagent.topology import Topology
+from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.metrics import Metrics
 
 __all__ = ["OffsetsTopicSource", "install", "send_dead_letter"]
@@ -159,7 +160,7 @@ class OffsetsTopicSource:
         """:meth:`send`, a producer error raised at once turned into a failed future like a late one."""
         try:
             return await self.send(records)
-        except KafkaError as exc:
+        except PRODUCER_ERRORS as exc:
             failed: asyncio.Future[object] = asyncio.get_running_loop().create_future()
             failed.set_exception(exc)
             return [failed]
@@ -173,7 +174,7 @@ class OffsetsTopicSource:
         """
         try:
             await asyncio.gather(*batch.futures)
-        except KafkaError as exc:
+        except PRODUCER_ERRORS as exc:
             starts = dict(after.starts) if after is not None else {}
             starts.update(batch.starts)
             log.error("sending derived events failed; reading %d partitions again: %s", len(starts), exc)

@@ -31,7 +31,11 @@ from kagent.events import (
 )
 from kagent.keys import partition_key
 from kagent.topology import Topology
-from kagent.worker.changelog import ChangelogWriter
+from kagent.worker.changelog import (
+    PRODUCER_ERRORS,
+    ChangelogWriteError,
+    ChangelogWriter,
+)
 from kagent.worker.consumer_groups import ConsumerGroups
 from kagent.worker.metrics import Metrics
 from kagent.worker.source import send_dead_letter
@@ -44,6 +48,9 @@ BATCH_RECORDS = 1_000
 """Derived-events records taken per batch, at most."""
 BATCH_WITHIN = 0.02
 """Seconds a batch waits to fill before it is applied as it is."""
+
+FLUSH_RETRY = 1.0
+"""Seconds between attempts to flush a batch's changelog records while the producer fails."""
 
 OnChange = Callable[[str, TopicPartition | None], None]
 """Called with a group whose committed offset changed on a partition, or (None) whose assignment changed."""
@@ -111,5 +118,14 @@ def install(
                 for derived_event in derived.events:
                     apply(derived_event)
             await consumer_groups.store()
-            await writer.flush()
-            await asyncio.gather(*letters)
+            while True:  # the batch is acknowledged only once its tables' changelogs have it
+                try:
+                    await writer.flush()
+                    break
+                except ChangelogWriteError as exc:
+                    log.warning("%s; trying again in %g s", exc, FLUSH_RETRY)
+                    await asyncio.sleep(FLUSH_RETRY)
+            try:
+                await asyncio.gather(*letters)
+            except PRODUCER_ERRORS as exc:
+                log.error("%d dead letters not sent: %r", len(letters), exc)

@@ -14,7 +14,7 @@ from aiokafka.structs import TopicPartition
 from kagent.embedded import EmbeddedBroker
 from kagent.keys import partition_of_group
 from kagent.topology import GroupPartitionedTable
-from kagent.worker.changelog import ChangelogWriter
+from kagent.worker.changelog import ChangelogWriteError, ChangelogWriter
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +87,7 @@ async def test_a_failed_flush_stages_its_records_again(
     writer.set(table, "billing", b"one")
     writer.set(table, "audit", b"two")
     try:
-        with pytest.raises(KafkaError, match="refused"):
+        with pytest.raises(ChangelogWriteError, match="2 changelog records not sent: KafkaError.*refused"):
             await writer.flush()
         assert writer.staged == 2
         writer.set(table, "billing", b"newer")  # a newer write meanwhile wins
