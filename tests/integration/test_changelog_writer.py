@@ -15,14 +15,16 @@ from kagent.embedded import EmbeddedBroker
 from kagent.keys import partition_of_group
 from kagent.topology import GroupPartitionedTable
 from kagent.worker.changelog import ChangelogWriteError, ChangelogWriter
+from tests.conftest import fail_first_send
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 4
 
 
-async def test_a_flush_sends_the_last_value_of_each_key_to_its_groups_partition(kafka_broker: EmbeddedBroker) -> None:
-    app_id = f"changelog-writer-{uuid.uuid4().hex[:6]}"
+async def _states_table(kafka_broker: EmbeddedBroker, prefix: str) -> tuple[faust.App, GroupPartitionedTable, str]:
+    """A fresh app with one group-partitioned table, and its changelog topic (created)."""
+    app_id = f"{prefix}-{uuid.uuid4().hex[:6]}"
     app = faust.App(app_id, broker=kafka_broker.url, store="memory://", topic_partitions=PARTITIONS)
     table = GroupPartitionedTable(
         app,
@@ -35,6 +37,11 @@ async def test_a_flush_sends_the_last_value_of_each_key_to_its_groups_partition(
     )
     changelog = table.changelog_topic.get_topic_name()
     await kafka_broker.create_topics({changelog: PARTITIONS})
+    return app, table, changelog
+
+
+async def test_a_flush_sends_the_last_value_of_each_key_to_its_groups_partition(kafka_broker: EmbeddedBroker) -> None:
+    app, table, changelog = await _states_table(kafka_broker, "changelog-writer")
     writer = ChangelogWriter(app)
 
     writer.set(table, "billing", b"first")
@@ -65,25 +72,9 @@ async def test_a_failed_flush_stages_its_records_again(
 ) -> None:
     """A broker refusing a write cannot be caused on the embedded broker, so the producer's
     first send is made to fail (a fake fault); the next flush must send what the failed one took."""
-    app_id = f"changelog-retry-{uuid.uuid4().hex[:6]}"
-    app = faust.App(app_id, broker=kafka_broker.url, store="memory://", topic_partitions=PARTITIONS)
-    table = GroupPartitionedTable(
-        app, group_of=lambda key: key, name="states", beacon=app.tables.beacon, partitions=PARTITIONS,
-        key_type=str, value_type=bytes,
-    )
-    changelog = table.changelog_topic.get_topic_name()
-    await kafka_broker.create_topics({changelog: PARTITIONS})
+    app, table, changelog = await _states_table(kafka_broker, "changelog-retry")
     writer = ChangelogWriter(app)
-    real_send = app.producer.send
-    failures = iter([KafkaError("refused")])
-
-    async def send_failing_once(*args: object, **kwargs: object) -> object:
-        failure = next(failures, None)
-        if failure is not None:
-            raise failure
-        return await real_send(*args, **kwargs)
-
-    monkeypatch.setattr(app.producer, "send", send_failing_once)
+    failed = fail_first_send(monkeypatch, app.producer, KafkaError("refused"))
     writer.set(table, "billing", b"one")
     writer.set(table, "audit", b"two")
     try:
@@ -94,7 +85,7 @@ async def test_a_failed_flush_stages_its_records_again(
         await writer.flush()
     finally:
         await app.producer.stop()
-    assert writer.staged == 0
+    assert failed() and writer.staged == 0
     assert sorted((key, value) for _, key, value in await _read(kafka_broker, changelog, 2)) == [
         ("audit", b"two"),
         ("billing", b"newer"),

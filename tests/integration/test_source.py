@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any
 
 import faust
 import pytest
@@ -18,7 +17,13 @@ from kagent.settings import Settings
 from kagent.topology import declare
 from kagent.worker.metrics import Metrics
 from kagent.worker.source import OffsetsTopicSource
-from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, offset_commit, publish
+from tests.conftest import fail_first_send
+from tests.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    offset_commit,
+    publish,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -43,16 +48,7 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
     groups = {f"source-retry-app-{suffix}-{i}" for i in range(3)}
     await publish(kafka_broker.bootstrap_servers, [encode(offset_commit(g, "orders", 0, 7)) for g in sorted(groups)])
 
-    real_send = app.producer.send
-    failures = iter([KafkaError("refused")])
-
-    async def send_failing_once(*args: Any, **kwargs: Any) -> Any:
-        failure = next(failures, None)
-        if failure is not None:
-            raise failure
-        return await real_send(*args, **kwargs)
-
-    monkeypatch.setattr(app.producer, "send", send_failing_once)
+    failed = fail_first_send(monkeypatch, app.producer, KafkaError("refused"))
     source = OffsetsTopicSource(app, topology, settings, Metrics())
     reader = AIOKafkaConsumer(
         derived_events, bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest"
@@ -66,7 +62,7 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
                 assert not running.done(), running
                 fetched = await reader.getmany(timeout_ms=500)
                 seen |= {json.loads(r.value)["group"] for rs in fetched.values() for r in rs} & groups
-        assert next(failures, None) is None  # the fault did happen
+        assert failed()
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
