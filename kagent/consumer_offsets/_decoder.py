@@ -158,13 +158,20 @@ class _Emitter:
         with self.source.block("try:"):
             values = self.fields(layout, shape, scope)
             line(f"if pos != end: raise _Malformed(pos, f'{{end - pos}} bytes after the {part}')")
-        with self.source.block("except _Malformed as exc:"):
-            line(f"raise _DecodeError({context}, exc.offset, exc.reason) from None")
-        with self.source.block("except (_struct_error, IndexError):"):
-            line(f"raise _DecodeError({context}, pos, 'truncated') from None")
-        with self.source.block("except UnicodeDecodeError as exc:"):
-            line(f"raise _DecodeError({context}, pos + exc.start, 'invalid UTF-8') from None")
+        self._failures(lambda offset, reason: f"_DecodeError({context}, {offset}, {reason})")
         return values
+
+    def _failures(self, error: Callable[[str, str], str]) -> None:
+        """Emit the handlers that follow a `try:` block of decoding code:
+        a nested `Malformed`, a read past the bytes and invalid UTF-8, each
+        re-raised as `error(offset expression, reason expression)`."""
+        for caught, offset, reason in (
+            ("_Malformed as exc", "exc.offset", "exc.reason"),
+            ("(_struct_error, IndexError)", "pos", "'truncated'"),
+            ("UnicodeDecodeError as exc", "pos + exc.start", "'invalid UTF-8'"),
+        ):
+            with self.source.block(f"except {caught}:"):
+                self.source.line(f"raise {error(offset, reason)} from None")
 
     def fields(
         self,
@@ -267,12 +274,7 @@ class _Emitter:
                     before = None if read is None else ("int16", version)
                     values = self.fields(layout, shape, {}, before, read)
                     line(f"{target} = {self.build(shape, values, version, None)}")
-        with self.source.block("except _Malformed as exc:"):
-            line(f"raise _Malformed(exc.offset, f'{part} v{{{version}}}: {{exc.reason}}') from None")
-        with self.source.block("except (_struct_error, IndexError):"):
-            line(f"raise _Malformed(pos, f'{part} v{{{version}}}: truncated') from None")
-        with self.source.block("except UnicodeDecodeError as exc:"):
-            line(f"raise _Malformed(pos + exc.start, f'{part} v{{{version}}}: invalid UTF-8') from None")
+        self._failures(lambda offset, reason: f"_Malformed({offset}, f'{part} v{{{version}}}: ' + {reason})")
         with self.source.block(f"if pos != {end}:"):
             line(f"if pos > {end}: raise _Malformed({end}, f'{part} v{{{version}}}: truncated')")
             with self.source.block(f"if {version} <= {max(message.versions)}:"):
