@@ -201,12 +201,10 @@ class _Sent:
     """Partition -> the offset after the batch's last record there (what to commit)."""
 
 
-def install(app: faust.App, topology: Topology, settings: Settings, metrics: Metrics) -> OffsetsTopicSource:
+def install(app: faust.App, topology: Topology, settings: Settings, metrics: Metrics) -> None:
     """Run the ``offsets-topic`` source as a task of ``app``'s workers."""
     source = OffsetsTopicSource(app, topology, settings, metrics)
 
     @app.task
     async def read_consumer_offsets() -> None:
         await source.run()
-
-    return source
