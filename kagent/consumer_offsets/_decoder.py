@@ -13,6 +13,10 @@ call however deep it is (older blob versions call the blob's own decoder).
 Every generated function turns low-level failures into `Malformed` (or, at a
 record's entry point, `DecodeError`) carrying the byte offset where reading
 stopped; nothing else escapes.
+
+Each decoder is written with its Cython twin (`_native`): offsets, lengths
+and counts are declared `Py_ssize_t`, `buf` is `bytes`, and a run of integer
+fields is read in place after one bounds check instead of with `struct`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from uuid import UUID
 
 from aiokafka.structs import TopicPartition
 
+from kagent.consumer_offsets._native import READERS as _READERS
 from kagent.consumer_offsets._source import Source
 from kagent.consumer_offsets._wire import (
     MAX_STRING_LENGTH,
@@ -54,6 +59,9 @@ from kagent.consumer_offsets.shape import (
     snake_case,
 )
 
+#: The C type of offsets, lengths and counts in the Cython twins.
+_OFFSET = "Py_ssize_t"
+
 #: A record decoder: (key, value) -> record.
 RecordDecoder = Callable[[bytes, bytes], tuple[Any, ...]]
 #: A tombstone decoder: key -> record.
@@ -68,10 +76,10 @@ def compile_record_decoder(
     """A decoder of (key, value) bytes of `record_type` whose value has
     `version`. Both start after their int16 type / version prefix, which the
     caller has read; neither may have trailing bytes."""
-    source = Source()
+    source = Source(native=True)
     emitter = _Emitter(source)
     name = f"decode_record_type_{record_type}_value_v{version}"
-    with source.block(f"def {name}(key, value):"):
+    with source.function(name, [("key", None), ("value", None)]):
         scope: dict[str, str] = {}
         values = emitter.entry_part("key", key, shape, scope, record_type, None)
         value_values = emitter.entry_part("value", value, shape, scope, record_type, version)
@@ -84,10 +92,10 @@ def compile_record_decoder(
 
 def compile_tombstone_decoder(record_type: int, key: Struct, shape: RecordShape) -> TombstoneDecoder:
     """A decoder of the key of a `record_type` record whose value is null."""
-    source = Source()
+    source = Source(native=True)
     emitter = _Emitter(source)
     name = f"decode_tombstone_type_{record_type}"
-    with source.block(f"def {name}(key):"):
+    with source.function(name, [("key", None)]):
         values = emitter.entry_part("key", key, shape, {}, record_type, None)
         source.line(f"return {emitter.build(shape, values, None, repr(record_type))}")
     return source.compile(name)
@@ -99,11 +107,11 @@ def compile_blob_decoder(message: Message, shape: RecordShape, part: str) -> Blo
     newest known is read with the newest layout and may have trailing bytes
     (the consumer protocol's rule); known versions may not."""
     versions = _blob_versions(message)
-    source = Source()
+    source = Source(native=True)
     emitter = _Emitter(source)
     line = source.line
     name = f"decode_{snake_case(message.name)}"
-    with source.block(f"def {name}(buf, start, end):"):
+    with source.function(name, [("buf", "bytes"), ("start", _OFFSET), ("end", _OFFSET)]):
         line(
             f"if end - start < 2: raise _Malformed(start, f'{part} of {{end - start}} bytes has no version')"
         )
@@ -121,6 +129,9 @@ class _Emitter:
 
     def __init__(self, source: Source) -> None:
         self.source = source
+        source.declare("buf", "bytes")
+        source.declare("pos", _OFFSET)
+        source.declare("end", _OFFSET)
         #: The local holding the offset where the bytes being read end.
         self.end = "end"
         #: Blob field -> the locals holding the previous element's raw blob
@@ -205,7 +216,7 @@ class _Emitter:
                     self._flush(run, read)
                     length = self._compact_length()
                 else:
-                    length = self.source.local("n")
+                    length = self.source.local("n", _OFFSET)
                     run.append((_length_type(field.type), length))
                     self._flush(run, read)
                 read = None
@@ -304,9 +315,10 @@ class _Emitter:
         source = f"{self.unpacker(fmt)}(buf, pos)" if read is None else read[0]
         targets = [target for _, target in run]
         if len(targets) == 1:
-            self.source.line(f"{targets[0]} = {source}[0]")
+            text = f"{targets[0]} = {source}[0]"
         else:
-            self.source.line(f"{', '.join(targets)} = {source}")
+            text = f"{', '.join(targets)} = {source}"
+        self.source.line(text, _native_reads(run, text))
         self.source.line(f"pos += {struct.calcsize(fmt)}")
         for type_name, target in run:
             if type_name == "uuid":
@@ -315,7 +327,7 @@ class _Emitter:
 
     def _compact_length(self) -> str:
         """Read an unsigned-varint length+1; the local holds the length (-1: null)."""
-        length = self.source.local("n")
+        length = self.source.local("n", _OFFSET)
         self.source.line(f"{length} = buf[pos]")
         with self.source.block(f"if {length} < 0x80:"):
             self.source.line("pos += 1")
@@ -352,7 +364,7 @@ class _Emitter:
         with self._null_or(field, length, target):
             too_long = f" or {length} > {MAX_STRING_LENGTH}" if flexible and field.type == "string" else ""
             end = self.end
-            stop = self.source.local("stop")
+            stop = self.source.local("stop", _OFFSET)
             line(f"{stop} = pos + {length}")
             line(f"if {length} < 0 or {stop} > {end}{too_long}: raise _length_error(pos, {length}, {end})")
             embedding = shape.embedding if shape is not None else None
@@ -412,7 +424,13 @@ class _Emitter:
         fmt = _first_format(blob.message.versions[latest], "int16")
         head, version = self.source.local("head"), self.source.local("version")
         read = f"({head} := {self.unpacker(fmt)}(buf, pos))"
-        newest = self.source.block(f"if {length} >= {struct.calcsize(fmt)} and {read}[0] >= {latest}:")
+        size = struct.calcsize(fmt)
+        newest = self.source.block(
+            f"if {length} >= {size} and {read}[0] >= {latest}:",
+            # The blob's length was checked against the bytes left: its
+            # version is there to read. `_flush` reads the rest anew.
+            native=f"if {length} >= {size} and {_READERS['h']}(buf, pos) >= {latest}:",
+        )
         with newest, self._ending_at(stop):
             self.blob(blob.message, [latest], blob.shape, blob.part, version, target, (head, fmt))
         with self.source.block(f"elif {length}:"):
@@ -455,7 +473,7 @@ class _Emitter:
                     if flexible:
                         length = self._compact_length()
                     else:
-                        length = self.source.local("n")
+                        length = self.source.local("n", _OFFSET)
                         self._flush([(_length_type(element), length)])
                     self._variable(Field(field.name, element), "", item, length, flexible, None, scope)
                     line(f"{items}.append({item})")
@@ -468,7 +486,7 @@ class _Emitter:
         line = self.source.line
         code = FIXED_WIDTH_FORMATS[element]
         size = struct.calcsize(">" + code)
-        stop = self.source.local("stop")
+        stop = self.source.local("stop", _OFFSET)
         line(f"{stop} = pos + {count}" if size == 1 else f"{stop} = pos + {size} * {count}")
         line(f"if {count} < 0 or {stop} > {self.end}: raise _count_error(pos, {count}, {self.end}, {size})")
         unpackers = self.source.constant(fixed_array_unpackers(code), "arrays", key=code)
@@ -506,12 +524,12 @@ class _Emitter:
             target = self.source.local(name)
             line(f"{target} = {field.default!r}")
             values[name] = scope[name] = target
-        count = self.source.local("tags")
+        count = self.source.local("tags", _OFFSET)
         line(f"{count} = buf[pos]")
         with self.source.block(f"if {count}:"):
             line(f"{count}, pos = _uvarint(buf, pos)")
             line(f"if {count} > {self.end} - pos: raise _Malformed(pos, f'{{{count}}} tagged fields cannot fit')")
-            last, tag, size, stop = (self.source.local(hint) for hint in ("last_tag", "tag", "size", "stop"))
+            last, tag, size, stop = (self.source.local(hint, _OFFSET) for hint in ("last_tag", "tag", "size", "stop"))
             line(f"{last} = -1")
             with self.source.block(f"for _ in range({count}):"):
                 line(f"{tag}, pos = _uvarint(buf, pos)")
@@ -560,6 +578,23 @@ class _Emitter:
         else:
             length = self._compact_length()
             self._variable(field, name, target, length, True, shape, scope)
+
+
+def _native_reads(run: list[tuple[str, str]], text: str) -> str:
+    """The Cython twin of `text`, which reads the fixed-width fields of
+    `run` at `pos`: one bounds check as `struct` makes it (failing with
+    IndexError, as reading `buf` would), then each field read in place.
+    `text` itself where a field's type has no reader."""
+    codes = [FIXED_WIDTH_FORMATS[type_name] for type_name, _ in run]
+    if not all(code in _READERS for code in codes):
+        return text
+    lines = [f"if pos + {struct.calcsize(_format(t for t, _ in run))} > len(buf): raise IndexError"]
+    offset = 0
+    for code, (_, target) in zip(codes, run, strict=True):
+        at = "pos" if offset == 0 else f"pos + {offset}"
+        lines.append(f"{target} = {_READERS[code]}(buf, {at})")
+        offset += struct.calcsize(">" + code)
+    return "\n".join(lines)
 
 
 def _blob_versions(message: Message) -> list[int]:

@@ -1,8 +1,9 @@
 """`decode` and `encode` of `__consumer_offsets` records.
 
 At import, every (record type, value version) in `_bindings` is compiled by
-the machine into one decoder and one encoder; these functions only read the
-record type and value version and dispatch.
+the machine into one decoder (its compiled twin where one was built, see
+`_native`) and one encoder; these functions only read the record type and
+value version and dispatch.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ _ENCODING_FAILURES = (struct.error, TypeError, AttributeError, OverflowError)
 def decode(key: bytes, value: bytes | None) -> Record:
     """The record of one `__consumer_offsets` message.
 
-    A null `value` is the tombstone of the key's record type; a record type
+    `key` and `value` are `bytes` (the compiled decoders refuse a bytearray
+    with TypeError). A null `value` is the tombstone of the key's record type; a record type
     this codec does not know comes back as `UnknownRecord`. Raises
     `DecodeError` (and nothing else) for malformed bytes, including a value
     version newer than any known.
