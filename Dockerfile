@@ -1,9 +1,17 @@
 # One kagent worker. Configure it with KAGENT_* variables (see README).
-FROM python:3.11-slim
-WORKDIR /app
-COPY pyproject.toml README.md ./
+
+# The wheel, with the decoders' compiled twins: building them needs a C compiler.
+FROM python:3.11-slim AS build
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY pyproject.toml setup.py README.md ./
 COPY kagent ./kagent
-RUN pip install --no-cache-dir .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+
+FROM python:3.11-slim
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 ENV KAGENT_WEB_HOST=0.0.0.0 \
     KAGENT_DATA_DIR=/var/lib/kagent
 EXPOSE 6066
