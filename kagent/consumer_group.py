@@ -25,6 +25,8 @@ from kagent.events import (
     ConsumerGroupMember,
     ConsumerGroupMemberAssignment,
     ConsumerGroupMemberLeft,
+    ConsumerGroupRegex,
+    ConsumerGroupRegexDeleted,
     ConsumerGroupTopics,
     DerivedEvent,
     GroupAssigned,
@@ -57,8 +59,9 @@ class ConsumerGroupMemberState(_Frozen):
     client_id: str | None = None
     client_host: str | None = None
     topics: tuple[str, ...] = ()
-    """The topic names it subscribed to."""
+    """The topic names it subscribed to by name."""
     topic_regex: str | None = None
+    """The regular expression it subscribed with, if any."""
     server_assignor: str | None = None
     member_epoch: int | None = None
     partitions: dict[str, tuple[int, ...]] = Field(default_factory=dict)
@@ -76,6 +79,8 @@ class ConsumerGroupState(_Frozen):
     (Kafka 4.1+ no longer writes it; then empty)."""
     members: dict[str, ConsumerGroupMemberState] = Field(default_factory=dict)
     """Member id -> the member."""
+    regexes: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Regular expression members subscribed with -> the topics it matched when last resolved (type 16)."""
 
 
 def fold(state: ConsumerGroupState | None, event: DerivedEvent) -> ConsumerGroupState | None:
@@ -88,10 +93,12 @@ def fold(state: ConsumerGroupState | None, event: DerivedEvent) -> ConsumerGroup
       keeping its metadata; a member whose assignment comes before its metadata is kept
       without metadata until it arrives;
     - :class:`~kagent.events.ConsumerGroupMemberLeft` drops the member (a leave never creates a state);
+    - :class:`~kagent.events.ConsumerGroupRegex` sets the topics a regular expression matches;
+    - :class:`~kagent.events.ConsumerGroupRegexDeleted` forgets a regular expression (never creates a state);
     - :class:`~kagent.events.GroupDeleted` returns None;
     - any other event returns ``state`` unchanged.
 
-    The first three create the state when ``state`` is None. Raises
+    The first four and ``ConsumerGroupRegex`` create the state when ``state`` is None. Raises
     ``ValueError`` for an event of a group other than ``state``'s.
     """
     if state is not None and event.group != state.group:
@@ -126,6 +133,14 @@ def fold(state: ConsumerGroupState | None, event: DerivedEvent) -> ConsumerGroup
                 return state
             members = {member_id: m for member_id, m in state.members.items() if member_id != event.member_id}
             return state.model_copy(update={"members": members})
+        case ConsumerGroupRegex():
+            regexes = {**_or_new(state, event.group).regexes, event.regex: event.topics}
+            return _or_new(state, event.group).model_copy(update={"regexes": regexes})
+        case ConsumerGroupRegexDeleted():
+            if state is None or event.regex not in state.regexes:
+                return state
+            regexes = {regex: topics for regex, topics in state.regexes.items() if regex != event.regex}
+            return state.model_copy(update={"regexes": regexes})
         case _:
             return state
 
@@ -139,8 +154,10 @@ def assignment(state: ConsumerGroupState, topic_names: Mapping[str, str] = _NO_N
       default) or there are no members;
     - ``leader`` None: the consumer protocol has no leader;
     - ``members``: those whose metadata has arrived, sorted by member id,
-      each with its subscribed topic names and the partitions it holds
-      (assigned or pending revocation) sorted by topic name, then partition.
+      each with its subscribed topics (those it named, then those its
+      regular expression matched at its last resolution that it did not
+      name) and the partitions it holds (assigned or pending revocation)
+      sorted by topic name, then partition.
 
     A topic id is named by the state's topics (type 4) first, then by
     ``topic_names`` (topic id -> name, e.g. from cluster metadata). If a
@@ -165,7 +182,7 @@ def assignment(state: ConsumerGroupState, topic_names: Mapping[str, str] = _NO_N
                 group_instance_id=member.group_instance_id,
                 client_id=member.client_id,
                 client_host=member.client_host,
-                topics=member.topics,
+                topics=_subscribed(state, member),
                 partitions=tuple(partitions),
             )
         )
@@ -177,6 +194,11 @@ def assignment(state: ConsumerGroupState, topic_names: Mapping[str, str] = _NO_N
         leader=None,
         members=tuple(members),
     )
+
+
+def _subscribed(state: ConsumerGroupState, member: ConsumerGroupMemberState) -> tuple[str, ...]:
+    matched = state.regexes.get(member.topic_regex, ()) if member.topic_regex is not None else ()
+    return member.topics + tuple(topic for topic in matched if topic not in member.topics)
 
 
 def _or_new(state: ConsumerGroupState | None, group: str) -> ConsumerGroupState:

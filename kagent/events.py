@@ -38,6 +38,8 @@ from kagent.consumer_offsets import (
     ConsumerGroupMetadata,
     ConsumerGroupMetadataTombstone,
     ConsumerGroupPartitionMetadata,
+    ConsumerGroupRegularExpression,
+    ConsumerGroupRegularExpressionTombstone,
     GroupMetadata,
     GroupTombstone,
     OffsetCommit,
@@ -52,6 +54,8 @@ __all__ = [
     "ConsumerGroupMember",
     "ConsumerGroupMemberAssignment",
     "ConsumerGroupMemberLeft",
+    "ConsumerGroupRegex",
+    "ConsumerGroupRegexDeleted",
     "ConsumerGroupTopics",
     "DerivedEvent",
     "DerivedEvents",
@@ -190,9 +194,9 @@ class ConsumerGroupMember(_Frozen):
     client_id: str
     client_host: str
     topics: tuple[str, ...] = ()
-    """The topic names it subscribed to (empty when it subscribed by regular expression only)."""
+    """The topic names it subscribed to by name (empty when it subscribed by regular expression only)."""
     topic_regex: str | None = None
-    """The regular expression it subscribed with, if any."""
+    """The regular expression it subscribed with, if any: :class:`ConsumerGroupRegex` says which topics it matches."""
     server_assignor: str | None = None
     """The server-side assignor it asked for (``uniform``, ``range``); None for the broker's default."""
 
@@ -203,6 +207,25 @@ class ConsumerGroupMemberLeft(_Frozen):
     kind: Literal["consumer-group-member-left"] = "consumer-group-member-left"
     group: str
     member_id: str
+
+
+class ConsumerGroupRegex(_Frozen):
+    """The topics a regular expression that members of a KIP-848 consumer group subscribed with
+    matches now, as the coordinator resolved it (record type 16, Kafka 4.0+)."""
+
+    kind: Literal["consumer-group-regex"] = "consumer-group-regex"
+    group: str
+    regex: str
+    topics: tuple[str, ...] = ()
+
+
+class ConsumerGroupRegexDeleted(_Frozen):
+    """No member of a KIP-848 consumer group subscribes with this regular expression any more
+    (record type 16 tombstone)."""
+
+    kind: Literal["consumer-group-regex-deleted"] = "consumer-group-regex-deleted"
+    group: str
+    regex: str
 
 
 class ConsumerGroupMemberAssignment(_Frozen):
@@ -231,7 +254,9 @@ DerivedEvent = Annotated[
     | ConsumerGroupTopics
     | ConsumerGroupMember
     | ConsumerGroupMemberLeft
-    | ConsumerGroupMemberAssignment,
+    | ConsumerGroupMemberAssignment
+    | ConsumerGroupRegex
+    | ConsumerGroupRegexDeleted,
     Field(discriminator="kind"),
 ]
 """Any derived event; ``kind`` tells which."""
@@ -285,13 +310,13 @@ def derive(record: Record) -> list[DerivedEvent]:
       (the coordinator writes it last when it deletes the group);
     - type 4 -> :class:`ConsumerGroupTopics`;
     - type 5 -> :class:`ConsumerGroupMember`; its tombstone -> :class:`ConsumerGroupMemberLeft`;
-    - type 8 -> :class:`ConsumerGroupMemberAssignment`.
+    - type 8 -> :class:`ConsumerGroupMemberAssignment`;
+    - type 16 -> :class:`ConsumerGroupRegex`; its tombstone -> :class:`ConsumerGroupRegexDeleted`
+      (a member subscribed by regular expression only names no topic itself).
 
     These derive nothing: the target assignment (types 6 and 7), which is
     what the coordinator wants members to converge to, not what they hold
-    (lag is measured against what they hold, type 8); the resolution of a
-    subscribed regular expression (type 16), since members' assignments
-    already name the topics it matched; a type 8 tombstone, which the
+    (lag is measured against what they hold, type 8); a type 8 tombstone, which the
     coordinator writes together with its member's type 5 tombstone (a member
     leaves, is fenced or replaced, or the group is deleted), which drops the
     member with its partitions; a type 4 tombstone, which Kafka
@@ -372,6 +397,10 @@ def derive(record: Record) -> list[DerivedEvent]:
                     partitions=_held_partitions(record.assigned_partitions, record.partitions_pending_revocation),
                 )
             ]
+        case ConsumerGroupRegularExpression():
+            return [ConsumerGroupRegex(group=record.group, regex=record.regular_expression, topics=record.topics)]
+        case ConsumerGroupRegularExpressionTombstone():
+            return [ConsumerGroupRegexDeleted(group=record.group, regex=record.regular_expression)]
         case _:
             return []
 

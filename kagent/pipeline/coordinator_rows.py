@@ -35,6 +35,8 @@ from kagent.events import (
     ConsumerGroupMember,
     ConsumerGroupMemberAssignment,
     ConsumerGroupMemberLeft,
+    ConsumerGroupRegex,
+    ConsumerGroupRegexDeleted,
     ConsumerGroupTopics,
     DerivedEvent,
     GroupAssigned,
@@ -154,5 +156,7 @@ def _row(event: DerivedEvent) -> dict[str, Any]:
             | ConsumerGroupMember()
             | ConsumerGroupMemberLeft()
             | ConsumerGroupMemberAssignment()
+            | ConsumerGroupRegex()
+            | ConsumerGroupRegexDeleted()
         ):
             return {"kind": event.kind, "group": event.group}

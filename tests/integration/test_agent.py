@@ -24,6 +24,7 @@ from kagent.consumer_offsets import (
     ConsumerGroupMemberMetadata,
     ConsumerGroupMetadata,
     ConsumerGroupPartitionMetadata,
+    ConsumerGroupRegularExpression,
     TopicMetadata,
     TopicPartitions,
     encode,
@@ -291,6 +292,43 @@ async def test_a_kip848_consumer_group_is_measured_from_its_member_records(
 
     body = await wait_json(worker.url + "groups/", measured, 60)
     assert body["groups"][group]["generation"] == 5
+    assert worker.stop() == 0
+
+
+async def test_a_skewed_kip848_group_subscribed_by_regex_only_gets_a_recommendation(
+    kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker]
+) -> None:
+    """Members that subscribe with a regular expression name no topic: the topics come from the
+    group's type-16 record. Without them the group has no subscribed topic and is never evaluated."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group, topic_id, regex = "agent-regex-orders", "kip848-regex-app", uuid.uuid4(), "agent-regex-.*"
+    await kafka_broker.create_topics({topic: 6})
+    await produce(bootstrap, topic, {0: 3000, 1: 3000, 2: 1000, 3: 1000, 4: 1000, 5: 1000})
+    members = {f"{group}-member-{m}": (2 * m, 2 * m + 1) for m in range(3)}
+    records = [
+        ConsumerGroupMetadata(group, 4),
+        ConsumerGroupPartitionMetadata(group, (TopicMetadata(topic_id, topic, 6, ()),)),
+        ConsumerGroupRegularExpression(group, regex, (topic,), 1, 1_700_000_000_000),
+        *(
+            ConsumerGroupMemberMetadata(group, member, None, None, member, "/10.0.0.3", (), regex, 300_000, None)
+            for member in members
+        ),
+        *(
+            ConsumerGroupCurrentMemberAssignment(group, member, 4, 3, 0, (TopicPartitions(topic_id, partitions),), ())
+            for member, partitions in members.items()
+        ),
+        *(offset_commit(group, topic, p, 0) for p in range(6)),
+    ]
+    await publish(bootstrap, [encode(record) for record in records])
+    worker = start_worker("agent-kip848-regex-test", **FAST)
+
+    recommendations = await read_until(
+        bootstrap, "agent-kip848-regex-test-recommendations", lambda values: any(v["group"] == group for v in values), 90
+    )
+    ours = [r for r in recommendations if r["group"] == group]
+    assert ours, f"no recommendation for the regex-subscribed group; worker log:\n{worker.log()[-4000:]}"
+    assert ours[0]["skew_after"] < 1.5 <= ours[0]["skew_before"]
+    assert {m["topic"] for m in ours[0]["moves"]} == {topic}
     assert worker.stop() == 0
 
 

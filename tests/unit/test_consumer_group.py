@@ -41,6 +41,8 @@ from kagent.events import (
     ConsumerGroupMember,
     ConsumerGroupMemberAssignment,
     ConsumerGroupMemberLeft,
+    ConsumerGroupRegex,
+    ConsumerGroupRegexDeleted,
     ConsumerGroupTopics,
     DerivedEvent,
     GroupAssigned,
@@ -178,23 +180,30 @@ def test_derive_kip848_tombstones_through_kafkas_bytes() -> None:
     assert through_bytes(ConsumerGroupMemberMetadataTombstone(GROUP, "m1")) == [
         ConsumerGroupMemberLeft(group=GROUP, member_id="m1")
     ]
+    assert through_bytes(ConsumerGroupRegularExpressionTombstone(GROUP, "pay.*")) == [
+        ConsumerGroupRegexDeleted(group=GROUP, regex="pay.*")
+    ]
     for record in (
         ConsumerGroupCurrentMemberAssignmentTombstone(GROUP, "m1"),
         ConsumerGroupPartitionMetadataTombstone(GROUP),
         ConsumerGroupTargetAssignmentMetadataTombstone(GROUP),
         ConsumerGroupTargetAssignmentMemberTombstone(GROUP, "m1"),
-        ConsumerGroupRegularExpressionTombstone(GROUP, "pay.*"),
     ):
         assert through_bytes(record) == [], record
 
 
-def test_target_assignments_and_regular_expressions_derive_nothing() -> None:
+def test_target_assignments_derive_nothing() -> None:
     for record in (
         ConsumerGroupTargetAssignmentMetadata(GROUP, 8),
         ConsumerGroupTargetAssignmentMember(GROUP, "m1", (TopicPartitions(ORDERS, (0, 1)),)),
-        ConsumerGroupRegularExpression(GROUP, "pay.*", ("payments",), 3, 1_700_000_000_000),
     ):
         assert through_bytes(record) == [], record
+
+
+def test_a_resolved_regular_expression_derives_its_topics() -> None:
+    record = ConsumerGroupRegularExpression(GROUP, "pay.*", ("payments", "payouts"), 3, 1_700_000_000_000)
+
+    assert through_bytes(record) == [ConsumerGroupRegex(group=GROUP, regex="pay.*", topics=("payments", "payouts"))]
 
 
 def test_a_member_assignment_holds_each_partition_once_and_an_empty_one_holds_none() -> None:
@@ -411,6 +420,53 @@ def test_protocol_is_the_assignor_members_agree_on_else_none() -> None:
     assert protocol(two_members("uniform")) == "uniform"
     assert protocol(two_members("range")) is None
     assert protocol(two_members(None)) is None
+
+
+def regex_member(member_id: str, topics: tuple[str, ...], regex: str) -> ConsumerGroupMemberMetadata:
+    return member_metadata(member_id, topics=topics)._replace(subscribed_topic_regex=regex)
+
+
+def test_a_member_subscribed_by_regex_subscribes_to_the_topics_it_matched() -> None:
+    names = {str(ORDERS): "orders", str(PAYMENTS): "payments"}
+    state = folded(
+        events_of(
+            regex_member("m1", (), "pay.*"),
+            regex_member("m2", ("orders",), "pay.*|orders"),
+            current_assignment("m1", 2, {PAYMENTS: (0,)}),
+            current_assignment("m2", 2, {ORDERS: (0,)}),
+        )
+    )
+    assert state is not None
+
+    def topics(state: ConsumerGroupState | None) -> list[tuple[str, ...]]:
+        assert state is not None
+        assigned = assignment(state, names)
+        assert assigned is not None
+        return [member.topics for member in assigned.members]
+
+    assert topics(state) == [(), ("orders",)]  # not resolved yet: only the names each member gave
+    resolved = folded(
+        events_of(
+            ConsumerGroupRegularExpression(GROUP, "pay.*", ("payments", "payouts"), 3, 1),
+            ConsumerGroupRegularExpression(GROUP, "pay.*|orders", ("orders", "payments", "payouts"), 3, 1),
+        ),
+        state,
+    )
+    assert topics(resolved) == [("payments", "payouts"), ("orders", "payments", "payouts")]
+    rematched = folded(events_of(ConsumerGroupRegularExpression(GROUP, "pay.*", ("payments",), 4, 2)), resolved)
+    assert topics(rematched)[0] == ("payments",)
+    forgotten = folded(events_of(ConsumerGroupRegularExpressionTombstone(GROUP, "pay.*")), rematched)
+    assert forgotten is not None and list(forgotten.regexes) == ["pay.*|orders"]
+    assert topics(forgotten)[0] == ()
+    assert ConsumerGroupState.model_validate_json(resolved.model_dump_json()) == resolved  # type: ignore[union-attr]
+
+
+def test_a_regex_resolved_before_any_member_starts_the_state_and_a_deletion_never_does() -> None:
+    state = fold(None, ConsumerGroupRegex(group=GROUP, regex="pay.*", topics=("payments",)))
+
+    assert state == ConsumerGroupState(group=GROUP, regexes={"pay.*": ("payments",)})
+    assert fold(None, ConsumerGroupRegexDeleted(group=GROUP, regex="pay.*")) is None
+    assert fold(state, ConsumerGroupRegexDeleted(group=GROUP, regex="other")) is state
 
 
 def test_assignment_of_a_group_without_members_or_epoch() -> None:
