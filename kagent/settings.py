@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kagent.assignors import STRATEGIES
 
-__all__ = ["ENV_PREFIX", "LagUnit", "Settings", "SettingsError", "SkewMetric", "Source", "load_settings"]
+__all__ = ["ENV_PREFIX", "Codec", "LagUnit", "Settings", "SettingsError", "SkewMetric", "Source", "load_settings"]
 
 ENV_PREFIX = "KAGENT_"
 
@@ -34,6 +34,15 @@ class Source(str, Enum):
     """Decode the coordinator's records from ``__consumer_offsets``."""
     ADMIN_API = "admin-api"
     """Poll ListGroups / DescribeGroups / OffsetFetch, for clusters that forbid the former."""
+
+
+class Codec(str, Enum):
+    """Which decoders of ``__consumer_offsets`` records run (see ``kagent.consumer_offsets._native``)."""
+
+    COMPILED = "compiled"
+    """The Cython twins built at install; a decoder without a built twin runs in Python."""
+    PYTHON = "python"
+    """The generated pure-Python decoders only."""
 
 
 class LagUnit(str, Enum):
@@ -102,6 +111,10 @@ class Settings(BaseModel):
     offset, and would stop short of the last records of a batch. ``kagent run``
     sets it for the embedded broker.
     """
+
+    codec: Codec = Codec.COMPILED
+    """Which ``__consumer_offsets`` decoders run: ``compiled`` or ``python``. Only the environment
+    sets it: the codec reads it when it is imported."""
 
     end_offset_interval: PositiveSeconds = 5.0
     """Seconds between ListOffsets polls of the topics the worker's groups read."""

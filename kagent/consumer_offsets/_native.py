@@ -13,8 +13,8 @@ a layout changed since the last install keeps its pure-Python decoder until
 the next `pip install`. Setting `KAGENT_CODEC=python` turns every twin off
 (for tracebacks into generated Python, or to compare the two).
 
-The twins behave exactly as the Python functions: the same records, and the
-same `DecodeError`s with the same offsets and reasons. Every read past the
+Given `bytes`, the twins behave exactly as the Python functions: the same
+records, and the same `DecodeError`s with the same offsets and reasons. Every read past the
 end of the bytes is checked before it is made, as `struct` would check it.
 """
 
@@ -27,7 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-#: The environment variable that, set to "python", turns the twins off.
+#: The environment variable that, set to "python", turns the twins off (the
+#: setting `codec` of `kagent.settings`, which checks its value).
 CODEC_VARIABLE = "KAGENT_CODEC"
 
 
@@ -128,6 +129,11 @@ def twin(name: str, text: str, namespace: dict[str, Any]) -> Callable[..., Any] 
 def built() -> bool:
     """Whether the extension module was built and loaded."""
     return _module is not None
+
+
+def compiled_decoders() -> tuple[int, int]:
+    """(generated decoders running their compiled twin, generated decoders)."""
+    return len(IN_USE), len(TWINS)
 
 
 def module_text() -> str:

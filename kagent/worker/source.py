@@ -29,6 +29,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
+from kagent.consumer_offsets import compiled_decoders
 from kagent.events import encode_events
 from kagent.ingest import ingest
 from kagent.schemas import DeadLetter
@@ -104,6 +105,7 @@ class OffsetsTopicSource:
             max_poll_records=MAX_RECORDS,
         )
         await consumer.start()
+        log.info("decoding %s with %d of %d decoders compiled", consumer.subscription(), *compiled_decoders())
         in_flight: _Sent | None = None
         try:
             while True:
