@@ -93,8 +93,9 @@ class OffsetsTopicSource:
         offsets are committed once the broker has everything sent for it.
         """
         settings = self._settings
+        topic = self._topology.consumer_offsets.get_topic_name()
         consumer = AIOKafkaConsumer(
-            self._topology.consumer_offsets.get_topic_name(),
+            topic,
             bootstrap_servers=settings.bootstrap_servers,
             client_id=self.group_id,
             group_id=self.group_id,
@@ -105,7 +106,7 @@ class OffsetsTopicSource:
             max_poll_records=MAX_RECORDS,
         )
         await consumer.start()
-        log.info("decoding %s with %d of %d decoders compiled", consumer.subscription(), *compiled_decoders())
+        log.info("reading %s with %d of %d decoders compiled", topic, *compiled_decoders())
         in_flight: _Sent | None = None
         try:
             while True:
