@@ -14,8 +14,9 @@ the next `pip install`. Setting `KAGENT_CODEC=python` turns every twin off
 (for tracebacks into generated Python, or to compare the two).
 
 Given `bytes`, the twins behave exactly as the Python functions: the same
-records, and the same `DecodeError`s with the same offsets and reasons. Every read past the
-end of the bytes is checked before it is made, as `struct` would check it.
+records, and the same `DecodeError`s with the same offsets and reasons.
+Every read past the end of the bytes is checked before it is made, as
+`struct` would check it.
 """
 
 from __future__ import annotations
