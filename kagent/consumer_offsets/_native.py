@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -51,18 +52,14 @@ TWINS: dict[str, tuple[str, tuple[str, ...]]] = {}
 #: The names whose built twin is in use.
 IN_USE: set[str] = set()
 
+#: The C type of each struct code that twins read in place.
+_C_TYPES = {"b": "int8_t", "h": "int16_t", "H": "uint16_t", "i": "int32_t", "I": "uint32_t", "q": "int64_t"}
+
 #: Readers of big-endian fixed-width values, by struct code, for twins. They
 #: do not check bounds: the generated code checks before it reads.
-READERS = {
-    "b": "_read_int8",
-    "h": "_read_int16",
-    "H": "_read_uint16",
-    "i": "_read_int32",
-    "I": "_read_uint32",
-    "q": "_read_int64",
-}
+READERS = {code: f"_read_{ctype.removesuffix('_t')}" for code, ctype in _C_TYPES.items()}
 
-_PRELUDE = '''\
+_PRELUDE = f'''\
 # cython: language_level=3
 """Compiled twins of kagent.consumer_offsets' generated decoders.
 
@@ -70,7 +67,7 @@ Written by kagent.consumer_offsets._native.module_text at install; not
 edited by hand.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport {", ".join(sorted({*_C_TYPES.values(), "uint64_t"}))}
 
 
 cdef inline uint64_t _big_endian(bytes buf, Py_ssize_t pos, int size):
@@ -80,32 +77,11 @@ cdef inline uint64_t _big_endian(bytes buf, Py_ssize_t pos, int size):
     for index in range(size):
         value = (value << 8) | data[pos + index]
     return value
-
-
-cdef inline int8_t _read_int8(bytes buf, Py_ssize_t pos):
-    return <int8_t>_big_endian(buf, pos, 1)
-
-
-cdef inline int16_t _read_int16(bytes buf, Py_ssize_t pos):
-    return <int16_t>_big_endian(buf, pos, 2)
-
-
-cdef inline uint16_t _read_uint16(bytes buf, Py_ssize_t pos):
-    return <uint16_t>_big_endian(buf, pos, 2)
-
-
-cdef inline int32_t _read_int32(bytes buf, Py_ssize_t pos):
-    return <int32_t>_big_endian(buf, pos, 4)
-
-
-cdef inline uint32_t _read_uint32(bytes buf, Py_ssize_t pos):
-    return <uint32_t>_big_endian(buf, pos, 4)
-
-
-cdef inline int64_t _read_int64(bytes buf, Py_ssize_t pos):
-    return <int64_t>_big_endian(buf, pos, 8)
-
-'''
+''' + "".join(
+    f"\n\ncdef inline {ctype} {READERS[code]}(bytes buf, Py_ssize_t pos):\n"
+    f"    return <{ctype}>_big_endian(buf, pos, {struct.calcsize('>' + code)})\n"
+    for code, ctype in _C_TYPES.items()
+) + "\n"
 
 
 def digest(text: str, names: tuple[str, ...]) -> str:
