@@ -1,6 +1,6 @@
 """Builds kagent's one extension module: the compiled twins of the
-`__consumer_offsets` decoders that `kagent.consumer_offsets` generates from
-Kafka's layouts (see `kagent/consumer_offsets/_native.py`).
+`__consumer_offsets` decoders that `kagent.core.consumer_offsets` generates from
+Kafka's layouts (see `kagent/core/consumer_offsets/_native.py`).
 
 Everything else is declared in pyproject.toml. The module is optional: where
 it cannot be built, the pure-Python decoders run, at about a third of the
@@ -23,11 +23,11 @@ def twins() -> list[Extension]:
     """Generate the twins' source under build/ and declare its extension."""
     sys.path.insert(0, str(ROOT))
     os.environ["KAGENT_CODEC"] = "python"  # generate every twin, whatever is built already
-    from kagent.consumer_offsets import _native
+    from kagent.core.consumer_offsets import _native
 
     source = _native.write_module(ROOT / "build" / "twins")
     extensions: list[Extension] = cythonize(
-        [Extension("kagent.consumer_offsets._twins", [str(source)])],
+        [Extension("kagent.core.consumer_offsets._twins", [str(source)])],
         quiet=True,
         compiler_directives={"language_level": 3},
     )

@@ -84,7 +84,7 @@ sys.path.insert(0, str(REPO))
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     Assignment,
     GroupMember,
     GroupMetadata,
@@ -92,16 +92,16 @@ from kagent.consumer_offsets import (
     Subscription,
     encode,
 )
-from kagent.embedded import (
+from kagent.tools.embedded import (
     ONE_RECORD_BATCH,
     EmbeddedBroker,
     die_with_parent,
     free_port,
     stop_process,
 )
-from kagent.events import encode_events
-from kagent.ingest import ingest as ingest_batch
-from kagent.simulator.placement import (
+from kagent.core.events import encode_events
+from kagent.core.ingest import ingest as ingest_batch
+from kagent.tools.simulator.partitioners import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
     offsets_partition_for,
@@ -178,7 +178,7 @@ class Worker:
             "KAGENT_WEB_PORT": str(self.web_port),
             "KAGENT_DATA_DIR": str(workdir / f"{app_id}-data"),
             "KAGENT_SESSION_TIMEOUT": "2",  # Tansu holds a group's first join for half of it
-            "KAGENT_ONE_RECORD_BATCHES": "true",  # Tansu's ListOffsets (kagent.embedded)
+            "KAGENT_ONE_RECORD_BATCHES": "true",  # Tansu's ListOffsets (kagent.tools.embedded)
             **{f"KAGENT_{k.upper()}": v for k, v in settings.items()},
         }
         self.process: subprocess.Popen[bytes] | None = None
@@ -411,7 +411,7 @@ async def produce_data(bootstrap: str, counts: dict[TopicPartition, int]) -> Non
 
 def in_process_rate(data: DataSet, repeats: int = 3) -> float:
     """Records/s of the source's pure work on the data set (decode, derive, group and encode the
-    derived-events records; :func:`kagent.ingest.ingest`), in this process with no I/O; best of ``repeats``."""
+    derived-events records; :func:`kagent.core.ingest.ingest`), in this process with no I/O; best of ``repeats``."""
     fetched = [SimpleNamespace(key=key, value=value) for _, key, value in coordinator_records(data)[0]]
     best = float("inf")
     for _ in range(repeats):

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 
 from aiokafka.structs import TopicPartition
 
-from kagent.assignors import STRATEGIES, Assignment, Member, assign
+from kagent.core.assignors import STRATEGIES, Assignment, Member, assign
 
 STICKY = ("sticky", "cooperative-sticky", "lag-sticky")
 TIME_LIMIT = 60.0

@@ -1,4 +1,4 @@
-"""Decoding speed of kagent.consumer_offsets on one core.
+"""Decoding speed of kagent.core.consumer_offsets on one core.
 
     python benchmarks/bench_consumer_offsets.py
 
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiokafka.structs import TopicPartition
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     Assignment,
     GroupMember,
     GroupMetadata,
@@ -236,7 +236,7 @@ def main() -> int:
     pure = not _native.IN_USE
     decoders = "generated pure Python" if pure else f"compiled twins ({len(_native.IN_USE)} of {len(_native.TWINS)})"
     print(
-        f"kagent.consumer_offsets decode with {decoders}, one core, {platform.python_implementation()} "
+        f"kagent.core.consumer_offsets decode with {decoders}, one core, {platform.python_implementation()} "
         f"{platform.python_version()}, {platform.machine()}, best of {REPEATS}"
     )
     print(f"{'mix':<52}{'records':>9}{'records/s':>12}{'floor/s':>12}{'floor÷codec':>13}")

@@ -20,9 +20,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from kagent.pipeline.backtest import backtest
-from kagent.pipeline.backtest_kernel import SNAPSHOT_COLUMNS, backtest_group, summarise
-from kagent.pipeline.session import spark_session
+from kagent.tools.pipeline.backtest import backtest
+from kagent.tools.pipeline.backtest_kernel import SNAPSHOT_COLUMNS, backtest_group, summarise
+from kagent.tools.pipeline.session import spark_session
 
 
 def history(groups: int, snapshots: int, partitions: int, seed: int = 0) -> pd.DataFrame:

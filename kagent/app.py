@@ -14,18 +14,18 @@ from typing import Any
 import faust
 from aiokafka.structs import TopicPartition
 
-from kagent.embedded import ONE_RECORD_BATCH
-from kagent.keys import partition_of_group
+from kagent.tools.embedded import ONE_RECORD_BATCH
+from kagent.core.table_keys import partition_of_group
 from kagent.settings import Settings, SettingsError, Source, load_settings
-from kagent.topology import Topology, declare
+from kagent.worker.topology import Topology, declare
 from kagent.worker import (
-    admin_source,
+    admin_api,
     changelog,
-    consumer_groups,
+    consumer_group_assignments,
     end_offsets,
     evaluator,
     metrics,
-    source,
+    offsets_topic,
     storage,
     views,
 )
@@ -86,9 +86,9 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     group_evaluator = evaluator.Evaluator(settings, topology, writer, worker_metrics, poller)
 
     if settings.source is Source.OFFSETS_TOPIC:
-        source.install(app, topology, settings, worker_metrics)
+        offsets_topic.install(app, topology, settings, worker_metrics)
     else:
-        admin_source.install(app, topology, settings, worker_metrics)
+        admin_offsets_topic.install(app, topology, settings, worker_metrics)
 
     def on_change(group: str, tp: TopicPartition | None) -> None:
         if tp is None:
@@ -97,7 +97,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
             poller.refresh_partition(group, tp)
         group_evaluator.changed(group)
 
-    kip848_groups = consumer_groups.ConsumerGroups(
+    kip848_groups = consumer_group_assignments.ConsumerGroups(
         settings, topology, writer, holds, on_assigned=lambda group: on_change(group, None)
     )
     storage.install(app, topology, writer, kip848_groups, worker_metrics, on_change)

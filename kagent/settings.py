@@ -18,7 +18,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kagent.assignors import STRATEGIES
+from kagent.core.assignors import STRATEGIES
+from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 
 __all__ = ["ENV_PREFIX", "Codec", "LagUnit", "Settings", "SettingsError", "SkewMetric", "Source", "load_settings"]
 
@@ -37,29 +38,12 @@ class Source(str, Enum):
 
 
 class Codec(str, Enum):
-    """Which decoders of ``__consumer_offsets`` records run (see ``kagent.consumer_offsets._native``)."""
+    """Which decoders of ``__consumer_offsets`` records run (see ``kagent.core.consumer_offsets._native``)."""
 
     COMPILED = "compiled"
     """The Cython twins built at install; a decoder without a built twin runs in Python."""
     PYTHON = "python"
     """The generated pure-Python decoders only."""
-
-
-class LagUnit(str, Enum):
-    """The unit a member's lag is added up in."""
-
-    MESSAGES = "messages"
-    SECONDS = "seconds"
-
-
-class SkewMetric(str, Enum):
-    """How unevenly lag is spread over a group's members (see ``kagent.skew``)."""
-
-    PEAK_TO_MEAN = "peak-to-mean"
-    COEFFICIENT_OF_VARIATION = "cv"
-    GINI = "gini"
-    RANGE = "range"
-    """(max - min) / total."""
 
 
 class SettingsError(ValueError):
@@ -186,6 +170,21 @@ class Settings(BaseModel):
     def broker_url(self) -> str:
         """The broker list as Faust takes it: ``kafka://host:port;host:port``."""
         return ";".join(f"kafka://{server}" for server in self.bootstrap_servers.split(","))
+
+    @property
+    def evaluation_policy(self) -> EvaluationPolicy:
+        """The evaluation's policy: the settings that decide when a group triggers."""
+        return EvaluationPolicy(
+            lag_unit=self.lag_unit,
+            skew_metric=self.skew_metric,
+            skew_threshold=self.skew_threshold,
+            min_total_lag=self.min_total_lag,
+            min_improvement=self.min_improvement,
+            hold_evaluations=self.hold_evaluations,
+            hysteresis=self.hysteresis,
+            cooldown=self.cooldown,
+            strategy=self.strategy,
+        )
 
     @property
     def heartbeat_interval(self) -> float:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kagent.embedded import EmbeddedBroker, free_port
+from kagent.tools.embedded import EmbeddedBroker, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,7 +73,7 @@ class Worker:
             "KAGENT_DATA_DIR": str(tmp_path / f"{app_id}-data"),
             # Tansu holds a group's first join for half the session timeout.
             "KAGENT_SESSION_TIMEOUT": "2",
-            # Tansu's ListOffsets is right only for one-record batches (kagent.embedded).
+            # Tansu's ListOffsets is right only for one-record batches (kagent.tools.embedded).
             "KAGENT_ONE_RECORD_BATCHES": "true",
             **{f"KAGENT_{k.upper()}": v for k, v in settings.items()},
         }

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from kagent.embedded import ONE_RECORD_BATCH
-from kagent.consumer_offsets import (
+from kagent.tools.embedded import ONE_RECORD_BATCH
+from kagent.core.consumer_offsets import (
     Assignment,
     GroupMember,
     GroupMetadata,
@@ -60,7 +60,7 @@ def group_metadata(group: str, generation: int, members: Mapping[str, Sequence[T
 
 
 async def publish(bootstrap_servers: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-    """Publish (key, value) records (see ``kagent.consumer_offsets.encode``) to partition 0 of
+    """Publish (key, value) records (see ``kagent.core.consumer_offsets.encode``) to partition 0 of
     ``__consumer_offsets``, in order."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, max_batch_size=ONE_RECORD_BATCH)
     await producer.start()
@@ -76,7 +76,7 @@ async def produce(bootstrap_servers: str, topic: str, counts: Mapping[int, int])
     """Write ``counts[p]`` records to each partition ``p`` of ``topic``, one record per batch.
 
     Tansu answers ListOffsets(latest) with its last batch's base offset + 1, which
-    is the log end only when every batch holds one record (see kagent.embedded).
+    is the log end only when every batch holds one record (see kagent.tools.embedded).
     """
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, max_batch_size=ONE_RECORD_BATCH)
     await producer.start()

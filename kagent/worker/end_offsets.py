@@ -25,12 +25,12 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
-from kagent.events import GroupAssigned, OffsetCommitted
-from kagent.keys import partition_key
+from kagent.core.events import GroupAssigned, OffsetCommitted
+from kagent.core.table_keys import partition_key
 from kagent.settings import Settings
-from kagent.snapshot import LagFlag, PartitionLag
-from kagent.time_lag import EndOffsetHistory, partition_lag_record
-from kagent.topology import Topology
+from kagent.core.snapshot import LagFlag, PartitionLag
+from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
+from kagent.worker.topology import Topology
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.metrics import Metrics
 

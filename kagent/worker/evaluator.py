@@ -5,7 +5,7 @@ finds the groups that are due. A group whose commits or assignment changed is
 evaluated at the next tick if its trigger is not already holding and half an
 interval has passed, so a skew that appears is seen soon, while the hold still
 takes whole intervals.
-The decision itself is :func:`kagent.evaluation.evaluate`, a pure function of
+The decision itself is :func:`kagent.core.evaluation.evaluate`, a pure function of
 the snapshot and the group's trigger state, which lives in a changelog table
 so hold counts, hysteresis and cooldown survive a failover.
 """
@@ -18,10 +18,10 @@ from collections.abc import Iterable
 
 from aiokafka.structs import TopicPartition
 
-from kagent.evaluation import EvaluationPolicy, EvaluationState, evaluate
+from kagent.core.evaluation import EvaluationState, evaluate
 from kagent.settings import Settings
-from kagent.snapshot import GroupSnapshot, PartitionLag
-from kagent.topology import Topology
+from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.worker.topology import Topology
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.end_offsets import EndOffsetPoller
 from kagent.worker.metrics import Metrics
@@ -43,7 +43,7 @@ class Evaluator:
         poller: EndOffsetPoller,
     ) -> None:
         self._interval = settings.evaluate_interval
-        self._policy = EvaluationPolicy.from_settings(settings)
+        self._policy = settings.evaluation_policy
         self._topology = topology
         self._writer = writer
         self._metrics = metrics

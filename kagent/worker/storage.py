@@ -5,9 +5,9 @@ group, so each record updates state on the worker that holds its group.
 Records are taken in batches; each batch's table writes go through the
 :class:`~kagent.worker.changelog.ChangelogWriter` and are flushed before the
 batch is acknowledged. The events of KIP-848 consumer groups go to
-:class:`~kagent.worker.consumer_groups.ConsumerGroups`, which stores their
+:class:`~kagent.worker.consumer_group_assignments.ConsumerGroups`, which stores their
 states and assignments at the end of each batch. A record that is not valid
-JSON of :class:`~kagent.events.DerivedEvents` is counted and sent to the
+JSON of :class:`~kagent.core.events.DerivedEvents` is counted and sent to the
 dead-letter topic; the batch goes on.
 """
 
@@ -21,7 +21,7 @@ import faust
 from aiokafka.structs import TopicPartition
 from pydantic import ValidationError
 
-from kagent.events import (
+from kagent.core.events import (
     DerivedEvent,
     GroupAssigned,
     GroupDeleted,
@@ -29,16 +29,16 @@ from kagent.events import (
     OffsetDeleted,
     decode_events,
 )
-from kagent.keys import partition_key
-from kagent.topology import Topology
+from kagent.core.table_keys import partition_key
+from kagent.worker.topology import Topology
 from kagent.worker.changelog import (
     PRODUCER_ERRORS,
     ChangelogWriteError,
     ChangelogWriter,
 )
-from kagent.worker.consumer_groups import ConsumerGroups
+from kagent.worker.consumer_group_assignments import ConsumerGroups
 from kagent.worker.metrics import Metrics
-from kagent.worker.source import send_dead_letter
+from kagent.worker.offsets_topic import send_dead_letter
 
 __all__ = ["install"]
 

@@ -9,7 +9,7 @@ import faust
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kagent.skew import member_lag
+from kagent.core.skew import member_lag
 from kagent.worker.evaluator import Evaluator
 from kagent.worker.metrics import Metrics
 

@@ -31,11 +31,11 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
-from kagent.events import DerivedEvents
-from kagent.group_polling import UNKNOWN_GENERATION
+from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
+from kagent.core.events import DerivedEvents
+from kagent.core.group_polling import UNKNOWN_GENERATION
 from kagent.settings import Settings
-from kagent.worker.admin_source import GroupPoller
+from kagent.worker.admin_api import GroupPoller
 from kagent.worker.metrics import Metrics
 from tests.conftest import Worker, get_json
 

@@ -19,7 +19,7 @@ import pytest
 from aiokafka import AIOKafkaClient, AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     ConsumerGroupCurrentMemberAssignment,
     ConsumerGroupMemberMetadata,
     ConsumerGroupMetadata,
@@ -29,8 +29,8 @@ from kagent.consumer_offsets import (
     TopicPartitions,
     encode,
 )
-from kagent.embedded import EmbeddedBroker
-from kagent.topic_ids import MetadataWithTopicIds, topic_names
+from kagent.tools.embedded import EmbeddedBroker
+from kagent.core.topic_ids import MetadataWithTopicIds, topic_names
 from tests.conftest import Worker, get_json
 from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce, publish
 

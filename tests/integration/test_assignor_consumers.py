@@ -12,10 +12,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.structs import TopicPartition
 
-from kagent.assignors import Member, assign
-from kagent.assignors.consumer_protocol import LagStickyPartitionAssignor
-from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker
-from kagent.lag import partition_lag
+from kagent.core.assignors import Member, assign
+from kagent.client.assignors import LagStickyPartitionAssignor
+from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker
+from kagent.core.lag import partition_lag
 
 pytestmark = pytest.mark.integration
 

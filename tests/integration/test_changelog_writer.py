@@ -11,9 +11,9 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
-from kagent.embedded import EmbeddedBroker
-from kagent.keys import partition_of_group
-from kagent.topology import GroupPartitionedTable
+from kagent.tools.embedded import EmbeddedBroker
+from kagent.core.table_keys import partition_of_group
+from kagent.worker.topology import GroupPartitionedTable
 from kagent.worker.changelog import ChangelogWriteError, ChangelogWriter
 from tests.conftest import fail_first_send
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kagent.embedded import free_port
+from kagent.tools.embedded import free_port
 from tests.conftest import get_json, process_alive, wait_for
 
 pytestmark = pytest.mark.integration
@@ -27,7 +27,7 @@ def _clean_env(**kagent: str) -> dict[str, str]:
 def test_run_starts_broker_and_worker_and_stops_both(tmp_path: Path, stop_signal: signal.Signals) -> None:
     web_port = free_port()
     run = subprocess.Popen(
-        [sys.executable, "-m", "kagent.cli", "run", "--no-simulate"],
+        [sys.executable, "-m", "kagent.tools.cli", "run", "--no-simulate"],
         env=_clean_env(web_port=str(web_port), session_timeout="2", data_dir=str(tmp_path / "data")),
         cwd=tmp_path,
         stdout=subprocess.PIPE,
@@ -63,8 +63,8 @@ def test_run_starts_broker_and_worker_and_stops_both(tmp_path: Path, stop_signal
 @pytest.mark.parametrize(
     "command",
     [
-        [sys.executable, "-m", "kagent.cli", "run"],
-        [sys.executable, "-m", "kagent.cli", "worker"],
+        [sys.executable, "-m", "kagent.tools.cli", "run"],
+        [sys.executable, "-m", "kagent.tools.cli", "worker"],
         [sys.executable, "-m", "faust", "-A", "kagent.app", "worker"],
     ],
     ids=["kagent run", "kagent worker", "faust worker"],
@@ -89,11 +89,11 @@ def test_a_bad_setting_stops_start_up_with_one_line(command: list[str], tmp_path
 def test_worker_command_runs_the_faust_worker(tmp_path: Path) -> None:
     """``kagent worker`` execs the same Faust worker the tests run; it answers on its web port."""
     web_port = free_port()
-    from kagent.embedded import EmbeddedBroker
+    from kagent.tools.embedded import EmbeddedBroker
 
     with EmbeddedBroker() as broker:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "kagent.cli", "worker"],
+            [sys.executable, "-m", "kagent.tools.cli", "worker"],
             env=_clean_env(
                 broker=broker.bootstrap_servers, web_port=str(web_port), session_timeout="2", data_dir=str(tmp_path)
             ),
@@ -113,7 +113,7 @@ def test_worker_command_runs_the_faust_worker(tmp_path: Path) -> None:
 def test_run_shows_the_first_recommendation_within_a_minute(tmp_path: Path) -> None:
     """The README's main command as a new user meets it: broker, simulator and worker, defaults unchanged."""
     run = subprocess.Popen(
-        [sys.executable, "-m", "kagent.cli", "run"],
+        [sys.executable, "-m", "kagent.tools.cli", "run"],
         env=_clean_env(web_port=str(free_port()), data_dir=str(tmp_path / "data")),
         cwd=tmp_path,
         stdout=subprocess.PIPE,

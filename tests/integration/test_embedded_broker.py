@@ -11,7 +11,7 @@ import textwrap
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from kagent.embedded import BrokerError, EmbeddedBroker
+from kagent.tools.embedded import BrokerError, EmbeddedBroker
 from tests.conftest import process_alive, wait_for
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,7 @@ def test_the_broker_dies_with_a_parent_killed_without_cleanup() -> None:
             textwrap.dedent(
                 """
                 import sys, time
-                from kagent.embedded import EmbeddedBroker
+                from kagent.tools.embedded import EmbeddedBroker
                 broker = EmbeddedBroker().start()
                 print(broker.pid, flush=True)
                 time.sleep(600)

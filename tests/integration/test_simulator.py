@@ -11,9 +11,9 @@ from aiokafka import AIOKafkaConsumer
 from click.testing import CliRunner
 from aiokafka.structs import TopicPartition
 
-from kagent.consumer_offsets import DecodeError, GroupMetadata, OffsetCommit, decode
-from kagent.embedded import EmbeddedBroker
-from kagent.simulator import (
+from kagent.core.consumer_offsets import DecodeError, GroupMetadata, OffsetCommit, decode
+from kagent.tools.embedded import EmbeddedBroker
+from kagent.tools.simulator import (
     GroupRebalanced,
     GroupSpec,
     MemberSpec,
@@ -24,8 +24,8 @@ from kagent.simulator import (
     TrafficSpec,
     run_simulation,
 )
-from kagent.simulator.cli import simulate
-from kagent.simulator.placement import OFFSETS_TOPIC, key_partition, offsets_partition_for
+from kagent.tools.simulator.cli import simulate
+from kagent.tools.simulator.partitioners import OFFSETS_TOPIC, key_partition, offsets_partition_for
 
 pytestmark = pytest.mark.integration
 

@@ -11,12 +11,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from kagent.consumer_offsets import encode
-from kagent.embedded import EmbeddedBroker
+from kagent.core.consumer_offsets import encode
+from kagent.tools.embedded import EmbeddedBroker
 from kagent.settings import Settings
-from kagent.topology import declare
+from kagent.worker.topology import declare
 from kagent.worker.metrics import Metrics
-from kagent.worker.source import OffsetsTopicSource
+from kagent.worker.offsets_topic import OffsetsTopicSource
 from tests.conftest import fail_first_send
 from tests.coordinator import (
     OFFSETS_TOPIC,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from kagent.pipeline.session import spark_session
+from kagent.tools.pipeline.session import spark_session
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,8 @@ from aiokafka.structs import TopicPartition
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from kagent.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
-from kagent.events import (
+from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
+from kagent.core.events import (
     DerivedEvents,
     GroupAssigned,
     MemberAssignment,
@@ -23,9 +23,9 @@ from kagent.events import (
     PartitionRef,
     encode_events,
 )
-from kagent.pipeline.backfill import TABLES, backfill
-from kagent.pipeline.cli import pipeline
-from kagent.simulator import (
+from kagent.tools.pipeline.backfill import TABLES, backfill
+from kagent.tools.pipeline.cli import pipeline
+from kagent.tools.simulator import (
     GroupRebalanced,
     GroupSpec,
     MemberSpec,

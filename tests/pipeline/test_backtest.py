@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from kagent.pipeline.backtest import backtest, read_snapshots
-from kagent.pipeline.backtest_kernel import SNAPSHOT_COLUMNS, backtest_group, summarise
-from kagent.pipeline.cli import pipeline
-from kagent.pipeline.report import strategy_comparison
+from kagent.tools.pipeline.backtest import backtest, read_snapshots
+from kagent.tools.pipeline.backtest_kernel import SNAPSHOT_COLUMNS, backtest_group, summarise
+from kagent.tools.pipeline.cli import pipeline
+from kagent.tools.pipeline.report import strategy_comparison
 
 START = pd.Timestamp("2024-01-01", tz="UTC")
 # Under range, a-1 holds the two hottest partitions: 1400 of 2600, peak-to-mean 1400 * 3 / 2600.

@@ -32,11 +32,11 @@ from aiokafka.structs import TopicPartition
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from kagent.consumer_offsets import encode
-from kagent.embedded import EmbeddedBroker
-from kagent.keys import partition_key
-from kagent.pipeline.backtest import snapshots_from_changelogs
-from kagent.pipeline.cli import pipeline
+from kagent.core.consumer_offsets import encode
+from kagent.tools.embedded import EmbeddedBroker
+from kagent.core.table_keys import partition_key
+from kagent.tools.pipeline.backtest import snapshots_from_changelogs
+from kagent.tools.pipeline.cli import pipeline
 from tests.conftest import Worker
 from tests.coordinator import (
     OFFSETS_TOPIC,

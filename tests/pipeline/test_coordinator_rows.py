@@ -8,7 +8,7 @@ from uuid import UUID
 import pyarrow as pa
 from aiokafka.structs import TopicPartition
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     ConsumerGroupCurrentMemberAssignment,
     ConsumerGroupMemberMetadata,
     ConsumerGroupMemberMetadataTombstone,
@@ -22,8 +22,8 @@ from kagent.consumer_offsets import (
     TopicPartitions,
     encode,
 )
-from kagent.events import GroupDeleted, OffsetCommitted, by_group, encode_events
-from kagent.pipeline.coordinator_rows import (
+from kagent.core.events import GroupDeleted, OffsetCommitted, by_group, encode_events
+from kagent.tools.pipeline.coordinator_rows import (
     DECODED_SCHEMA,
     decode_batch,
     decode_batches,

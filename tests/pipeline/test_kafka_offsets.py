@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aiokafka.structs import TopicPartition
 
-from kagent.pipeline.kafka_offsets import (
+from kagent.tools.pipeline.kafka_offsets import (
     EARLIEST,
     LATEST,
     Bounds,

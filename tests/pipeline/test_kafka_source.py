@@ -14,8 +14,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kagent.embedded import EmbeddedBroker, free_port
-from kagent.pipeline.kafka_source import FORMAT
+from kagent.tools.embedded import EmbeddedBroker, free_port
+from kagent.tools.pipeline.kafka_source import FORMAT
 
 pytestmark = pytest.mark.integration
 

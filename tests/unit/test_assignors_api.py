@@ -1,5 +1,5 @@
-"""`kagent.assignors.assign`'s contract for every strategy, and the aiokafka
-partition assignors (`kagent.assignors.consumer_protocol`) without a broker."""
+"""`kagent.core.assignors.assign`'s contract for every strategy, and the aiokafka
+partition assignors (`kagent.client.assignors`) without a broker."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given
 from test_assignors_invariants import Case, assert_valid, cases
 
-from kagent.assignors import STRATEGIES, Member, assign
-from kagent.assignors.consumer_protocol import (
+from kagent.core.assignors import STRATEGIES, Member, assign
+from kagent.client.assignors import (
     FairPartitionAssignor,
     KagentPartitionAssignor,
     LagPartitionAssignor,

@@ -14,14 +14,14 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kagent.assignors import Assignment, Member
+from kagent.core.assignors import Assignment, Member
 
 TOPICS = ("alpha", "beta", "gamma", "delta")
 
 
 @dataclass(frozen=True)
 class Case:
-    """One input of `kagent.assignors.assign`."""
+    """One input of `kagent.core.assignors.assign`."""
 
     partitions: dict[str, int]
     members: dict[str, Member]

@@ -6,7 +6,7 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given
 from test_assignors_invariants import Case, assert_valid, cases, subscribed
 
-from kagent.assignors import Assignment, Member, assign
+from kagent.core.assignors import Assignment, Member, assign
 
 
 def tp(topic: str, partition: int) -> TopicPartition:

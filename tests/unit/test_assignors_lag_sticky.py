@@ -16,8 +16,8 @@ from test_assignors_invariants import (
     reference_owners,
 )
 
-from kagent.assignors import Assignment, Group, LagStickyAssignor, Member, assign
-from kagent.skew import balanced_lag_lower_bound, member_lag
+from kagent.core.assignors import Assignment, Group, LagStickyAssignor, Member, assign
+from kagent.core.skew import balanced_lag_lower_bound, member_lag
 
 TOLERANCE = 0.05
 

@@ -16,7 +16,7 @@ from test_assignors_invariants import (
     reference_owners,
 )
 
-from kagent.assignors import Assignment, Group, Member, assign, assign_cooperative
+from kagent.core.assignors import Assignment, Group, Member, assign, assign_cooperative
 
 
 def tp(topic: str, partition: int) -> TopicPartition:

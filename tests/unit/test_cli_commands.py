@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from kagent.cli import _Commands, main
+from kagent.tools.cli import _Commands, main
 
 
 def test_every_command_is_listed() -> None:

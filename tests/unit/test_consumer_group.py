@@ -1,4 +1,4 @@
-"""KIP-848 consumer group records -> derived events (kagent.events.derive) -> folded state (kagent.consumer_group)."""
+"""KIP-848 consumer group records -> derived events (kagent.core.events.derive) -> folded state (kagent.core.consumer_group_state)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from uuid import UUID
 
 import pytest
 
-from kagent.consumer_group import (
+from kagent.core.consumer_group_state import (
     ConsumerGroupMemberState,
     ConsumerGroupState,
     assignment,
     fold,
 )
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     ConsumerGroupCurrentMemberAssignment,
     ConsumerGroupCurrentMemberAssignmentTombstone,
     ConsumerGroupMemberMetadata,
@@ -36,7 +36,7 @@ from kagent.consumer_offsets import (
     decode,
     encode,
 )
-from kagent.events import (
+from kagent.core.events import (
     ConsumerGroupEpoch,
     ConsumerGroupMember,
     ConsumerGroupMemberAssignment,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aiokafka.structs import TopicPartition as TP
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     Assignment,
     DecodeError,
     GroupMetadata,
@@ -27,8 +27,8 @@ from kagent.consumer_offsets import (
     encode_assignment,
     encode_subscription,
 )
-from kagent.consumer_offsets.consumer_protocol import ASSIGNMENT, SUBSCRIPTION
-from kagent.consumer_offsets.errors import Malformed
+from kagent.core.consumer_offsets.consumer_protocol import ASSIGNMENT, SUBSCRIPTION
+from kagent.core.consumer_offsets.errors import Malformed
 
 
 def i16(v: int) -> bytes:

@@ -20,7 +20,7 @@ from aiokafka.structs import TopicPartition as TP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     Assignment,
     ClassicMemberMetadata,
     ClassicProtocol,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kagent.consumer_offsets import _layouts, _specgen
-from kagent.consumer_offsets._bindings import BINDINGS
-from kagent.consumer_offsets.layout import Field, Message
-from kagent.consumer_offsets.shape import snake_case
+from kagent.core.consumer_offsets import _layouts, _specgen
+from kagent.core.consumer_offsets._bindings import BINDINGS
+from kagent.core.consumer_offsets.layout import Field, Message
+from kagent.core.consumer_offsets.shape import snake_case
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-schemas"
 
@@ -22,7 +22,7 @@ def test_checked_in_layouts_are_what_the_specs_generate() -> None:
     generated: dict[str, object] = {}
     exec(_specgen.render(_specgen.load_messages(SCHEMA_DIR)), generated)
     checked_in = vars(_layouts)
-    stale = "regenerate: python -m kagent.consumer_offsets._specgen"
+    stale = "regenerate: python -m kagent.core.consumer_offsets._specgen"
     assert generated["RECORD_TYPES"] == checked_in["RECORD_TYPES"], stale
     assert _messages(generated) == _messages(checked_in), stale
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     DecodeError,
     Subscription,
     _native,
@@ -35,7 +35,7 @@ Outcome = tuple[object, ...]
 
 
 def test_every_decoder_runs_its_compiled_twin() -> None:
-    assert _native.built(), "kagent.consumer_offsets._twins was not built: run the README's install"
+    assert _native.built(), "kagent.core.consumer_offsets._twins was not built: run the README's install"
     stale = sorted(set(_native.TWINS) - _native.IN_USE)
     assert not stale, f"built twins are stale for {stale}: reinstall (pip install -e .) to rebuild them"
 
@@ -96,7 +96,7 @@ def test_twins_decode_exactly_as_the_generated_python() -> None:
             "-c",
             (
                 "import pickle, sys\n"
-                "from kagent.consumer_offsets import _native\n"
+                "from kagent.core.consumer_offsets import _native\n"
                 "from tests.unit.test_consumer_offsets_native import outcomes\n"
                 "assert not _native.IN_USE, 'KAGENT_CODEC=python left twins in use'\n"
                 "sys.stdout.buffer.write(pickle.dumps(outcomes()))\n"

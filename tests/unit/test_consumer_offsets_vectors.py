@@ -14,7 +14,7 @@ import uuid
 import pytest
 from aiokafka.structs import TopicPartition as TP
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     Assignment,
     ClassicMemberMetadata,
     ClassicProtocol,

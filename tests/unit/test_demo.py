@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kagent.demo import render, summary
-from kagent.events import PartitionRef
-from kagent.recommendation import MemberRecommendation, PartitionMove, Recommendation, Trigger
-from kagent.settings import LagUnit, SkewMetric
+from kagent.tools.demo import render, summary
+from kagent.core.events import PartitionRef
+from kagent.core.recommendation import MemberRecommendation, PartitionMove, Recommendation, Trigger
+from kagent.core.policy import LagUnit, SkewMetric
 
 
 def _recommendation(group: str, skew_before: float, skew_after: float, time: float) -> Recommendation:

@@ -10,7 +10,7 @@ import tomllib
 
 import yaml
 
-from kagent.cli import main as cli
+from kagent.tools.cli import main as cli
 from kagent.settings import load_settings
 from tests.conftest import REPO
 
@@ -22,7 +22,7 @@ SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scrip
 def _check_command(argv: list[str]) -> None:
     program, *args = argv
     assert program in SCRIPTS, f"{program!r} is not a console script of the package"
-    assert SCRIPTS[program] == "kagent.cli:main"
+    assert SCRIPTS[program] == "kagent.tools.cli:main"
     assert args and args[0] in cli.commands, f"'kagent {args[0] if args else ''}' is not a command"
 
 

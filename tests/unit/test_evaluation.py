@@ -1,4 +1,4 @@
-"""`kagent.evaluation`: the trigger (threshold, floor, improvement), hold, hysteresis and cooldown."""
+"""`kagent.core.evaluation`: the trigger (threshold, floor, improvement), hold, hysteresis and cooldown."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kagent.evaluation import EvaluationPolicy, EvaluationState, evaluate, triggers
-from kagent.events import GroupAssigned, MemberAssignment, PartitionRef
-from kagent.recommendation import Recommendation, propose
-from kagent.settings import LagUnit, Settings, SkewMetric
-from kagent.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.evaluation import EvaluationState, evaluate, triggers
+from kagent.core.policy import EvaluationPolicy
+from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
+from kagent.core.recommendation import Recommendation, propose
+from kagent.core.policy import LagUnit, SkewMetric
+from kagent.settings import Settings
+from kagent.core.snapshot import GroupSnapshot, PartitionLag
 
 POLICY = EvaluationPolicy(
     lag_unit=LagUnit.MESSAGES,
@@ -96,11 +98,9 @@ def sent(results: Sequence[Recommendation | None]) -> list[int]:
 
 
 def test_policy_from_settings() -> None:
-    policy = EvaluationPolicy.from_settings(
-        Settings(
-            lag_unit=LagUnit.SECONDS, skew_metric=SkewMetric.GINI, skew_threshold=0.4, hold_evaluations=2, cooldown=60
-        )
-    )
+    policy = Settings(
+        lag_unit=LagUnit.SECONDS, skew_metric=SkewMetric.GINI, skew_threshold=0.4, hold_evaluations=2, cooldown=60
+    ).evaluation_policy
     assert (policy.lag_unit, policy.skew_metric, policy.skew_threshold) == (LagUnit.SECONDS, SkewMetric.GINI, 0.4)
     assert (policy.hold_evaluations, policy.cooldown, policy.strategy) == (2, 60, "lag-sticky")
     assert (policy.min_total_lag, policy.min_improvement, policy.hysteresis) == (1000, 0.2, 0.8)

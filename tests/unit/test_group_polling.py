@@ -1,4 +1,4 @@
-"""`kagent.group_polling`: what the group APIs answered -> the derived events of what changed.
+"""`kagent.core.group_polling`: what the group APIs answered -> the derived events of what changed.
 
 Member blobs are real consumer-protocol bytes (kagent's encoder, checked
 against Kafka's own definitions elsewhere); DescribeGroups answers are
@@ -18,7 +18,7 @@ from aiokafka.protocol.admin import (
 )
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     Assignment,
     GroupMember,
     GroupMetadata,
@@ -26,8 +26,7 @@ from kagent.consumer_offsets import (
     encode_assignment,
     encode_subscription,
 )
-from kagent.evaluation import EvaluationPolicy
-from kagent.events import (
+from kagent.core.events import (
     DerivedEvents,
     GroupAssigned,
     GroupDeleted,
@@ -37,7 +36,7 @@ from kagent.events import (
     derive,
     encode_events,
 )
-from kagent.group_polling import (
+from kagent.core.group_polling import (
     UNKNOWN_GENERATION,
     DescribedGroup,
     DescribedMember,
@@ -51,9 +50,9 @@ from kagent.group_polling import (
     poll,
     tracked_groups,
 )
-from kagent.recommendation import propose
+from kagent.core.recommendation import propose
 from kagent.settings import Settings
-from kagent.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.snapshot import GroupSnapshot, PartitionLag
 
 T0 = 1_700_000_000_000
 TOPIC = "orders"
@@ -137,7 +136,7 @@ def test_polling_an_unchanged_group_again_yields_nothing_and_the_same_view() -> 
 
 def test_an_unchanged_group_keeps_its_recommendation_id_from_poll_to_poll() -> None:
     """The id hashes group, generation and proposal: the constant generation keeps it stable."""
-    policy = EvaluationPolicy.from_settings(Settings(min_total_lag=0))
+    policy = Settings(min_total_lag=0).evaluation_policy
 
     def recommendation_id(assigned: GroupAssigned) -> str:
         lags = {0: 9000, 1: 9000, 2: 10, 3: 10}

@@ -1,4 +1,4 @@
-"""A fetched batch of ``__consumer_offsets`` records -> derived-events records per group (kagent.ingest)."""
+"""A fetched batch of ``__consumer_offsets`` records -> derived-events records per group (kagent.core.ingest)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from uuid import UUID
 import pytest
 from pydantic import ValidationError
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     ConsumerGroupCurrentMemberAssignment,
     ConsumerGroupMemberMetadata,
     ConsumerGroupMetadata,
@@ -20,7 +20,7 @@ from kagent.consumer_offsets import (
     TopicPartitions,
     encode,
 )
-from kagent.events import (
+from kagent.core.events import (
     ConsumerGroupMemberAssignment,
     DerivedEvents,
     GroupDeleted,
@@ -30,7 +30,7 @@ from kagent.events import (
     decode_events,
     encode_events,
 )
-from kagent.ingest import ingest
+from kagent.core.ingest import ingest
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kagent.keys import group_of_partition_key, partition_key, partition_of_group
+from kagent.core.table_keys import group_of_partition_key, partition_key, partition_of_group
 
 names = st.text(min_size=1, max_size=40)
 

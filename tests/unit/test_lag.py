@@ -1,4 +1,4 @@
-"""`kagent.lag.partition_lag`: KAFKA-5337's rule."""
+"""`kagent.core.lag.partition_lag`: KAFKA-5337's rule."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kagent.lag import partition_lag
+from kagent.core.lag import partition_lag
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""`kagent.recommendation`: proposals of a strategy on a group snapshot, and the recommendation record."""
+"""`kagent.core.recommendation`: proposals of a strategy on a group snapshot, and the recommendation record."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kagent.assignors import STRATEGIES
-from kagent.evaluation import EvaluationPolicy
-from kagent.events import GroupAssigned, MemberAssignment, PartitionRef
-from kagent.recommendation import Proposal, Recommendation, propose
-from kagent.settings import LagUnit, Settings, SkewMetric
-from kagent.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.assignors import STRATEGIES
+from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
+from kagent.core.recommendation import Proposal, Recommendation, propose
+from kagent.core.policy import LagUnit, SkewMetric
+from kagent.settings import Settings
+from kagent.core.snapshot import GroupSnapshot, PartitionLag
 
-POLICY = EvaluationPolicy.from_settings(Settings())
+POLICY = Settings().evaluation_policy
 
 
 def snapshot(

@@ -1,4 +1,4 @@
-"""`kagent.schemas`: tables/ matches the code, and what kagent writes validates against it."""
+"""`kagent.core.contracts`: tables/ matches the code, and what kagent writes validates against it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from aiokafka.structs import TopicPartition
 from jsonschema import Draft202012Validator, ValidationError
 
-from kagent.evaluation import EvaluationPolicy, evaluate
-from kagent.events import (
+from kagent.core.evaluation import evaluate
+from kagent.core.events import (
     DerivedEvent,
     GroupAssigned,
     GroupDeleted,
@@ -24,15 +24,15 @@ from kagent.events import (
     by_group,
     encode_events,
 )
-from kagent.schemas import DeadLetter, schema_text, schemas, write_schemas
+from kagent.core.contracts import DeadLetter, schema_text, schemas, write_schemas
 from kagent.settings import Settings
-from kagent.snapshot import GroupSnapshot
-from kagent.time_lag import EndOffsetHistory, partition_lag_record
+from kagent.core.snapshot import GroupSnapshot
+from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
 
 TABLES = Path(__file__).resolve().parents[2] / "tables"
 REGENERATE = (
     'regenerate them with `kagent schemas` (or `python -c "from pathlib import Path; '
-    "from kagent.schemas import write_schemas; write_schemas(Path('tables'))\"`) and commit the result"
+    "from kagent.core.contracts import write_schemas; write_schemas(Path('tables'))\"`) and commit the result"
 )
 
 
@@ -41,7 +41,7 @@ def test_tables_hold_exactly_the_schemas_the_code_generates() -> None:
     on_disk = {path.name for path in TABLES.glob("*.json")}
     problems = [f"tables/{name} is missing" for name in sorted(set(generated) - on_disk)]
     problems += [
-        f"tables/{name} is no contract of the code: delete it, or add its contract to kagent.schemas.CONTRACTS"
+        f"tables/{name} is no contract of the code: delete it, or add its contract to kagent.core.contracts.CONTRACTS"
         for name in sorted(on_disk - set(generated))
     ]
     problems += [
@@ -101,7 +101,7 @@ def skewed_snapshot() -> GroupSnapshot:
 def written_samples() -> list[tuple[str, Any]]:
     """(schema file, JSON value) for samples of every record kagent writes, as it writes them."""
     snapshot = skewed_snapshot()
-    policy = EvaluationPolicy.from_settings(Settings(hold_evaluations=1))
+    policy = Settings(hold_evaluations=1).evaluation_policy
     armed, _ = evaluate(dataclasses.replace(snapshot, lag={}), None, policy, 31.0)
     state, recommendation = evaluate(snapshot, armed, policy, 36.0)
     assert recommendation is not None

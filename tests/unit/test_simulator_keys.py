@@ -1,4 +1,4 @@
-"""`kagent.simulator.keys`: Zipf-skewed keys on the partitions murmur2 gives them."""
+"""`kagent.tools.simulator.key_skew`: Zipf-skewed keys on the partitions murmur2 gives them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from kagent.simulator.keys import KeySampler, key_space, partition_shares, zipf_weights
-from kagent.simulator.placement import key_partition
-from kagent.simulator.scenario import TrafficSpec, default_scenario
+from kagent.tools.simulator.key_skew import KeySampler, key_space, partition_shares, zipf_weights
+from kagent.tools.simulator.partitioners import key_partition
+from kagent.tools.simulator.scenario import TrafficSpec, default_scenario
 
 SKEWED = TrafficSpec("orders", rate=100, keys=600, zipf_exponent=1.0, hot_partitions=(0, 1, 2, 3))
 UNIFORM = TrafficSpec("payments", rate=100, keys=600)

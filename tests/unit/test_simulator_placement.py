@@ -1,4 +1,4 @@
-"""`kagent.simulator.placement`: Java's String.hashCode, Kafka's group partition rule, murmur2 keys."""
+"""`kagent.tools.simulator.partitioners`: Java's String.hashCode, Kafka's group partition rule, murmur2 keys."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from aiokafka.partitioner import murmur2
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kagent.simulator.placement import java_abs, java_string_hash_code, key_partition, offsets_partition_for
+from kagent.tools.simulator.partitioners import java_abs, java_string_hash_code, key_partition, offsets_partition_for
 
 
 @pytest.mark.parametrize(

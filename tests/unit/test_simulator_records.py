@@ -1,4 +1,4 @@
-"""`kagent.simulator.rebalance` and `coordinator_records`: from what members saw to Kafka's bytes."""
+"""`kagent.tools.simulator.rebalance` and `coordinator_records`: from what members saw to Kafka's bytes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.structs import TopicPartition
 
-from kagent.consumer_offsets import (
+from kagent.core.consumer_offsets import (
     Assignment,
     GroupMetadata,
     OffsetCommit,
@@ -15,7 +15,7 @@ from kagent.consumer_offsets import (
     encode_assignment,
     encode_subscription,
 )
-from kagent.simulator.coordinator_records import (
+from kagent.tools.simulator.coordinator_records import (
     assignment_of,
     empty_group_metadata,
     group_metadata,
@@ -23,8 +23,8 @@ from kagent.simulator.coordinator_records import (
     offsets_topic_message,
     subscription_of,
 )
-from kagent.simulator.placement import offsets_partition_for
-from kagent.simulator.rebalance import GenerationTracker, LeaderPlan, MemberIdentity
+from kagent.tools.simulator.partitioners import offsets_partition_for
+from kagent.tools.simulator.rebalance import GenerationTracker, LeaderPlan, MemberIdentity
 
 A, B = "c0-1111", "c1-2222"
 IDENTITIES = {m: MemberIdentity(m, m.split("-")[0], "/127.0.0.1", 6000, 10000) for m in (A, B)}

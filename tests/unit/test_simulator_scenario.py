@@ -1,4 +1,4 @@
-"""`kagent.simulator.scenario`: scenarios validate themselves."""
+"""`kagent.tools.simulator.scenario`: scenarios validate themselves."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from kagent.simulator.scenario import (
+from kagent.tools.simulator.scenario import (
     GroupSpec,
     MemberSpec,
     Scenario,

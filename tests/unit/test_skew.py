@@ -1,4 +1,4 @@
-"""`kagent.skew`: per-member lag, skew metrics, the balanced lower bound, moves."""
+"""`kagent.core.skew`: per-member lag, skew metrics, the balanced lower bound, moves."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kagent.skew import (
+from kagent.core.skew import (
     Move,
     SkewMetrics,
     balanced_lag_lower_bound,

@@ -1,4 +1,4 @@
-"""`kagent.time_lag`: the end-offset history, time lag by interpolation, and the partition-lag record."""
+"""`kagent.core.time_lag`: the end-offset history, time lag by interpolation, and the partition-lag record."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kagent.snapshot import LagFlag, PartitionLag
-from kagent.time_lag import EndOffsetHistory, EndOffsetPoint, partition_lag_record, time_lag
+from kagent.core.snapshot import LagFlag, PartitionLag
+from kagent.core.time_lag import EndOffsetHistory, EndOffsetPoint, partition_lag_record, time_lag
 
 
 def history(*points: tuple[int, float], limit: int = 60) -> EndOffsetHistory:

@@ -7,7 +7,7 @@ from uuid import UUID
 
 import pytest
 
-from kagent.topic_ids import NULL_TOPIC_ID, MetadataRequest_v12, MetadataResponse_v12, Uuid, topic_names
+from kagent.core.topic_ids import NULL_TOPIC_ID, MetadataRequest_v12, MetadataResponse_v12, Uuid, topic_names
 
 ORDERS = UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
 BILLING = UUID("01a1fd50-bc3f-7622-9433-09474e412be5")

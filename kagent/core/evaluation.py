@@ -1,0 +1,118 @@
+"""When a group's skew deserves a recommendation: the trigger, as a pure state machine.
+
+The worker calls :func:`evaluate` for each group on a timer and soon after a
+change, with the group's :class:`GroupSnapshot`, the group's
+:class:`EvaluationState` from its changelog table (None the first time), the
+:class:`EvaluationPolicy` and the time. It stores the state it gets back and
+publishes the recommendation, if any. Because the state lives in a changelog
+table, hold, hysteresis and cooldown survive a worker failover.
+
+Pure: no I/O, no Faust.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kagent.core.recommendation import Proposal, Recommendation, propose
+from kagent.core.policy import EvaluationPolicy
+from kagent.core.snapshot import GroupSnapshot
+
+__all__ = ["EvaluationState", "evaluate", "triggers"]
+
+
+class EvaluationState(BaseModel):
+    """Where one group's trigger stands (value of the evaluation-state table, keyed by group)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    group: str
+    generation: int | None = None
+    """The generation of the last evaluation; None before the first."""
+    evaluated_at: float | None = None
+    """Seconds since the epoch of the last evaluation."""
+    skew: float | None = None
+    """The skew at the last evaluation; None when it could not be measured (no members, unknown lag)."""
+    held: int = Field(default=0, ge=0)
+    """Consecutive evaluations of this generation, while armed, in which the trigger held."""
+    armed: bool = True
+    """Whether the group can trigger; False from a recommendation until it re-arms."""
+    cleared: bool = False
+    """Whether the skew has fallen below threshold x hysteresis since the last recommendation."""
+    last_recommendation_at: float | None = None
+    """Seconds since the epoch of the last recommendation."""
+    last_recommendation_id: str | None = None
+
+
+def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
+    """Whether one evaluation's trigger holds for ``proposal``.
+
+    All of: every partition's lag is known in the lag unit; the skew under
+    the current assignment is at least ``skew_threshold``; the members' lag
+    adds up to something, and to at least ``min_total_lag``; the strategy's
+    assignment lowers the largest member lag, by at least ``min_improvement``
+    (a fraction of it).
+    """
+    return (
+        not proposal.unknown
+        and proposal.skew_before >= policy.skew_threshold
+        and proposal.total_lag > 0
+        and proposal.total_lag >= policy.min_total_lag
+        and proposal.largest_lag_after < proposal.largest_lag_before
+        and proposal.improvement >= policy.min_improvement
+    )
+
+
+def evaluate(
+    snapshot: GroupSnapshot, state: EvaluationState | None, policy: EvaluationPolicy, now: float
+) -> tuple[EvaluationState, Recommendation | None]:
+    """Evaluate one group at ``now``: its next state, and a recommendation when it triggers.
+
+    ``state`` is what the previous call returned for this group (None: never
+    evaluated; it starts armed). The contract:
+
+    - A group without members, or whose lag cannot be measured (a partition
+      with records unread and no time lag, in unit ``seconds``), never
+      triggers and leaves its skew unmeasured (None).
+    - While armed, each evaluation in which :func:`triggers` holds adds one to
+      ``held``; one in which it does not, or a new generation, starts the
+      count again. When ``held`` reaches ``hold_evaluations``, the evaluation
+      returns a :class:`Recommendation` built from this snapshot, and the group
+      is disarmed with ``held`` at 0.
+    - A disarmed group re-arms when both have happened: its skew was measured
+      below ``skew_threshold x hysteresis`` in some evaluation since the
+      recommendation, and ``cooldown`` seconds have passed since it. The
+      evaluation that re-arms it counts towards ``held`` like any other.
+
+    With the ``peak-to-mean`` metric, whose least value is 1, a group re-arms
+    only if ``skew_threshold x hysteresis`` is above 1.
+    """
+    if state is None:
+        state = EvaluationState(group=snapshot.group)
+    generation = snapshot.assignment.generation
+    proposal = propose(snapshot, policy) if snapshot.assignment.members else None
+    skew = proposal.skew_before if proposal is not None and not proposal.unknown else None
+    armed, cleared = state.armed, state.cleared
+    if not armed:
+        cleared = cleared or (skew is not None and skew < policy.rearm_below)
+        armed = cleared and now - (state.last_recommendation_at or 0.0) >= policy.cooldown
+    held = state.held if state.generation == generation else 0
+    held = held + 1 if armed and proposal is not None and triggers(proposal, policy) else 0
+    recommendation = None
+    last_at, last_id = state.last_recommendation_at, state.last_recommendation_id
+    if proposal is not None and held >= policy.hold_evaluations:
+        recommendation = proposal.recommendation(policy.skew_threshold, held, now)
+        armed, cleared, held = False, False, 0
+        last_at, last_id = now, recommendation.id
+    next_state = EvaluationState(
+        group=snapshot.group,
+        generation=generation,
+        evaluated_at=now,
+        skew=skew,
+        held=held,
+        armed=armed,
+        cleared=cleared and not armed,
+        last_recommendation_at=last_at,
+        last_recommendation_id=last_id,
+    )
+    return next_state, recommendation

@@ -1,0 +1,202 @@
+"""Time lag from a history of log-end offsets, and the partition-lag record.
+
+Kafka tells how many records a group is behind (offset lag), not how old the
+oldest unread one is. kagent estimates that as kafka-lag-exporter does: every
+end-offset poll adds a point (log-end offset, poll time) to a bounded history
+per partition; the time lag of a committed offset is now minus the time at
+which the log end passed that offset, interpolated between the two points
+around it, or extrapolated along the history's overall rate when the offset
+is older than the history.
+
+Pure: no I/O, no Faust. Times are seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_right
+from typing import NamedTuple
+
+from kagent.core.lag import partition_lag
+from kagent.core.snapshot import LagFlag, PartitionLag
+
+__all__ = ["DEFAULT_POINTS", "EndOffsetHistory", "EndOffsetPoint", "partition_lag_record", "time_lag"]
+
+DEFAULT_POINTS = 60
+"""Points an :class:`EndOffsetHistory` keeps by default (kafka-lag-exporter's default table size)."""
+
+
+class EndOffsetPoint(NamedTuple):
+    """The partition's log-end offset at one poll."""
+
+    offset: int
+    time: float
+    """Seconds since the epoch."""
+
+
+class EndOffsetHistory:
+    """An immutable, bounded history of one partition's log-end offsets.
+
+    Offsets never decrease and times strictly increase along the history.
+    :meth:`add` returns a new history; the memory of one is bounded by
+    ``limit`` points (16 bytes each), however long the partition is polled:
+
+    - a point no later than the newest is ignored (a late or repeated poll);
+    - a point below the newest offset starts the history afresh from it (the
+      log end went back: the topic was deleted and re-created, or an unclean
+      leader election truncated the log);
+    - a flat run (the log end did not move) is kept as two points, its first
+      and its latest poll, so an idle partition keeps its last movement;
+    - beyond ``limit`` points, the oldest goes.
+    """
+
+    __slots__ = ("_offsets", "_times", "limit")
+
+    def __init__(self, limit: int = DEFAULT_POINTS, points: tuple[EndOffsetPoint, ...] = ()) -> None:
+        """An empty history (or ``points``, folded in with :meth:`add`'s rules) keeping at most ``limit`` points.
+
+        ``limit`` must be at least 2: interpolation needs two points.
+        """
+        if limit < 2:
+            raise ValueError(f"an end-offset history needs room for 2 points, not {limit}")
+        self.limit = limit
+        self._offsets = array("q")
+        self._times = array("d")
+        for point in points:
+            self._append(point.offset, point.time)
+
+    @property
+    def points(self) -> tuple[EndOffsetPoint, ...]:
+        """The points, oldest first."""
+        return tuple(EndOffsetPoint(offset, time) for offset, time in zip(self._offsets, self._times, strict=True))
+
+    @property
+    def latest(self) -> EndOffsetPoint | None:
+        """The newest point, None when the history is empty."""
+        return EndOffsetPoint(self._offsets[-1], self._times[-1]) if self._offsets else None
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EndOffsetHistory):
+            return NotImplemented
+        return (self.limit, self._offsets, self._times) == (other.limit, other._offsets, other._times)
+
+    def __repr__(self) -> str:
+        return f"EndOffsetHistory(limit={self.limit}, points={self.points!r})"
+
+    def add(self, log_end: int, time: float) -> EndOffsetHistory:
+        """This history with the poll that saw log-end offset ``log_end`` at ``time``."""
+        new = EndOffsetHistory.__new__(EndOffsetHistory)
+        new.limit = self.limit
+        new._offsets = array("q", self._offsets)
+        new._times = array("d", self._times)
+        new._append(log_end, time)
+        return new
+
+    def _append(self, offset: int, time: float) -> None:
+        offsets, times = self._offsets, self._times
+        if offsets:
+            if time <= times[-1]:
+                return
+            if offset < offsets[-1]:
+                del offsets[:], times[:]
+            elif len(offsets) >= 2 and offsets[-2] == offsets[-1] == offset:
+                times[-1] = time
+                return
+        offsets.append(offset)
+        times.append(time)
+        if len(offsets) > self.limit:
+            del offsets[0], times[0]
+
+    def time_at(self, offset: int) -> float | None:
+        """When the log end passed ``offset``: the time the record at ``offset`` was appended, or
+        None when the history cannot tell.
+
+        Defined for ``offset`` below the newest log end only (at or above it,
+        nothing is unread). Between two points it interpolates linearly in the
+        segment where the log end moved from at most ``offset`` to beyond it
+        (after a flat run at ``offset``, that is the run's last poll). Below
+        the oldest point it extrapolates along the rate from the oldest to the
+        newest point. None with fewer than 2 points, at or above the newest
+        log end, or when the whole history is one flat run.
+        """
+        offsets, times = self._offsets, self._times
+        if len(offsets) < 2 or offset >= offsets[-1]:
+            return None
+        right = bisect_right(offsets, offset)
+        if right == 0:
+            left, right = 0, len(offsets) - 1
+        else:
+            left = right - 1
+        rise = offsets[right] - offsets[left]
+        if rise <= 0:
+            return None
+        return times[left] + (offset - offsets[left]) * (times[right] - times[left]) / rise
+
+
+def time_lag(history: EndOffsetHistory, position: int, now: float) -> float | None:
+    """Seconds the record at ``position`` (a committed offset) has waited at ``now``, or None when unknown.
+
+    0 when ``position`` is at or beyond the newest log end in ``history``
+    (nothing is unread); otherwise ``now`` minus :meth:`EndOffsetHistory.time_at`,
+    at least 0; None when the history cannot tell (an empty history, fewer than
+    2 points, or a log end that has not moved since the history began).
+    """
+    latest = history.latest
+    if latest is not None and position >= latest.offset:
+        return 0.0
+    appended = history.time_at(position)
+    return None if appended is None else max(0.0, now - appended)
+
+
+def partition_lag_record(
+    group: str,
+    topic: str,
+    partition: int,
+    committed: int | None,
+    log_start: int,
+    log_end: int,
+    history: EndOffsetHistory,
+    now: float,
+    polled_at: float,
+    auto_offset_reset: str,
+    stale_after: float,
+) -> PartitionLag:
+    """The partition-lag table value of ``group`` on ``topic``-``partition`` at ``now``.
+
+    ``committed`` is the group's committed offset (None: nothing committed);
+    ``log_start`` and ``log_end`` come from the end-offset poll at
+    ``polled_at``, and ``history`` is the partition's end-offset history
+    including that poll. ``offset_lag`` follows :func:`kagent.core.lag.partition_lag`.
+    ``time_lag`` is that of the position the group reads from next: its
+    committed offset or, with none, where ``auto_offset_reset`` puts it (the
+    log end for ``latest``, else the log start), so it is 0 whenever the offset
+    lag is 0. Flags: ``no-commit`` without a committed offset,
+    ``stale-end-offset`` when the poll is more than ``stale_after`` seconds
+    before ``now``, ``data-loss`` when the committed offset is below the log start.
+    """
+    position = committed
+    if position is None:
+        position = log_end if auto_offset_reset == "latest" else log_start
+    offset_lag = partition_lag(committed, log_start, log_end, auto_offset_reset)
+    flags: list[LagFlag] = []
+    if committed is None:
+        flags.append(LagFlag.NO_COMMIT)
+    if now - polled_at > stale_after:
+        flags.append(LagFlag.STALE_END_OFFSET)
+    if committed is not None and committed < log_start:
+        flags.append(LagFlag.DATA_LOSS)
+    return PartitionLag(
+        group=group,
+        topic=topic,
+        partition=partition,
+        committed=committed,
+        log_start=log_start,
+        log_end=log_end,
+        offset_lag=offset_lag,
+        time_lag=0.0 if offset_lag == 0 else time_lag(history, position, now),
+        flags=tuple(flags),
+        polled_at=polled_at,
+    )

@@ -1,0 +1,125 @@
+"""``backfill``: the history of offset commits and group generations, from the earliest offset, as Parquet.
+
+Reads ``__consumer_offsets`` (or kagent's derived-events topic) with the
+``kagent-kafka`` source, decodes it in Arrow batches with
+``coordinator_rows`` (``mapInArrow``: one Python call per batch, not per
+record), and writes two Parquet tables under the output directory, each
+partitioned by ``date`` (the UTC day of the record's log timestamp) and
+replaced as a whole on every run:
+
+- ``offset_commits``: one row per commit, or deletion (``deleted``, with a
+  null ``committed_offset``), of a group's offset on a partition.
+- ``group_generations``: one row per rebalance of a consumer group (its
+  generation, assignor, leader and ``members`` with their subscribed topics
+  and assigned partitions), or deletion of the group (``deleted``).
+
+Both keep the record's ``source_partition``, ``source_offset`` and
+``log_timestamp``: per group, ``source_offset`` orders its history, since
+all of a group's records are in one partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from kagent.tools.pipeline.coordinator_rows import DECODED_SCHEMA, INPUT_COLUMNS, Source, decode_batches
+from kagent.tools.pipeline.kafka_source import FORMAT
+
+__all__ = ["OFFSETS_TOPIC", "TABLES", "BackfillSummary", "backfill", "decoded", "group_generations", "offset_commits"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+TABLES = ("offset_commits", "group_generations")
+"""The tables backfill writes, each in a directory of that name under the output."""
+
+_PROVENANCE = ("source_partition", "source_offset", "log_timestamp", "date")
+
+
+@dataclass(frozen=True)
+class BackfillSummary:
+    """What a backfill read and wrote."""
+
+    rows: dict[str, int]
+    """Decoded rows per kind (see ``coordinator_rows``), skipped and undecodable ones included."""
+    tables: dict[str, str]
+    """Each table's name to its path."""
+
+
+def decoded(raw: DataFrame, source: Source) -> DataFrame:
+    """``raw`` Kafka rows decoded to ``coordinator_rows.DECODED_SCHEMA`` rows, plus their ``date``."""
+    return (
+        raw.select(*INPUT_COLUMNS)
+        .mapInArrow(partial(decode_batches, source=source), from_arrow_schema(DECODED_SCHEMA))
+        .withColumn("date", F.to_date("log_timestamp"))
+    )
+
+
+def offset_commits(rows: DataFrame) -> DataFrame:
+    """The ``offset_commits`` table of decoded rows."""
+    return rows.where(F.col("kind").isin("offset-committed", "offset-deleted")).select(
+        "group",
+        "topic",
+        "partition",
+        "committed_offset",
+        "commit_timestamp",
+        "leader_epoch",
+        (F.col("kind") == "offset-deleted").alias("deleted"),
+        *_PROVENANCE,
+    )
+
+
+def group_generations(rows: DataFrame) -> DataFrame:
+    """The ``group_generations`` table of decoded rows."""
+    return rows.where(F.col("kind").isin("group-assigned", "group-deleted")).select(
+        "group",
+        "generation",
+        "protocol",
+        "leader",
+        "state_timestamp",
+        "members",
+        (F.col("kind") == "group-deleted").alias("deleted"),
+        *_PROVENANCE,
+    )
+
+
+def backfill(
+    spark: SparkSession,
+    bootstrap_servers: str,
+    output: str,
+    source: Source = "offsets-topic",
+    topic: str = OFFSETS_TOPIC,
+    timeout: float = 10.0,
+    on_step: Callable[[str], None] = lambda step: None,
+) -> BackfillSummary:
+    """Read ``topic`` from its earliest offset up to its end now, decode it as ``source``, and
+    write :data:`TABLES` under ``output`` (any path Spark writes to), replacing what was there.
+
+    ``on_step`` hears the name of each step as it starts. Raises the Kafka
+    source's error, naming the bootstrap address, if the cluster cannot be read.
+    """
+    on_step(f"planning the read of {topic}")
+    raw = (
+        spark.read.format(FORMAT)
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("timeoutMs", str(int(timeout * 1000)))
+        .load()
+    )
+    rows = decoded(raw, source).persist()
+    try:
+        on_step(f"reading and decoding {topic}")
+        counts = {row["kind"]: row["count"] for row in rows.groupBy("kind").count().collect()}
+        tables = {name: f"{output.rstrip('/')}/{name}" for name in TABLES}
+        for name, table in (("offset_commits", offset_commits), ("group_generations", group_generations)):
+            on_step(f"writing {name}")
+            table(rows).write.mode("overwrite").partitionBy("date").parquet(tables[name])
+    finally:
+        rows.unpersist()
+    return BackfillSummary(rows=counts, tables=tables)

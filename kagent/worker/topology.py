@@ -1,0 +1,101 @@
+"""kagent's topics and changelog tables, declared on a Faust app.
+
+Every table is keyed by group (or by a :func:`kagent.core.table_keys.partition_key`
+holding the group) and its changelog partition is the group's partition of
+the derived-events topic, so one worker holds all of a group's state and a
+worker that takes the group over restores all of it. Values are the JSON of
+the records in ``tables/``: the changelog topics carry exactly that contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+from faust.types import TopicT
+
+from kagent.core.table_keys import group_of_partition_key, partition_of_group
+from kagent.settings import Settings
+
+__all__ = ["GroupPartitionedTable", "Topology", "declare"]
+
+RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+
+
+class GroupPartitionedTable(faust.Table):  # type: ignore[misc]
+    """A table whose changelog partition is always its key's group's partition.
+
+    Faust otherwise takes the partition of the event being processed and
+    refuses writes outside stream iteration; kagent's timers (end-offset poll,
+    evaluation) write lag and evaluation state, and those must land where the
+    group's stream does.
+    """
+
+    def __init__(self, app: faust.App, *, group_of: Callable[[str], str], **kwargs: Any) -> None:
+        self._group_of = group_of
+        super().__init__(app, **kwargs)
+
+    def partition_for_key(self, key: Any) -> int:
+        return partition_of_group(self._group_of(key), self.app.conf.topic_partitions)
+
+
+def _identity(group: str) -> str:
+    return group
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The topics and tables of one kagent app."""
+
+    consumer_offsets: TopicT
+    """``__consumer_offsets``: raw coordinator records (source ``offsets-topic``)."""
+    derived_events: TopicT
+    """Derived events as JSON, keyed by group."""
+    recommendations: TopicT
+    """Rebalance recommendations as JSON, keyed by group."""
+    dead_letters: TopicT
+    """Records that failed to decode, with their raw bytes, keyed by source topic-partition."""
+    assignments: GroupPartitionedTable
+    """group -> ``GroupAssigned`` JSON: the group's current generation and members."""
+    committed: GroupPartitionedTable
+    """partition key -> ``OffsetCommitted`` JSON: the group's committed offset there."""
+    partition_lag: GroupPartitionedTable
+    """partition key -> ``PartitionLag`` JSON."""
+    evaluation_state: GroupPartitionedTable
+    """group -> ``EvaluationState`` JSON: hold count, arming and cooldown of the trigger."""
+    consumer_group_state: GroupPartitionedTable
+    """group -> ``ConsumerGroupState`` JSON: a KIP-848 group's epoch, topics and members, folded from its records."""
+
+
+def declare(app: faust.App, settings: Settings) -> Topology:
+    """Declare kagent's topics and tables on ``app``."""
+    prefix = settings.app_id
+    own = {"partitions": settings.topic_partitions, "internal": True, **RAW}
+
+    def table(name: str, group_of: Callable[[str], str], help: str) -> GroupPartitionedTable:
+        created = GroupPartitionedTable(
+            app,
+            group_of=group_of,
+            name=name,
+            beacon=app.tables.beacon,
+            partitions=settings.topic_partitions,
+            help=help,
+            key_type=str,  # JSON-encoded in the changelog
+            value_type=bytes,  # raw: the values are already the JSON of the records in tables/
+        )
+        app.tables.add(created)
+        return created
+
+    return Topology(
+        consumer_offsets=app.topic("__consumer_offsets", **RAW),
+        derived_events=app.topic(f"{prefix}-derived-events", **own),
+        recommendations=app.topic(f"{prefix}-recommendations", **own),
+        dead_letters=app.topic(f"{prefix}-dead-letters", **own),
+        assignments=table("assignments", _identity, "Current assignment per group"),
+        committed=table("committed-offsets", group_of_partition_key, "Committed offset per group-partition"),
+        partition_lag=table("partition-lag", group_of_partition_key, "Lag per group-partition"),
+        evaluation_state=table("evaluation-state", _identity, "Trigger state per group"),
+        consumer_group_state=table("consumer-group-state", _identity, "KIP-848 consumer group state per group"),
+    )
