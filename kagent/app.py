@@ -48,7 +48,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     """Build the Faust app for ``settings`` with all its stages (no I/O until a worker starts it)."""
     app = faust.App(
         settings.app_id,
-        broker=settings.broker_url,
+        **settings.kafka.faust_options(),
         store="memory://",
         datadir=str(settings.data_dir),
         web_host=settings.web_host,

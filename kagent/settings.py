@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kagent.core.assignors import STRATEGIES
+from kagent.connections import KafkaConnection
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 
 __all__ = ["ENV_PREFIX", "Codec", "LagUnit", "Settings", "SettingsError", "SkewMetric", "Source", "load_settings"]
@@ -167,9 +168,9 @@ class Settings(BaseModel):
         return ",".join(server.strip() for server in self.broker.removeprefix("kafka://").split(","))
 
     @property
-    def broker_url(self) -> str:
-        """The broker list as Faust takes it: ``kafka://host:port;host:port``."""
-        return ";".join(f"kafka://{server}" for server in self.bootstrap_servers.split(","))
+    def kafka(self) -> KafkaConnection:
+        """How to reach the cluster: every Kafka client of the worker is made from this."""
+        return KafkaConnection(self.bootstrap_servers)
 
     @property
     def evaluation_policy(self) -> EvaluationPolicy:

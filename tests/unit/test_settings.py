@@ -34,7 +34,7 @@ def test_values_are_read_from_prefixed_variables_case_insensitively() -> None:
 def test_broker_forms(broker: str, bootstrap: str, url: str) -> None:
     settings = load_settings({"KAGENT_BROKER": broker})
     assert settings.bootstrap_servers == bootstrap
-    assert settings.broker_url == url
+    assert settings.kafka.faust_broker == url
 
 
 @pytest.mark.parametrize(
