@@ -1,39 +1,40 @@
-"""The Faust application: a thin shell that wires kagent's topics and tables to its cores.
+"""The Faust application: builds the worker's stages and registers them; nothing else.
 
 Start a worker with ``faust -A kagent.app worker -l info`` (or ``kagent worker``).
 Settings come from ``KAGENT_*`` variables (:mod:`kagent.settings`); an invalid
 one stops the import with a one-line message and exit code 2.
+
+The stages (:mod:`kagent.worker`), in the order a record meets them: a
+source (``offsets-topic`` or ``admin-api``) -> storage (the one owner of
+group state) <- end offsets; storage -> evaluator; views read storage.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Any
 
 import faust
-from aiokafka.structs import TopicPartition
 
-from kagent.tools.embedded import ONE_RECORD_BATCH
-from kagent.core.table_keys import partition_of_group
 from kagent.settings import Settings, SettingsError, Source, load_settings
-from kagent.worker.topology import Topology, declare
-from kagent.worker import (
-    admin_api,
-    changelog,
-    consumer_group_assignments,
-    end_offsets,
-    evaluator,
-    metrics,
-    offsets_topic,
-    storage,
-    views,
-)
-from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError
+from kagent.tools.embedded import ONE_RECORD_BATCH
+from kagent.worker.admin_api import AdminApiSource
+from kagent.worker.changelog import ChangelogWriter
+from kagent.worker.channel import Channel
+from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
+from kagent.worker.dead_letters import DeadLetters
+from kagent.worker.end_offsets import EndOffsets
+from kagent.worker.evaluator import Evaluator
+from kagent.worker.group_state import EndOffsetsPolled, GroupChanged
+from kagent.worker.lag_figures import LagFigures
+from kagent.worker.metrics import Metrics
+from kagent.worker.offsets_topic import OffsetsTopicSource
+from kagent.worker.stage import Stage
+from kagent.worker.storage import Storage
+from kagent.worker.topology import HeldGroups, Topology, declare
+from kagent.worker.views import Views
 
-__all__ = ["app", "create_app", "settings", "topology"]
-
-log = logging.getLogger(__name__)
+__all__ = ["app", "build_stages", "create_app", "settings", "topology"]
 
 
 def _load_or_exit() -> Settings:
@@ -42,6 +43,77 @@ def _load_or_exit() -> Settings:
     except SettingsError as exc:
         print(f"kagent: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics: Metrics) -> list[Stage]:
+    """The worker's stages, each built from what it needs, in start order."""
+    dead_letters = DeadLetters(app, topology.dead_letters.get_topic_name())
+    changes: Channel[GroupChanged] = Channel()
+    end_offsets: Channel[EndOffsetsPolled] = Channel()
+    held = HeldGroups(app, topology.derived_events, settings.topic_partitions)
+    storage_writer = ChangelogWriter(app)
+    storage = Storage(
+        derived_events=topology.derived_events,
+        assignments=topology.assignments,
+        committed=topology.committed,
+        lag=LagFigures(
+            topology.committed,
+            topology.partition_lag,
+            storage_writer,
+            poll_interval=settings.end_offset_interval,
+            auto_offset_reset=settings.auto_offset_reset,
+        ),
+        consumer_groups=ConsumerGroupAssignments(
+            kafka=settings.kafka,
+            client_id=f"{settings.app_id}-topic-ids",
+            ask_interval=settings.end_offset_interval,
+            states=topology.consumer_group_state,
+            assignments=topology.assignments,
+            writer=storage_writer,
+            held=held,
+        ),
+        writer=storage_writer,
+        held=held,
+        dead_letters=dead_letters,
+        metrics=metrics,
+        changes=changes,
+        end_offsets=end_offsets,
+    )
+    source: Stage
+    if settings.source is Source.OFFSETS_TOPIC:
+        source = OffsetsTopicSource(
+            app,
+            settings,
+            consumer_offsets=topology.consumer_offsets,
+            derived_events=topology.derived_events,
+            dead_letters=dead_letters,
+            metrics=metrics,
+        )
+    else:
+        source = AdminApiSource(settings, topology.derived_events, metrics)
+    return [
+        source,
+        storage,
+        EndOffsets(
+            kafka=settings.kafka,
+            client_id=f"{settings.app_id}-end-offsets",
+            interval=settings.end_offset_interval,
+            groups=storage,
+            polled=end_offsets,
+            metrics=metrics,
+        ),
+        Evaluator(
+            interval=settings.evaluate_interval,
+            policy=settings.evaluation_policy,
+            groups=storage,
+            changes=changes,
+            states=topology.evaluation_state,
+            recommendations=topology.recommendations,
+            writer=ChangelogWriter(app),
+            metrics=metrics,
+        ),
+        Views(storage, metrics),
+    ]
 
 
 def create_app(settings: Settings) -> tuple[faust.App, Topology]:
@@ -62,72 +134,19 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
         **({"producer_max_batch_size": ONE_RECORD_BATCH} if settings.one_record_batches else {}),
     )
     topology = declare(app, settings)
-    worker_metrics = metrics.Metrics()
-    derived_events = topology.derived_events.get_topic_name()
+    stages = build_stages(app, topology, settings, Metrics())
+    for stage in stages:
+        stage.register(app)
 
-    def active_partitions() -> set[int]:
-        return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == derived_events}
-
-    def holds(group: str) -> bool:
-        """Whether this worker holds ``group``'s derived-events partition as active."""
-        return partition_of_group(group, settings.topic_partitions) in active_partitions()
-
-    def held_groups() -> list[str]:
-        """The groups with an assignment whose derived-events partition this worker holds as active."""
-        actives = active_partitions()
-        return [
-            group
-            for group in topology.assignments.keys()
-            if partition_of_group(group, settings.topic_partitions) in actives
-        ]
-
-    writer = changelog.ChangelogWriter(app)
-    poller = end_offsets.EndOffsetPoller(settings, topology, writer, worker_metrics, held_groups)
-    group_evaluator = evaluator.Evaluator(settings, topology, writer, worker_metrics, poller)
-
-    if settings.source is Source.OFFSETS_TOPIC:
-        offsets_topic.install(app, topology, settings, worker_metrics)
-    else:
-        admin_offsets_topic.install(app, topology, settings, worker_metrics)
-
-    def on_change(group: str, tp: TopicPartition | None) -> None:
-        if tp is None:
-            poller.refresh_group(group)
-        else:
-            poller.refresh_partition(group, tp)
-        group_evaluator.changed(group)
-
-    kip848_groups = consumer_group_assignments.ConsumerGroups(
-        settings, topology, writer, holds, on_assigned=lambda group: on_change(group, None)
-    )
-    storage.install(app, topology, writer, kip848_groups, worker_metrics, on_change)
-    views.install(app, group_evaluator, worker_metrics, held_groups)
-
-    @app.timer(settings.end_offset_interval, name="poll-end-offsets")
-    async def poll_end_offsets() -> None:
-        try:
-            await kip848_groups.store()  # groups waiting for topic names ask again
-            await poller.poll()
-        except ChangelogWriteError as exc:
-            log.warning("end-offset poll: %s; the next flush sends them", exc)
-
-    @app.timer(group_evaluator.tick, name="evaluate-groups")
-    async def evaluate_groups() -> None:
-        try:
-            await group_evaluator.run_due(held_groups())
-        except ChangelogWriteError as exc:
-            log.warning("evaluation: %s; the next flush sends them", exc)
-        except PRODUCER_ERRORS as exc:
-            log.error("evaluation: a recommendation was not sent: %r", exc)
+    @app.task
+    async def start_stages() -> None:
+        for stage in stages:
+            await stage.start()
 
     @app.on_before_shutdown.connect
-    async def stop_poller(sender: Any, **kwargs: Any) -> None:
-        await poller.stop()
-        await kip848_groups.stop()
-        try:
-            await writer.flush()  # while the producer still runs
-        except ChangelogWriteError as exc:
-            log.warning("at shutdown: %s", exc)
+    async def stop_stages(sender: Any, **kwargs: Any) -> None:
+        for stage in reversed(stages):
+            await stage.stop()
 
     return app, topology
 

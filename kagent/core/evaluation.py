@@ -12,27 +12,28 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from kagent.core.recommendation import Proposal, Recommendation, propose
 from kagent.core.policy import EvaluationPolicy
 from kagent.core.snapshot import GroupSnapshot
 
-__all__ = ["EvaluationState", "evaluate", "triggers"]
+__all__ = ["Evaluation", "EvaluationState", "evaluate", "triggers"]
 
 
 class EvaluationState(BaseModel):
     """Where one group's trigger stands (value of the evaluation-state table, keyed by group)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # It holds only what a later evaluation needs, so that an evaluation that changes nothing
+    # changes nothing here and costs no changelog write. Fields that earlier versions kept
+    # (``evaluated_at``, ``skew``) are ignored when their records are restored.
+    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
 
     group: str
     generation: int | None = None
     """The generation of the last evaluation; None before the first."""
-    evaluated_at: float | None = None
-    """Seconds since the epoch of the last evaluation."""
-    skew: float | None = None
-    """The skew at the last evaluation; None when it could not be measured (no members, unknown lag)."""
     held: int = Field(default=0, ge=0)
     """Consecutive evaluations of this generation, while armed, in which the trigger held."""
     armed: bool = True
@@ -42,6 +43,17 @@ class EvaluationState(BaseModel):
     last_recommendation_at: float | None = None
     """Seconds since the epoch of the last recommendation."""
     last_recommendation_id: str | None = None
+
+
+class Evaluation(NamedTuple):
+    """What one evaluation of a group gives."""
+
+    state: EvaluationState
+    """The group's next state: store it if it differs from the one passed in."""
+    recommendation: Recommendation | None
+    """The recommendation to publish, when the trigger fired."""
+    skew: float | None
+    """The skew under the current assignment; None when it could not be measured (no members, unknown lag)."""
 
 
 def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
@@ -65,11 +77,13 @@ def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
 
 def evaluate(
     snapshot: GroupSnapshot, state: EvaluationState | None, policy: EvaluationPolicy, now: float
-) -> tuple[EvaluationState, Recommendation | None]:
-    """Evaluate one group at ``now``: its next state, and a recommendation when it triggers.
+) -> Evaluation:
+    """Evaluate one group at ``now``: its next state, its skew, and a recommendation when it triggers.
 
     ``state`` is what the previous call returned for this group (None: never
-    evaluated; it starts armed). The contract:
+    evaluated; it starts armed). The next state equals ``state`` when nothing a
+    later evaluation needs has changed (so the caller stores only changes).
+    The contract:
 
     - A group without members, or whose lag cannot be measured (a partition
       with records unread and no time lag, in unit ``seconds``), never
@@ -107,12 +121,10 @@ def evaluate(
     next_state = EvaluationState(
         group=snapshot.group,
         generation=generation,
-        evaluated_at=now,
-        skew=skew,
         held=held,
         armed=armed,
         cleared=cleared and not armed,
         last_recommendation_at=last_at,
         last_recommendation_id=last_id,
     )
-    return next_state, recommendation
+    return Evaluation(next_state, recommendation, skew)

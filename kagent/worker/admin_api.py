@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import faust
+from faust.types import TopicT
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, KafkaError, for_code
 from aiokafka.structs import TopicPartition
@@ -50,11 +51,11 @@ from kagent.core.group_polling import (
     tracked_groups,
 )
 from kagent.settings import Settings
-from kagent.worker.topology import Topology
+from kagent.worker.stage import Stage
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.metrics import Metrics
 
-__all__ = ["GroupPoller", "install"]
+__all__ = ["AdminApiSource", "GroupPoller"]
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,7 @@ class GroupPoller:
 
     async def _client(self) -> AIOKafkaAdminClient:
         if self._admin is None:
-            admin = AIOKafkaAdminClient(
-                bootstrap_servers=self._settings.bootstrap_servers, client_id=f"{self._settings.app_id}-group-poller"
-            )
+            admin = self._settings.kafka.admin(client_id=f"{self._settings.app_id}-group-poller")
             try:
                 await admin.start()
             except BaseException:
@@ -244,21 +243,28 @@ class GroupPoller:
         ]
 
 
-def install(app: faust.App, topology: Topology, settings: Settings, metrics: Metrics) -> None:
-    """Add the ``admin-api`` source to ``app``: a timer that polls the group APIs on the leader."""
-    poller = GroupPoller(settings, metrics)
+class AdminApiSource(Stage):
+    """Source ``admin-api``: a timer that polls the group APIs on the Faust leader and sends the
+    derived events of what changed to the derived-events topic."""
 
-    async def send(events: DerivedEvents) -> None:
-        sent = await topology.derived_events.send(key=events.group.encode(), value=encode_events(events))
+    name = "admin-api-source"
+
+    def __init__(self, settings: Settings, derived_events: TopicT, metrics: Metrics) -> None:
+        self._interval = settings.end_offset_interval
+        self._derived_events = derived_events
+        self._poller = GroupPoller(settings, metrics)
+
+    def register(self, app: faust.App) -> None:
+        @app.timer(self._interval, name="admin-api-source")
+        async def poll_group_apis() -> None:
+            if app.is_leader():
+                await self._poller.poll(self._send)
+            else:
+                self._poller.forget()
+
+    async def _send(self, events: DerivedEvents) -> None:
+        sent = await self._derived_events.send(key=events.group.encode(), value=encode_events(events))
         await sent
 
-    @app.timer(settings.end_offset_interval, name="admin-api-source")
-    async def poll_group_apis() -> None:
-        if app.is_leader():
-            await poller.poll(send)
-        else:
-            poller.forget()
-
-    @app.on_before_shutdown.connect
-    async def stop_group_poller(sender: Any, **kwargs: Any) -> None:
-        await poller.stop()
+    async def stop(self) -> None:
+        await self._poller.stop()

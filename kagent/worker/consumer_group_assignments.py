@@ -1,54 +1,60 @@
 """KIP-848 consumer groups: their states, and their assignments once every topic id has a name.
 
-A group on the consumer protocol has no one record of its assignment (see
-:mod:`kagent.core.consumer_group_state`). The storage agent hands this stage each such
-event (:meth:`ConsumerGroups.apply`); at the end of its batch
-(:meth:`ConsumerGroups.store`) each touched group's state is written to the
-consumer-group-state table and, when every topic id its members hold has a
-name, its assignment to the assignments table, as a classic group's would
-be. Names come from the group's type-4 records (Kafka 3.7-4.0) or from the
-cluster's Metadata v12 (:mod:`kagent.core.topic_ids`), asked at most once per
-``KAGENT_END_OFFSET_INTERVAL`` while some group waits for a name; a waiting
-group is stored again after each answer.
+Part of the storage stage, which owns it and the tables it writes. A group
+on the consumer protocol has no one record of its assignment (see
+:mod:`kagent.core.consumer_group_state`). Storage hands this each such event
+(:meth:`ConsumerGroupAssignments.apply`); at the end of its batch
+(:meth:`ConsumerGroupAssignments.store`) each touched group's state is written
+to the consumer-group-state table and, when every topic id its members hold
+has a name, its assignment to the assignments table, as a classic group's
+would be. Names come from the group's type-4 records (Kafka 3.7-4.0) or from
+the cluster's Metadata v12 (:mod:`kagent.core.topic_ids`), asked at most once
+per ``ask_interval`` while some group waits for a name; a waiting group is
+stored again after each answer.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
+import faust
 from aiokafka import AIOKafkaClient
 from aiokafka.errors import KafkaError
 
+from kagent.connections import KafkaConnection
 from kagent.core.consumer_group_state import ConsumerGroupState, assignment, fold
 from kagent.core.events import DerivedEvent
-from kagent.settings import Settings
 from kagent.core.topic_ids import MetadataWithTopicIds, topic_names
-from kagent.worker.topology import Topology
 from kagent.worker.changelog import ChangelogWriter
+from kagent.worker.topology import HeldGroups
 
-__all__ = ["ConsumerGroups"]
+__all__ = ["ConsumerGroupAssignments"]
 
 log = logging.getLogger(__name__)
 
 
-class ConsumerGroups:
+class ConsumerGroupAssignments:
     """The KIP-848 groups this worker holds: fold, store, and name their topics."""
 
     def __init__(
         self,
-        settings: Settings,
-        topology: Topology,
+        *,
+        kafka: KafkaConnection,
+        client_id: str,
+        ask_interval: float,
+        states: faust.Table,
+        assignments: faust.Table,
         writer: ChangelogWriter,
-        holds: Callable[[str], bool],
-        on_assigned: Callable[[str], None],
+        held: HeldGroups,
     ) -> None:
-        self._settings = settings
-        self._topology = topology
+        self._kafka = kafka
+        self._client_id = client_id
+        self._ask_interval = ask_interval
+        self._states = states
+        self._assignments = assignments
         self._writer = writer
-        self._holds = holds
-        self._on_assigned = on_assigned
+        self._held = held
         self._touched: dict[str, ConsumerGroupState | None] = {}
         """Groups changed since the last store -> their state (None: deleted)."""
         self._waiting: set[str] = set()
@@ -61,59 +67,63 @@ class ConsumerGroups:
         """Fold one event of a KIP-848 group (or its ``GroupDeleted``) into its state."""
         group = event.group
         if group not in self._touched:
-            raw = self._topology.consumer_group_state.get(group)
+            raw = self._states.get(group)
             self._touched[group] = None if raw is None else ConsumerGroupState.model_validate_json(raw)
         self._touched[group] = fold(self._touched[group], event)
 
-    async def store(self) -> None:
+    async def store(self) -> list[str]:
         """Write the touched groups' states and the assignments that can be named; ask the
-        cluster for names if some group waits for one and the last answer is old enough."""
+        cluster for names if some group waits for one and the last answer is old enough.
+        Returns the groups whose assignment was written."""
+        assigned: list[str] = []
         touched, self._touched = self._touched, {}
         for group, state in touched.items():
             if state is None:
-                self._writer.delete(self._topology.consumer_group_state, group)
+                self._writer.delete(self._states, group)
                 self._waiting.discard(group)
             else:
-                self._writer.set(self._topology.consumer_group_state, group, state.model_dump_json().encode())
-                self._assign(group, state)
-        if self._waiting and time.monotonic() - self._asked_at >= self._settings.end_offset_interval:
+                self._writer.set(self._states, group, state.model_dump_json().encode())
+                if self._assign(group, state):
+                    assigned.append(group)
+        if self._waiting and time.monotonic() - self._asked_at >= self._ask_interval:
             await self._ask_names()
             for group in list(self._waiting):
-                raw = self._topology.consumer_group_state.get(group)
-                if raw is None or not self._holds(group):
+                raw = self._states.get(group)
+                if raw is None or not self._held.holds(group):
                     self._waiting.discard(group)
-                else:
-                    self._assign(group, ConsumerGroupState.model_validate_json(raw))
+                elif self._assign(group, ConsumerGroupState.model_validate_json(raw)):
+                    assigned.append(group)
+        return assigned
 
     async def stop(self) -> None:
         if self._client is not None:
             await self._client.close()
             self._client = None
 
-    def _assign(self, group: str, state: ConsumerGroupState) -> None:
+    def _assign(self, group: str, state: ConsumerGroupState) -> bool:
+        """Write the group's assignment if every topic has a name; whether it changed."""
         assigned = assignment(state, self._names)
         if assigned is None:
             self._waiting.add(group)
-            return
+            return False
         self._waiting.discard(group)
         value = assigned.model_dump_json().encode()
-        if self._topology.assignments.get(group) != value:
-            self._writer.set(self._topology.assignments, group, value)
-            self._on_assigned(group)
+        if self._assignments.get(group) == value:
+            return False
+        self._writer.set(self._assignments, group, value)
+        return True
 
     async def _ask_names(self) -> None:
         self._asked_at = time.monotonic()
         try:
             if self._client is None:
-                client = AIOKafkaClient(
-                    bootstrap_servers=self._settings.bootstrap_servers,
-                    client_id=f"{self._settings.app_id}-topic-ids",
-                )
+                client = self._kafka.client(client_id=self._client_id)
                 await client.bootstrap()
                 self._client = client
             response = await self._client.send(self._client.get_random_node(), MetadataWithTopicIds())
         except (KafkaError, NotImplementedError, OSError) as exc:
-            log.warning("asking the cluster for topic ids failed (%d groups wait for names): %s",
-                        len(self._waiting), exc)
+            log.warning(
+                "asking the cluster for topic ids failed (%d groups wait for names): %s", len(self._waiting), exc
+            )
             return
         self._names.update(topic_names(response))

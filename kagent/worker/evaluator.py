@@ -1,53 +1,66 @@
-"""Evaluation: each held group's table snapshot -> trigger state -> recommendations on the topic.
+"""Evaluation: each held group's state -> trigger state -> recommendations on the topic.
 
 Every group is evaluated once per ``KAGENT_EVALUATE_INTERVAL``; a short tick
-finds the groups that are due. A group whose commits or assignment changed is
-evaluated at the next tick if its trigger is not already holding and half an
-interval has passed, so a skew that appears is seen soon, while the hold still
-takes whole intervals.
-The decision itself is :func:`kagent.core.evaluation.evaluate`, a pure function of
-the snapshot and the group's trigger state, which lives in a changelog table
-so hold counts, hysteresis and cooldown survive a failover.
+finds the groups that are due. A group storage says changed
+(:class:`~kagent.worker.group_state.GroupChanged`) is evaluated at the next
+tick if its trigger is not already holding and half an interval has passed,
+so a skew that appears is seen soon, while the hold still takes whole
+intervals. The decision itself is :func:`kagent.core.evaluation.evaluate`, a
+pure function of the group's snapshot and its trigger state.
+
+The stage owns the evaluation-state table: hold counts, hysteresis and
+cooldown survive a failover. A state is written only when an evaluation
+changed it, so evaluating unchanged groups writes nothing; a state that led
+to a recommendation is in its changelog before the recommendation is sent.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
 
-from aiokafka.structs import TopicPartition
+import faust
+from faust.types import TopicT
 
 from kagent.core.evaluation import EvaluationState, evaluate
-from kagent.settings import Settings
-from kagent.core.snapshot import GroupSnapshot, PartitionLag
-from kagent.worker.topology import Topology
-from kagent.worker.changelog import ChangelogWriter
-from kagent.worker.end_offsets import EndOffsetPoller
+from kagent.core.policy import EvaluationPolicy
+from kagent.core.recommendation import Recommendation
+from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
+from kagent.worker.channel import Channel
+from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader
 from kagent.worker.metrics import Metrics
+from kagent.worker.stage import Stage
 
 __all__ = ["Evaluator"]
 
 log = logging.getLogger(__name__)
 
 
-class Evaluator:
+class Evaluator(Stage):
     """Evaluates the held groups at their cadence and publishes what triggers."""
+
+    name = "evaluator"
 
     def __init__(
         self,
-        settings: Settings,
-        topology: Topology,
+        *,
+        interval: float,
+        policy: EvaluationPolicy,
+        groups: GroupStateReader,
+        changes: Channel[GroupChanged],
+        states: faust.Table,
+        recommendations: TopicT,
         writer: ChangelogWriter,
         metrics: Metrics,
-        poller: EndOffsetPoller,
     ) -> None:
-        self._interval = settings.evaluate_interval
-        self._policy = settings.evaluation_policy
-        self._topology = topology
+        self._interval = interval
+        self._policy = policy
+        self._groups = groups
+        self._changes = changes
+        self._states = states
+        self._recommendations = recommendations
         self._writer = writer
         self._metrics = metrics
-        self._poller = poller
         self._last_evaluated: dict[str, float] = {}
         self._changed: set[str] = set()
 
@@ -56,25 +69,35 @@ class Evaluator:
         """How often to look for due groups."""
         return min(0.5, self._interval / 4)
 
-    def snapshot(self, group: str, now: float) -> GroupSnapshot | None:
-        """The group's assignment and lag as the tables hold them now; None without an assignment."""
-        assignment = self._poller.assignment(group)
-        if assignment is None:
-            return None
-        topics = {topic for member in assignment.members for topic in member.topics}
-        counts = self._poller.partition_counts(topics)
-        lag: dict[TopicPartition, PartitionLag] = {}
-        for topic, count in counts.items():
-            for partition in range(count):
-                tp = TopicPartition(topic, partition)
-                entry = self._poller.partition_lag(group, tp, now)
-                if entry is not None:
-                    lag[tp] = entry
-        return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now)
+    def register(self, app: faust.App) -> None:
+        @app.timer(self.tick, name="evaluate-groups")
+        async def evaluate_groups() -> None:
+            try:
+                await self.run_due()
+            except ChangelogWriteError as exc:
+                log.warning("evaluation: %s; the next flush sends them", exc)
+            except PRODUCER_ERRORS as exc:
+                log.error("evaluation: a recommendation was not sent: %r", exc)
 
-    def changed(self, group: str) -> None:
-        """Note that ``group``'s commits or assignment changed, so it is evaluated soon."""
-        self._changed.add(group)
+    async def stop(self) -> None:
+        try:
+            await self._writer.flush()
+        except ChangelogWriteError as exc:
+            log.warning("evaluator at stop: %s", exc)
+
+    def _take_changes(self) -> None:
+        """Note the groups storage says changed; forget the state of those deleted."""
+        for notice in self._changes.drain():
+            if notice.change is GroupChange.DELETED:
+                self._writer.delete(self._states, notice.group)
+                self._last_evaluated.pop(notice.group, None)
+                self._changed.discard(notice.group)
+            else:
+                self._changed.add(notice.group)
+
+    def _state(self, group: str) -> EvaluationState | None:
+        raw = self._states.get(group)
+        return EvaluationState.model_validate_json(raw) if raw is not None else None
 
     def _due(self, group: str, now: float) -> bool:
         """An interval since the last evaluation; or a change, half an interval since, while
@@ -84,39 +107,42 @@ class Evaluator:
             return True
         if group not in self._changed or since < self._interval / 2:
             return False
-        raw_state = self._topology.evaluation_state.get(group)
-        return raw_state is None or EvaluationState.model_validate_json(raw_state).held == 0
+        state = self._state(group)
+        return state is None or state.held == 0
 
-    async def run_due(self, groups: Iterable[str]) -> None:
-        """Evaluate each of ``groups`` that is due (see :meth:`_due`)."""
+    async def run_due(self) -> int:
+        """Evaluate each held group that is due (see :meth:`_due`); how many were evaluated."""
+        self._take_changes()
         now = time.time()
-        held = set(groups)
+        held = set(self._groups.held_groups())
         for group in list(self._last_evaluated):
             if group not in held:
                 del self._last_evaluated[group]
         self._changed &= held
+        evaluated = 0
         for group in sorted(held):
             if self._due(group, now):
                 self._last_evaluated[group] = now
                 self._changed.discard(group)
                 await self.evaluate_group(group, now)
+                evaluated += 1
+        await self._writer.flush()  # no-op when no state changed
+        return evaluated
 
-    async def evaluate_group(self, group: str, now: float) -> None:
-        """Evaluate one group, store its trigger state and publish a recommendation if it triggers."""
-        snapshot = self.snapshot(group, now)
+    async def evaluate_group(self, group: str, now: float) -> Recommendation | None:
+        """Evaluate one group; store its trigger state if it changed; publish a recommendation if it triggers."""
+        snapshot = self._groups.snapshot(group, now)
         if snapshot is None:
-            return
-        raw_state = self._topology.evaluation_state.get(group)
-        state = EvaluationState.model_validate_json(raw_state) if raw_state is not None else None
+            return None
+        state = self._state(group)
         with self._metrics.evaluation_seconds.time():
-            new_state, recommendation = evaluate(snapshot, state, self._policy, now)
+            new_state, recommendation, _ = evaluate(snapshot, state, self._policy, now)
         self._metrics.evaluations.inc()
         if new_state != state:
-            self._writer.set(self._topology.evaluation_state, group, new_state.model_dump_json().encode())
-            await self._writer.flush()  # the state a recommendation follows from is durable first
+            self._writer.set(self._states, group, new_state.model_dump_json().encode())
         if recommendation is not None:
+            await self._writer.flush()  # the state a recommendation follows from is durable first
             self._metrics.recommendations.inc()
             log.info("recommendation %s for group %s", recommendation.id, group)
-            await self._topology.recommendations.send(
-                key=group.encode(), value=recommendation.model_dump_json().encode()
-            )
+            await self._recommendations.send(key=group.encode(), value=recommendation.model_dump_json().encode())
+        return recommendation

@@ -25,6 +25,7 @@ import logging
 from dataclasses import dataclass
 
 import faust
+from faust.types import TopicT
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
@@ -32,13 +33,13 @@ from aiokafka.structs import TopicPartition
 from kagent.core.consumer_offsets import compiled_decoders
 from kagent.core.events import encode_events
 from kagent.core.ingest import ingest
-from kagent.core.contracts import DeadLetter
 from kagent.settings import Settings
-from kagent.worker.topology import Topology
+from kagent.worker.dead_letters import DeadLetters
+from kagent.worker.stage import Stage
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.metrics import Metrics
 
-__all__ = ["OffsetsTopicSource", "install", "send_dead_letter"]
+__all__ = ["OffsetsTopicSource"]
 
 log = logging.getLogger(__name__)
 
@@ -46,45 +47,39 @@ MAX_RECORDS = 10_000
 """Records per fetched batch, at most."""
 
 
-async def send_dead_letter(
-    app: faust.App,
-    topology: Topology,
-    *,
-    topic: str,
-    partition: int,
-    offset: int,
-    timestamp_ms: int | None,
-    key: bytes | None,
-    value: bytes | None,
-    error: str,
-) -> asyncio.Future[object]:
-    """Send a record's raw bytes and ``error`` to the dead-letter topic, keyed by its
-    topic-partition; the future is done when the broker has it."""
-    letter = DeadLetter.from_record(
-        topic=topic, partition=partition, offset=offset, timestamp=timestamp_ms, key=key, value=value, error=error
-    )
-    await app.producer.maybe_start()
-    sent: asyncio.Future[object] = await app.producer.send(
-        topology.dead_letters.get_topic_name(),
-        f"{topic}-{partition}".encode(),
-        letter.model_dump_json().encode(),
-        None,
-        None,
-        None,
-    )
-    return sent
-
-
-class OffsetsTopicSource:
+class OffsetsTopicSource(Stage):
     """Reads ``__consumer_offsets`` in batches and sends each group's derived events."""
 
-    def __init__(self, app: faust.App, topology: Topology, settings: Settings, metrics: Metrics) -> None:
+    name = "offsets-topic-source"
+
+    def __init__(
+        self,
+        app: faust.App,
+        settings: Settings,
+        *,
+        consumer_offsets: TopicT,
+        derived_events: TopicT,
+        dead_letters: DeadLetters,
+        metrics: Metrics,
+    ) -> None:
         self._app = app
-        self._topology = topology
         self._settings = settings
+        self._consumer_offsets = consumer_offsets.get_topic_name()
+        self._derived_events = derived_events.get_topic_name()
+        self._dead_letters = dead_letters
         self._metrics = metrics
         self.group_id = f"{settings.app_id}-offsets-topic-source"
         self._skip = frozenset({settings.app_id, self.group_id})
+        self._running: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._running = asyncio.create_task(self.run(), name=self.name)
+
+    async def stop(self) -> None:
+        """Stop reading; the batch in flight is committed if the broker has its sends."""
+        if self._running is not None:
+            self._running.cancel()
+            await asyncio.gather(self._running, return_exceptions=True)
 
     async def run(self) -> None:
         """Consume until cancelled; the consumer leaves its group on the way out.
@@ -93,10 +88,9 @@ class OffsetsTopicSource:
         offsets are committed once the broker has everything sent for it.
         """
         settings = self._settings
-        topic = self._topology.consumer_offsets.get_topic_name()
-        consumer = AIOKafkaConsumer(
+        topic = self._consumer_offsets
+        consumer = settings.kafka.consumer(
             topic,
-            bootstrap_servers=settings.bootstrap_servers,
             client_id=self.group_id,
             group_id=self.group_id,
             enable_auto_commit=False,
@@ -134,7 +128,7 @@ class OffsetsTopicSource:
         result = ingest(records, self._skip)
         producer = self._app.producer
         await producer.maybe_start()
-        topic = self._topology.derived_events.get_topic_name()
+        topic = self._derived_events
         pending = [
             await producer.send(topic, events.group.encode(), encode_events(events), None, None, None)
             for events in result.events
@@ -145,9 +139,7 @@ class OffsetsTopicSource:
                 "malformed record at %s partition %d offset %d: %s", record.topic, record.partition, record.offset, exc
             )
             pending.append(
-                await send_dead_letter(
-                    self._app,
-                    self._topology,
+                await self._dead_letters.send(
                     topic=record.topic,
                     partition=record.partition,
                     offset=record.offset,
@@ -202,12 +194,3 @@ class _Sent:
     """Partition -> the batch's first offset there."""
     ends: dict[TopicPartition, int]
     """Partition -> the offset after the batch's last record there (what to commit)."""
-
-
-def install(app: faust.App, topology: Topology, settings: Settings, metrics: Metrics) -> None:
-    """Run the ``offsets-topic`` source as a task of ``app``'s workers."""
-    source = OffsetsTopicSource(app, topology, settings, metrics)
-
-    @app.task
-    async def read_consumer_offsets() -> None:
-        await source.run()

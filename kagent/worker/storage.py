@@ -1,24 +1,33 @@
-"""Derived events -> the changelog tables of the groups this worker holds.
+"""Storage: the one owner of the held groups' state.
 
-The derived-events topic is keyed by group, and every table is partitioned by
-group, so each record updates state on the worker that holds its group.
-Records are taken in batches; each batch's table writes go through the
-:class:`~kagent.worker.changelog.ChangelogWriter` and are flushed before the
-batch is acknowledged. The events of KIP-848 consumer groups go to
-:class:`~kagent.worker.consumer_group_assignments.ConsumerGroups`, which stores their
-states and assignments at the end of each batch. A record that is not valid
-JSON of :class:`~kagent.core.events.DerivedEvents` is counted and sent to the
-dead-letter topic; the batch goes on.
+It keeps, in changelog tables partitioned by group, each group's assignment,
+committed offsets, KIP-848 group state and lag per group-partition, and in
+memory the end offsets and partition counts behind the lag. It applies:
+
+- derived events, from the derived-events topic (keyed by group, so each
+  record reaches the worker that holds its group), in batches; a batch is
+  acknowledged only once its table writes are in their changelogs. A record
+  that is not valid JSON of :class:`~kagent.core.events.DerivedEvents` is
+  counted and sent to the dead-letter topic; the batch goes on. The events
+  of KIP-848 groups are folded by :class:`ConsumerGroupAssignments`;
+- end offsets, as :class:`~kagent.worker.group_state.EndOffsetsPolled` on its
+  channel from the end-offsets stage.
+
+Other stages read this state through :class:`GroupStateReader` (which
+:class:`Storage` is) and hear of each changed group through
+:class:`~kagent.worker.group_state.GroupChanged` notices, sent once the
+change is durable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
 
 import faust
 from aiokafka.structs import TopicPartition
+from faust.types import TopicT
 from pydantic import ValidationError
 
 from kagent.core.events import (
@@ -29,18 +38,19 @@ from kagent.core.events import (
     OffsetDeleted,
     decode_events,
 )
+from kagent.core.snapshot import GroupSnapshot, PartitionLag
 from kagent.core.table_keys import partition_key
-from kagent.worker.topology import Topology
-from kagent.worker.changelog import (
-    PRODUCER_ERRORS,
-    ChangelogWriteError,
-    ChangelogWriter,
-)
-from kagent.worker.consumer_group_assignments import ConsumerGroups
+from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
+from kagent.worker.channel import Channel
+from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
+from kagent.worker.dead_letters import DeadLetters
+from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader
+from kagent.worker.lag_figures import LagFigures
 from kagent.worker.metrics import Metrics
-from kagent.worker.offsets_topic import send_dead_letter
+from kagent.worker.stage import Stage
+from kagent.worker.topology import HeldGroups
 
-__all__ = ["install"]
+__all__ = ["Storage"]
 
 log = logging.getLogger(__name__)
 
@@ -52,80 +62,199 @@ BATCH_WITHIN = 0.02
 FLUSH_RETRY = 1.0
 """Seconds between attempts to flush a batch's changelog records while the producer fails."""
 
-OnChange = Callable[[str, TopicPartition | None], None]
-"""Called with a group whose committed offset changed on a partition, or (None) whose assignment changed."""
+STOP_FLUSH_TIMEOUT = 5.0
+"""Seconds the flush at stop may take before what is left is given up (a successor re-derives it)."""
 
 
-def install(
-    app: faust.App,
-    topology: Topology,
-    writer: ChangelogWriter,
-    consumer_groups: ConsumerGroups,
-    metrics: Metrics,
-    on_change: OnChange,
-) -> None:
-    """Add the storage agent to ``app``; ``on_change`` hears of every group it updates."""
+class Storage(Stage, GroupStateReader):
+    """Applies derived events and end offsets to the group state it owns, and answers reads of it."""
 
-    def apply(event: DerivedEvent) -> None:
-        metrics.derived_events.labels(event.kind).inc()
+    name = "storage"
+
+    def __init__(
+        self,
+        *,
+        derived_events: TopicT,
+        assignments: faust.Table,
+        committed: faust.Table,
+        lag: LagFigures,
+        consumer_groups: ConsumerGroupAssignments,
+        writer: ChangelogWriter,
+        held: HeldGroups,
+        dead_letters: DeadLetters,
+        metrics: Metrics,
+        changes: Channel[GroupChanged],
+        end_offsets: Channel[EndOffsetsPolled],
+    ) -> None:
+        self._derived_events = derived_events
+        self._assignments = assignments
+        self._committed = committed
+        self._lag = lag
+        self._consumer_groups = consumer_groups
+        self._writer = writer
+        self._held = held
+        self._dead_letters = dead_letters
+        self._metrics = metrics
+        self._changes = changes
+        self._end_offsets = end_offsets
+        self._changed: dict[str, GroupChange] = {}
+        """Groups changed since the last flush -> the weightiest change (notices go out after it)."""
+        self._taking_end_offsets: asyncio.Task[None] | None = None
+
+    # -- the stage -----------------------------------------------------------------------------
+
+    def register(self, app: faust.App) -> None:
+        """The storage agent: derived events, in batches."""
+
+        @app.agent(self._derived_events, name="storage")
+        async def store_derived_events(stream: faust.StreamT[bytes]) -> None:
+            async for batch in stream.take_events(BATCH_RECORDS, within=BATCH_WITHIN):
+                await self._apply_batch([event.message for event in batch])
+
+    async def start(self) -> None:
+        self._taking_end_offsets = asyncio.create_task(self._take_end_offsets(), name="storage-end-offsets")
+
+    async def stop(self) -> None:
+        if self._taking_end_offsets is not None:
+            self._taking_end_offsets.cancel()
+            await asyncio.gather(self._taking_end_offsets, return_exceptions=True)
+        await self._consumer_groups.stop()
+        try:
+            async with asyncio.timeout(STOP_FLUSH_TIMEOUT):
+                await self._writer.flush()
+        except (ChangelogWriteError, TimeoutError) as exc:
+            log.warning("storage at stop: changelog records not sent: %r", exc)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def _apply_batch(self, messages: list[faust.types.Message]) -> None:
+        now = time.time()
+        letters = []
+        for message in messages:
+            try:
+                derived = decode_events(message.value)
+            except ValidationError as exc:
+                self._metrics.malformed.labels(message.topic).inc()
+                log.warning(
+                    "malformed derived-events record at %s partition %d offset %d: %s",
+                    message.topic, message.partition, message.offset, exc.errors()[0]["msg"],
+                )
+                letters.append(
+                    await self._dead_letters.send(
+                        topic=message.topic,
+                        partition=message.partition,
+                        offset=message.offset,
+                        timestamp_ms=round(message.timestamp * 1000) if message.timestamp else None,
+                        key=message.key,
+                        value=message.value,
+                        error=str(exc),
+                    )
+                )
+                continue
+            for event in derived.events:
+                self._apply(event, now)
+        for group in await self._consumer_groups.store():
+            self._assigned(group, now)
+        while True:  # the batch is acknowledged only once its tables' changelogs have it
+            try:
+                await self._flush()
+                break
+            except ChangelogWriteError as exc:
+                log.warning("%s; trying again in %g s", exc, FLUSH_RETRY)
+                await asyncio.sleep(FLUSH_RETRY)
+        try:
+            await asyncio.gather(*letters)
+        except PRODUCER_ERRORS as exc:
+            log.error("%d dead letters not sent: %r", len(letters), exc)
+
+    def _apply(self, event: DerivedEvent, now: float) -> None:
+        self._metrics.derived_events.labels(event.kind).inc()
         match event:
             case OffsetCommitted():
                 key = partition_key(event.group, event.topic, event.partition)
-                writer.set(topology.committed, key, event.model_dump_json().encode())
-                on_change(event.group, TopicPartition(event.topic, event.partition))
+                self._writer.set(self._committed, key, event.model_dump_json().encode())
+                self._lag.refresh_partition(event.group, TopicPartition(event.topic, event.partition), now)
+                self._note(event.group, GroupChange.COMMITTED)
             case OffsetDeleted():
                 key = partition_key(event.group, event.topic, event.partition)
-                writer.delete(topology.committed, key)
-                writer.delete(topology.partition_lag, key)
+                self._writer.delete(self._committed, key)
+                self._lag.forget(event.group, TopicPartition(event.topic, event.partition))
             case GroupAssigned():
-                writer.set(topology.assignments, event.group, event.model_dump_json().encode())
-                on_change(event.group, None)
+                self._writer.set(self._assignments, event.group, event.model_dump_json().encode())
+                self._assigned(event.group, now)
             case GroupDeleted():
-                writer.delete(topology.assignments, event.group)
-                writer.delete(topology.evaluation_state, event.group)
-                consumer_groups.apply(event)  # a KIP-848 group's, or one folded earlier in this batch
+                self._writer.delete(self._assignments, event.group)
+                self._consumer_groups.apply(event)  # a KIP-848 group's, or one folded earlier in this batch
+                self._note(event.group, GroupChange.DELETED)
             case _:  # the events of KIP-848 consumer groups
-                consumer_groups.apply(event)
+                self._consumer_groups.apply(event)
 
-    @app.agent(topology.derived_events, name="storage")
-    async def store_derived_events(stream: faust.StreamT[bytes]) -> None:
-        async for batch in stream.take_events(BATCH_RECORDS, within=BATCH_WITHIN):
-            letters = []
-            for event in batch:
-                message = event.message
-                try:
-                    derived = decode_events(message.value)
-                except ValidationError as exc:
-                    metrics.malformed.labels(message.topic).inc()
-                    log.warning(
-                        "malformed derived-events record at %s partition %d offset %d: %s",
-                        message.topic, message.partition, message.offset, exc.errors()[0]["msg"],
-                    )
-                    letters.append(
-                        await send_dead_letter(
-                            app,
-                            topology,
-                            topic=message.topic,
-                            partition=message.partition,
-                            offset=message.offset,
-                            timestamp_ms=round(message.timestamp * 1000) if message.timestamp else None,
-                            key=message.key,
-                            value=message.value,
-                            error=str(exc),
-                        )
-                    )
-                    continue
-                for derived_event in derived.events:
-                    apply(derived_event)
-            await consumer_groups.store()
-            while True:  # the batch is acknowledged only once its tables' changelogs have it
-                try:
-                    await writer.flush()
-                    break
-                except ChangelogWriteError as exc:
-                    log.warning("%s; trying again in %g s", exc, FLUSH_RETRY)
-                    await asyncio.sleep(FLUSH_RETRY)
+    def _assigned(self, group: str, now: float) -> None:
+        assignment = self.assignment(group)
+        if assignment is not None:
+            self._lag.refresh_group(group, assignment, now)
+        self._note(group, GroupChange.ASSIGNED)
+
+    def _note(self, group: str, change: GroupChange) -> None:
+        previous = self._changed.get(group)
+        if previous is None or _WEIGHT[change] >= _WEIGHT[previous]:
+            self._changed[group] = change
+
+    async def _flush(self) -> None:
+        """Flush the writes, then tell the other stages which groups changed."""
+        await self._writer.flush()
+        changed, self._changed = self._changed, {}
+        for group, change in changed.items():
+            self._changes.put(GroupChanged(group, change))
+
+    async def _take_end_offsets(self) -> None:
+        """Apply each poll's end offsets as it comes; KIP-848 groups waiting for a name ask again."""
+        while True:
+            polled = await self._end_offsets.get()
+            groups = {group: a for group in self.held_groups() if (a := self.assignment(group)) is not None}
+            tracked = self._lag.record(polled, groups)
+            self._metrics.groups.set(len(groups))
+            self._metrics.group_partitions.set(tracked)
+            now = time.time()
+            for group in await self._consumer_groups.store():
+                self._assigned(group, now)
             try:
-                await asyncio.gather(*letters)
-            except PRODUCER_ERRORS as exc:
-                log.error("%d dead letters not sent: %r", len(letters), exc)
+                await self._flush()
+            except ChangelogWriteError as exc:
+                log.warning("end offsets: %s; the next flush sends them", exc)
+
+    # -- reads (GroupStateReader) --------------------------------------------------------------
+
+    def held_groups(self) -> list[str]:
+        return self._held.among(self._assignments.keys())
+
+    def assignment(self, group: str) -> GroupAssigned | None:
+        raw = self._assignments.get(group)
+        return GroupAssigned.model_validate_json(raw) if raw is not None else None
+
+    def snapshot(self, group: str, now: float) -> GroupSnapshot | None:
+        assignment = self.assignment(group)
+        if assignment is None:
+            return None
+        topics = {topic for member in assignment.members for topic in member.topics}
+        counts = self._lag.partition_counts(topics)
+        lag: dict[TopicPartition, PartitionLag] = {}
+        for topic, count in counts.items():
+            for partition in range(count):
+                tp = TopicPartition(topic, partition)
+                entry = self._lag.partition_lag(group, tp, now)
+                if entry is not None:
+                    lag[tp] = entry
+        return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now)
+
+    def partitions_read(self) -> list[TopicPartition]:
+        partitions: set[TopicPartition] = set()
+        for group in self.held_groups():
+            assignment = self.assignment(group)
+            if assignment is not None:
+                partitions.update(self._lag.group_partitions(assignment))
+        return sorted(partitions)
+
+
+_WEIGHT = {GroupChange.COMMITTED: 0, GroupChange.ASSIGNED: 1, GroupChange.DELETED: 2}
+"""A group's notice says its weightiest change since the last flush (a deletion outweighs all)."""

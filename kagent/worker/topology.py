@@ -9,7 +9,7 @@ the records in ``tables/``: the changelog topics carry exactly that contract.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from faust.types import TopicT
 from kagent.core.table_keys import group_of_partition_key, partition_of_group
 from kagent.settings import Settings
 
-__all__ = ["GroupPartitionedTable", "Topology", "declare"]
+__all__ = ["GroupPartitionedTable", "HeldGroups", "Topology", "declare"]
 
 RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
@@ -99,3 +99,28 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         evaluation_state=table("evaluation-state", _identity, "Trigger state per group"),
         consumer_group_state=table("consumer-group-state", _identity, "KIP-848 consumer group state per group"),
     )
+
+
+class HeldGroups:
+    """Which groups this worker holds: those whose derived-events partition is assigned to it as active.
+
+    Faust's assignor knows the worker's active partitions; this is the one
+    place kagent asks it.
+    """
+
+    def __init__(self, app: faust.App, derived_events: TopicT, partitions: int) -> None:
+        self._app = app
+        self._topic = derived_events.get_topic_name()
+        self._partitions = partitions
+
+    def _active(self) -> set[int]:
+        return {tp.partition for tp in self._app.assignor.assigned_actives() if tp.topic == self._topic}
+
+    def holds(self, group: str) -> bool:
+        """Whether this worker holds ``group`` now."""
+        return partition_of_group(group, self._partitions) in self._active()
+
+    def among(self, groups: Iterable[str]) -> list[str]:
+        """The ones of ``groups`` this worker holds now, sorted."""
+        active = self._active()
+        return sorted(group for group in groups if partition_of_group(group, self._partitions) in active)

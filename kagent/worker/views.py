@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-
 import faust
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kagent.core.skew import member_lag
-from kagent.worker.evaluator import Evaluator
+from kagent.worker.group_state import GroupStateReader
 from kagent.worker.metrics import Metrics
+from kagent.worker.stage import Stage
 
-__all__ = ["install"]
+__all__ = ["Views"]
 
 METRICS_CONTENT_TYPE = "; ".join(
     part.strip() for part in CONTENT_TYPE_LATEST.split(";") if not part.strip().startswith("charset")
@@ -21,10 +20,21 @@ METRICS_CONTENT_TYPE = "; ".join(
 """Prometheus' text content type less its charset, which aiohttp wants passed apart (and defaults to UTF-8)."""
 
 
-def install(
-    app: faust.App, evaluator: Evaluator, metrics: Metrics, held_groups: Callable[[], Iterable[str]]
-) -> None:
-    """Add ``/groups/`` and ``/metrics`` to ``app``'s web server."""
+class Views(Stage):
+    """The worker's web pages: ``/groups/`` and ``/metrics``."""
+
+    name = "views"
+
+    def __init__(self, groups: GroupStateReader, metrics: Metrics) -> None:
+        self._groups = groups
+        self._metrics = metrics
+
+    def register(self, app: faust.App) -> None:
+        """Add ``/groups/`` and ``/metrics`` to ``app``'s web server."""
+        _pages(app, self._groups, self._metrics)
+
+
+def _pages(app: faust.App, reader: GroupStateReader, metrics: Metrics) -> None:
 
     @app.page("/groups/")
     class GroupsView(View):
@@ -33,8 +43,8 @@ def install(
         async def get(self, request: Request) -> Response:
             now = time.time()
             groups = {}
-            for group in sorted(held_groups()):
-                snapshot = evaluator.snapshot(group, now)
+            for group in reader.held_groups():
+                snapshot = reader.snapshot(group, now)
                 if snapshot is None:
                     continue
                 lag = {tp: entry.offset_lag for tp, entry in snapshot.lag.items()}

@@ -15,6 +15,7 @@ from kagent.core.consumer_offsets import encode
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.settings import Settings
 from kagent.worker.topology import declare
+from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
 from tests.conftest import fail_first_send
@@ -49,7 +50,14 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
     await publish(kafka_broker.bootstrap_servers, [encode(offset_commit(g, "orders", 0, 7)) for g in sorted(groups)])
 
     failed = fail_first_send(monkeypatch, app.producer, KafkaError("refused"))
-    source = OffsetsTopicSource(app, topology, settings, Metrics())
+    source = OffsetsTopicSource(
+        app,
+        settings,
+        consumer_offsets=topology.consumer_offsets,
+        derived_events=topology.derived_events,
+        dead_letters=DeadLetters(app, topology.dead_letters.get_topic_name()),
+        metrics=Metrics(),
+    )
     reader = AIOKafkaConsumer(
         derived_events, bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest"
     )

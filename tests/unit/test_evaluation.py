@@ -87,7 +87,7 @@ def run(
     """Evaluate each snapshot at its time, threading the state; the final state and each evaluation's result."""
     results = []
     for snapshot, now in zip(snapshots, times, strict=True):
-        state, recommendation = evaluate(snapshot, state, policy, now)
+        state, recommendation, _ = evaluate(snapshot, state, policy, now)
         results.append(recommendation)
     return state, results
 
@@ -187,9 +187,10 @@ def test_an_improvement_below_the_minimum_does_not_trigger() -> None:
 
 def test_a_group_without_members_never_triggers() -> None:
     empty = group({})
-    state, results = run([empty] * 5, [0, 5, 10, 15, 20], dataclasses.replace(POLICY, min_total_lag=0))
+    policy = dataclasses.replace(POLICY, min_total_lag=0)
+    state, results = run([empty] * 5, [0, 5, 10, 15, 20], policy)
     assert sent(results) == []
-    assert state is not None and state.skew is None
+    assert evaluate(empty, state, policy, 25).skew is None
 
 
 def test_a_group_without_lag_figures_never_triggers() -> None:
@@ -204,9 +205,10 @@ def test_in_seconds_an_unknown_time_lag_holds_the_trigger_back() -> None:
     lags = {"a": [3000] * 3, "b": [100] * 3, "c": [100] * 3}
     _, results = run([group(lags, time_lags=known)] * 3, [0, 5, 10], seconds)
     assert sent(results) == [2]
-    state, results = run([group(lags, time_lags={**known, 4: None})] * 3, [0, 5, 10], seconds)
+    unknown = group(lags, time_lags={**known, 4: None})
+    state, results = run([unknown] * 3, [0, 5, 10], seconds)
     assert sent(results) == []
-    assert state is not None and state.skew is None
+    assert evaluate(unknown, state, seconds, 15).skew is None
 
 
 def test_hysteresis_no_second_recommendation_while_the_skew_stays_up() -> None:
@@ -259,13 +261,22 @@ def test_any_history_respects_hold_hysteresis_and_cooldown(
         now += wait
         base = GROUPS[index]
         snapshot = dataclasses.replace(base, assignment=base.assignment.model_copy(update={"generation": generation}))
-        state, rec = evaluate(snapshot, state, policy, now)
+        state, rec, skew = evaluate(snapshot, state, policy, now)
         proposal = propose(snapshot, policy)
-        log.append((now, generation, bool(snapshot.assignment.members) and triggers(proposal, policy), state, rec))
+        log.append((now, generation, bool(snapshot.assignment.members) and triggers(proposal, policy), skew, rec))
     sends = [i for i, entry in enumerate(log) if entry[4] is not None]
     for i in sends:
         window = log[i - hold + 1 : i + 1]
         assert i + 1 >= hold and all(fires and gen == log[i][1] for _, gen, fires, _, _ in window)
     for previous, i in itertools.pairwise(sends):
         assert log[i][0] - log[previous][0] >= cooldown
-        assert any(s.skew is not None and s.skew < policy.rearm_below for _, _, _, s, _ in log[previous + 1 : i])
+        assert any(s is not None and s < policy.rearm_below for _, _, _, s, _ in log[previous + 1 : i])
+
+
+def test_an_evaluation_that_changes_nothing_gives_back_the_same_state() -> None:
+    """The worker stores a state only when it differs, so an unchanged group costs no write."""
+    first = evaluate(MILD, None, POLICY, 0.0).state
+    assert evaluate(MILD, first, POLICY, 5.0).state == first
+    assert evaluate(MILD, first, POLICY, 3600.0).state == first
+    holding = evaluate(SKEWED, None, POLICY, 0.0).state
+    assert evaluate(SKEWED, holding, POLICY, 5.0).state != holding  # a trigger that holds counts: a write

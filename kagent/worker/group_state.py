@@ -1,0 +1,77 @@
+"""What the stages tell each other about group state, and how they read it.
+
+The storage stage (:mod:`kagent.worker.storage`) is the one owner of group
+state: assignments, committed offsets, KIP-848 group states, lag per
+group-partition and the end offsets and partition counts behind it. Other
+stages read it only through :class:`GroupStateReader`, learn of changes from
+:class:`GroupChanged` notices on a :class:`~kagent.worker.channel.Channel`,
+and hand it end offsets as :class:`EndOffsetsPolled` on another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from aiokafka.structs import TopicPartition
+
+from kagent.core.events import GroupAssigned
+from kagent.core.snapshot import GroupSnapshot
+
+__all__ = ["EndOffsetsPolled", "GroupChange", "GroupChanged", "GroupStateReader"]
+
+
+class GroupChange(str, Enum):
+    """What changed in a group's state."""
+
+    COMMITTED = "committed"
+    """A committed offset (and so the group's lag on that partition)."""
+    ASSIGNED = "assigned"
+    """The assignment: a new generation, members or partitions."""
+    DELETED = "deleted"
+    """The group is gone: its state was dropped."""
+
+
+@dataclass(frozen=True)
+class GroupChanged:
+    """Notice from storage that one held group's state changed."""
+
+    group: str
+    change: GroupChange
+
+
+@dataclass(frozen=True)
+class EndOffsetsPolled:
+    """One ListOffsets round's answers, from the end-offsets stage to storage."""
+
+    polled_at: float
+    """Seconds since the epoch when the answers came."""
+    log_start: Mapping[TopicPartition, int]
+    log_end: Mapping[TopicPartition, int]
+    """Partitions that answered: their log-start and log-end offsets."""
+    partition_counts: Mapping[str, int]
+    """Partition count of each topic the cluster's metadata knows."""
+    failed: Collection[TopicPartition] = field(default_factory=frozenset)
+    """Partitions asked for that got no answer (their lag figures go stale)."""
+
+
+class GroupStateReader(Protocol):
+    """Read access to the group state of the groups this worker holds."""
+
+    def held_groups(self) -> list[str]:
+        """The groups with an assignment whose partition this worker holds, sorted."""
+        ...
+
+    def assignment(self, group: str) -> GroupAssigned | None:
+        """The group's current assignment; None if it has none here."""
+        ...
+
+    def snapshot(self, group: str, now: float) -> GroupSnapshot | None:
+        """The group's assignment, partition counts and lag at ``now``; None without an assignment."""
+        ...
+
+    def partitions_read(self) -> list[TopicPartition]:
+        """Every partition the held groups subscribe to or are assigned, sorted: what to poll end offsets of."""
+        ...

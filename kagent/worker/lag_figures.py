@@ -1,0 +1,150 @@
+"""The lag figures of the held groups: end offsets as polled, and each group-partition's lag.
+
+Part of the storage stage, which owns it. It keeps the log-start and
+log-end offsets of every polled partition, a history of log-end offsets per
+partition (for time lag, interpolated as kafka-lag-exporter does) and the
+partition counts of the topics; :meth:`LagFigures.partition_lag` computes a
+group's lag on a partition from these and the committed-offsets table
+whenever it is asked, so evaluation always sees the latest figures.
+
+The partition-lag table keeps those figures for subscribers and for a worker
+that takes the group over: an entry is written when a commit changes it,
+when it is new, when data loss appears, and otherwise at most every
+``REFRESH_AFTER_POLLS`` poll intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import faust
+from aiokafka.structs import TopicPartition
+
+from kagent.core.events import GroupAssigned, OffsetCommitted
+from kagent.core.snapshot import LagFlag, PartitionLag
+from kagent.core.table_keys import partition_key
+from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
+from kagent.worker.changelog import ChangelogWriter
+from kagent.worker.group_state import EndOffsetsPolled
+
+__all__ = ["REFRESH_AFTER_POLLS", "STALE_AFTER_POLLS", "LagFigures"]
+
+STALE_AFTER_POLLS = 3
+"""An end offset older than this many poll intervals is flagged stale."""
+
+REFRESH_AFTER_POLLS = 12
+"""A lag entry unchanged by commits is rewritten in the table at most this many polls apart."""
+
+
+class LagFigures:
+    """End offsets of the partitions the held groups read, and their lag (written to ``partition_lag``)."""
+
+    def __init__(
+        self,
+        committed: faust.Table,
+        partition_lag: faust.Table,
+        writer: ChangelogWriter,
+        *,
+        poll_interval: float,
+        auto_offset_reset: str,
+    ) -> None:
+        self._committed = committed
+        self._table = partition_lag
+        self._writer = writer
+        self._auto_offset_reset = auto_offset_reset
+        self._stale_after = STALE_AFTER_POLLS * poll_interval
+        self._refresh_after = REFRESH_AFTER_POLLS * poll_interval
+        self._log_start: dict[TopicPartition, int] = {}
+        self._log_end: dict[TopicPartition, int] = {}
+        self._polled_at: dict[TopicPartition, float] = {}
+        self._history: dict[TopicPartition, EndOffsetHistory] = {}
+        self._partition_counts: dict[str, int] = {}
+        self._written: dict[tuple[str, TopicPartition], tuple[int | None, bool, float]] = {}
+        """(group, partition) -> (committed offset, data loss, when) of the last table write here."""
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        """Partition count of each of ``topics`` that a poll has seen."""
+        return {topic: self._partition_counts[topic] for topic in topics if topic in self._partition_counts}
+
+    def group_partitions(self, assignment: GroupAssigned) -> list[TopicPartition]:
+        """Every partition of the topics the group subscribes to (as far as known), and every one it is assigned."""
+        topics = {topic for member in assignment.members for topic in member.topics}
+        known = [TopicPartition(t, p) for t, count in self.partition_counts(topics).items() for p in range(count)]
+        assigned = [ref.topic_partition for member in assignment.members for ref in member.partitions]
+        return sorted(set(known) | set(assigned))
+
+    def record(self, polled: EndOffsetsPolled, groups: dict[str, GroupAssigned]) -> int:
+        """Take one poll's answers; rewrite the lag entries of ``groups`` that are due.
+        Returns how many group-partitions have end offsets."""
+        now = polled.polled_at
+        for tp, end in polled.log_end.items():
+            self._log_end[tp] = end
+            self._log_start[tp] = polled.log_start.get(tp, 0)
+            self._polled_at[tp] = now
+            self._history[tp] = self._history.get(tp, EndOffsetHistory()).add(end, now)
+        self._partition_counts.update(polled.partition_counts)
+        self._written = {key: value for key, value in self._written.items() if key[0] in groups}
+        tracked = 0
+        for group, assignment in groups.items():
+            for tp in self.group_partitions(assignment):
+                tracked += tp in self._log_end
+                if self._due(group, tp, now):
+                    self.refresh_partition(group, tp, now)
+        return tracked
+
+    def _due(self, group: str, tp: TopicPartition, now: float) -> bool:
+        """Whether a poll should rewrite this lag entry: never written here, data loss newly
+        visible, or older than the refresh period. Commits rewrite it as they come."""
+        written = self._written.get((group, tp))
+        if written is None:
+            return True
+        committed, data_loss, written_at = written
+        newly_lost = committed is not None and not data_loss and committed < self._log_start.get(tp, 0)
+        return newly_lost or now - written_at >= self._refresh_after
+
+    def refresh_group(self, group: str, assignment: GroupAssigned, now: float) -> None:
+        """Rewrite all lag entries of ``group`` from the last polled end offsets."""
+        for tp in self.group_partitions(assignment):
+            self.refresh_partition(group, tp, now)
+
+    def refresh_partition(self, group: str, tp: TopicPartition, now: float) -> None:
+        """Rewrite the lag entry of ``group`` on ``tp`` in the table, if ``tp``'s end offsets were ever polled."""
+        if tp not in self._log_end:
+            return
+        lag = self.partition_lag(group, tp, now)
+        if lag is None:
+            return
+        key = partition_key(group, tp.topic, tp.partition)
+        self._writer.set(self._table, key, lag.model_dump_json().encode())
+        self._written[group, tp] = (lag.committed, LagFlag.DATA_LOSS in lag.flags, now)
+
+    def forget(self, group: str, tp: TopicPartition) -> None:
+        """Drop the lag entry of ``group`` on ``tp`` (its committed offset was deleted)."""
+        self._writer.delete(self._table, partition_key(group, tp.topic, tp.partition))
+        self._written.pop((group, tp), None)
+
+    def partition_lag(self, group: str, tp: TopicPartition, now: float) -> PartitionLag | None:
+        """``group``'s lag on ``tp`` now, from its committed offset and the last polled end offsets.
+
+        Before this worker has polled ``tp`` (just after taking the group over), the
+        partition-lag table's entry, as the previous holder last wrote it; None if neither.
+        """
+        key = partition_key(group, tp.topic, tp.partition)
+        if tp not in self._log_end:
+            raw = self._table.get(key)
+            return PartitionLag.model_validate_json(raw) if raw is not None else None
+        raw = self._committed.get(key)
+        committed = OffsetCommitted.model_validate_json(raw).offset if raw is not None else None
+        return partition_lag_record(
+            group=group,
+            topic=tp.topic,
+            partition=tp.partition,
+            committed=committed,
+            log_start=self._log_start[tp],
+            log_end=self._log_end[tp],
+            history=self._history[tp],
+            now=now,
+            polled_at=self._polled_at[tp],
+            auto_offset_reset=self._auto_offset_reset,
+            stale_after=self._stale_after,
+        )
