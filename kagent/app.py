@@ -11,6 +11,8 @@ group state) <- end offsets; storage -> evaluator; views read storage.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sys
 from typing import Any
 
@@ -29,12 +31,15 @@ from kagent.worker.group_state import EndOffsetsPolled, GroupChanged
 from kagent.worker.lag_figures import LagFigures
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
+from kagent.worker.shutdown import STAGE_STOP_TIMEOUT, arm_watchdog, limit_repeated_errors
 from kagent.worker.stage import Stage
 from kagent.worker.storage import Storage
 from kagent.worker.topology import HeldGroups, Topology, declare
 from kagent.worker.views import Views
 
 __all__ = ["app", "build_stages", "create_app", "settings", "topology"]
+
+log = logging.getLogger(__name__)
 
 
 def _load_or_exit() -> Settings:
@@ -134,6 +139,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
         **({"producer_max_batch_size": ONE_RECORD_BATCH} if settings.one_record_batches else {}),
     )
     topology = declare(app, settings)
+    limit_repeated_errors()
     stages = build_stages(app, topology, settings, Metrics())
     for stage in stages:
         stage.register(app)
@@ -145,8 +151,13 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
 
     @app.on_before_shutdown.connect
     async def stop_stages(sender: Any, **kwargs: Any) -> None:
+        arm_watchdog(crashed=lambda: app.crash_reason is not None)
         for stage in reversed(stages):
-            await stage.stop()
+            try:
+                async with asyncio.timeout(STAGE_STOP_TIMEOUT):
+                    await stage.stop()
+            except TimeoutError:
+                log.warning("stage %s did not stop within %g s; going on", stage.name, STAGE_STOP_TIMEOUT)
 
     return app, topology
 

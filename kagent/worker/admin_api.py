@@ -253,10 +253,13 @@ class AdminApiSource(Stage):
         self._interval = settings.end_offset_interval
         self._derived_events = derived_events
         self._poller = GroupPoller(settings, metrics)
+        self._stopped = False
 
     def register(self, app: faust.App) -> None:
         @app.timer(self._interval, name="admin-api-source")
         async def poll_group_apis() -> None:
+            if self._stopped:  # the timer fires until Faust stops it
+                return
             if app.is_leader():
                 await self._poller.poll(self._send)
             else:
@@ -267,4 +270,5 @@ class AdminApiSource(Stage):
         await sent
 
     async def stop(self) -> None:
+        self._stopped = True
         await self._poller.stop()

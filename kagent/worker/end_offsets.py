@@ -52,13 +52,16 @@ class EndOffsets(Stage):
         self._polled = polled
         self._metrics = metrics
         self._consumer: AIOKafkaConsumer | None = None
+        self._stopped = False
 
     def register(self, app: faust.App) -> None:
         @app.timer(self._interval, name="poll-end-offsets")
         async def poll_end_offsets() -> None:
-            await self.poll()
+            if not self._stopped:  # the timer fires until Faust stops it
+                await self.poll()
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             await consumer.stop()

@@ -63,6 +63,7 @@ class Evaluator(Stage):
         self._metrics = metrics
         self._last_evaluated: dict[str, float] = {}
         self._changed: set[str] = set()
+        self._stopped = False
 
     @property
     def tick(self) -> float:
@@ -72,6 +73,8 @@ class Evaluator(Stage):
     def register(self, app: faust.App) -> None:
         @app.timer(self.tick, name="evaluate-groups")
         async def evaluate_groups() -> None:
+            if self._stopped:  # the timer fires until Faust stops it, maybe after the producer stopped
+                return
             try:
                 await self.run_due()
             except ChangelogWriteError as exc:
@@ -80,6 +83,7 @@ class Evaluator(Stage):
                 log.error("evaluation: a recommendation was not sent: %r", exc)
 
     async def stop(self) -> None:
+        self._stopped = True
         try:
             await self._writer.flush()
         except ChangelogWriteError as exc:
