@@ -28,10 +28,12 @@ from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.end_offsets import EndOffsets
 from kagent.worker.evaluator import Evaluator
 from kagent.worker.group_state import EndOffsetsPolled, GroupChanged
+from kagent.worker.health import Health
 from kagent.worker.lag_figures import LagFigures
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
 from kagent.worker.shutdown import STAGE_STOP_TIMEOUT, arm_watchdog, limit_repeated_errors
+from kagent.worker.progress import StallDetector
 from kagent.worker.stage import Stage
 from kagent.worker.storage import Storage
 from kagent.worker.topology import HeldGroups, Topology, declare
@@ -53,6 +55,7 @@ def _load_or_exit() -> Settings:
 def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics: Metrics) -> list[Stage]:
     """The worker's stages, each built from what it needs, in start order."""
     dead_letters = DeadLetters(app, topology.dead_letters.get_topic_name())
+    stalls = StallDetector(settings.stall_after)
     changes: Channel[GroupChanged] = Channel()
     end_offsets: Channel[EndOffsetsPolled] = Channel()
     held = HeldGroups(app, topology.derived_events, settings.topic_partitions)
@@ -84,7 +87,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         changes=changes,
         end_offsets=end_offsets,
     )
-    source: Stage
+    source: OffsetsTopicSource | AdminApiSource
     if settings.source is Source.OFFSETS_TOPIC:
         source = OffsetsTopicSource(
             app,
@@ -117,7 +120,8 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
             writer=ChangelogWriter(app),
             metrics=metrics,
         ),
-        Views(storage, metrics),
+        Health([source, storage] if isinstance(source, OffsetsTopicSource) else [storage], stalls, metrics),
+        Views(storage, stalls, metrics),
     ]
 
 

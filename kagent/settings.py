@@ -104,6 +104,10 @@ class Settings(BaseModel):
     end_offset_interval: PositiveSeconds = 5.0
     """Seconds between ListOffsets polls of the topics the worker's groups read."""
 
+    stall_after: float = Field(default=60.0, ge=1.0)
+    """Seconds a stage may have records waiting and apply none before it counts as stalled
+    (logged as an error, counted, and the worker's readiness turns false)."""
+
     evaluate_interval: PositiveSeconds = 5.0
     """Seconds between skew evaluations of each group."""
 

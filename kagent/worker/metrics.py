@@ -44,6 +44,17 @@ class Metrics:
         )
         self.evaluations = Counter("kagent_evaluations", "Group evaluations", registry=r)
         self.recommendations = Counter("kagent_recommendations", "Recommendations published", registry=r)
+        self.stage_applied = Gauge(
+            "kagent_stage_applied_records", "Records a stage has applied since the worker started", ["stage"],
+            registry=r,
+        )
+        self.stage_backlog = Gauge(
+            "kagent_stage_backlog_records", "Records waiting for a stage", ["stage"], registry=r
+        )
+        self.stage_stalled = Gauge(
+            "kagent_stage_stalled", "1 while a stage has records waiting and applies none", ["stage"], registry=r
+        )
+        self.stage_stalls = Counter("kagent_stage_stalls", "Stalls of a stage", ["stage"], registry=r)
         self.evaluation_seconds = Histogram(
             "kagent_evaluation_seconds", "Time to evaluate one group", registry=r
         )

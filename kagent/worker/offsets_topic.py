@@ -71,6 +71,26 @@ class OffsetsTopicSource(Stage):
         self.group_id = f"{settings.app_id}-offsets-topic-source"
         self._skip = frozenset({settings.app_id, self.group_id})
         self._running: asyncio.Task[None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._applied = 0
+
+    @property
+    def applied(self) -> int:
+        """Records of ``__consumer_offsets`` sent on (as derived events or dead letters)."""
+        return self._applied
+
+    async def backlog(self) -> int | None:
+        """Records of the assigned ``__consumer_offsets`` partitions not yet read; None before the
+        consumer has an assignment."""
+        consumer = self._consumer
+        if consumer is None or not consumer.assignment():
+            return None
+        waiting = 0
+        for tp in consumer.assignment():
+            highwater = consumer.highwater(tp)
+            if highwater is not None:
+                waiting += max(0, highwater - await consumer.position(tp))
+        return waiting
 
     async def start(self) -> None:
         self._running = asyncio.create_task(self.run(), name=self.name)
@@ -100,6 +120,7 @@ class OffsetsTopicSource(Stage):
             max_poll_records=MAX_RECORDS,
         )
         await consumer.start()
+        self._consumer = consumer
         log.info("reading %s with %d of %d decoders compiled", topic, *compiled_decoders())
         in_flight: _Sent | None = None
         try:
@@ -108,6 +129,7 @@ class OffsetsTopicSource(Stage):
                 sending = None
                 if fetched:
                     records = [record for batch in fetched.values() for record in batch]
+                    self._applied += len(records)
                     sending = _Sent(
                         await self._send_or_fail(records),
                         {tp: batch[0].offset for tp, batch in fetched.items()},
@@ -119,6 +141,7 @@ class OffsetsTopicSource(Stage):
         finally:
             if in_flight is not None:
                 await self._commit(consumer, in_flight, None)
+            self._consumer = None
             await consumer.stop()
 
     async def send(self, records: list[ConsumerRecord[bytes, bytes]]) -> list[asyncio.Future[object]]:

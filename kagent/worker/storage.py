@@ -100,11 +100,16 @@ class Storage(Stage, GroupStateReader):
         self._changed: dict[str, GroupChange] = {}
         """Groups changed since the last flush -> the weightiest change (notices go out after it)."""
         self._taking_end_offsets: asyncio.Task[None] | None = None
+        self._app: faust.App | None = None
+        self._applied = 0
+        self._next: dict[TopicPartition, int] = {}
+        """Derived-events partition -> the offset after the last record applied from it."""
 
     # -- the stage -----------------------------------------------------------------------------
 
     def register(self, app: faust.App) -> None:
         """The storage agent: derived events, in batches."""
+        self._app = app
 
         @app.agent(self._derived_events, name="storage")
         async def store_derived_events(stream: faust.StreamT[bytes]) -> None:
@@ -124,6 +129,28 @@ class Storage(Stage, GroupStateReader):
                 await self._writer.flush()
         except (ChangelogWriteError, TimeoutError) as exc:
             log.warning("storage at stop: changelog records not sent: %r", exc)
+
+    @property
+    def applied(self) -> int:
+        """Derived-events records applied since the worker started."""
+        return self._applied
+
+    async def backlog(self) -> int | None:
+        """Derived-events records of this worker's partitions not yet applied; None before it has any."""
+        if self._app is None:
+            return None
+        consumer = self._app.consumer
+        topic = self._derived_events.get_topic_name()
+        partitions = [tp for tp in consumer.assignment() if tp.topic == topic]
+        if not partitions:
+            return None
+        waiting = 0
+        for tp in partitions:
+            applied_to = self._next.get(TopicPartition(tp.topic, tp.partition))
+            if applied_to is None:
+                applied_to = await consumer.position(tp) or 0
+            waiting += max(0, consumer.highwater(tp) - applied_to)
+        return waiting
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -166,6 +193,9 @@ class Storage(Stage, GroupStateReader):
             await asyncio.gather(*letters)
         except PRODUCER_ERRORS as exc:
             log.error("%d dead letters not sent: %r", len(letters), exc)
+        self._applied += len(messages)
+        for message in messages:
+            self._next[TopicPartition(message.topic, message.partition)] = message.offset + 1
 
     def _apply(self, event: DerivedEvent, now: float) -> None:
         self._metrics.derived_events.labels(event.kind).inc()

@@ -1,4 +1,4 @@
-"""The worker's web views: the groups it holds, and its Prometheus metrics."""
+"""The worker's web views: the groups it holds, its readiness, and its Prometheus metrics."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from kagent.core.skew import member_lag
 from kagent.worker.group_state import GroupStateReader
 from kagent.worker.metrics import Metrics
+from kagent.worker.progress import StallDetector
 from kagent.worker.stage import Stage
 
 __all__ = ["Views"]
@@ -25,16 +26,26 @@ class Views(Stage):
 
     name = "views"
 
-    def __init__(self, groups: GroupStateReader, metrics: Metrics) -> None:
+    def __init__(self, groups: GroupStateReader, stalls: StallDetector, metrics: Metrics) -> None:
         self._groups = groups
+        self._stalls = stalls
         self._metrics = metrics
 
     def register(self, app: faust.App) -> None:
-        """Add ``/groups/`` and ``/metrics`` to ``app``'s web server."""
-        _pages(app, self._groups, self._metrics)
+        """Add ``/groups/``, ``/readyz`` and ``/metrics`` to ``app``'s web server."""
+        _pages(app, self._groups, self._stalls, self._metrics)
 
 
-def _pages(app: faust.App, reader: GroupStateReader, metrics: Metrics) -> None:
+def _pages(app: faust.App, reader: GroupStateReader, stalls: StallDetector, metrics: Metrics) -> None:
+    @app.page("/readyz")
+    class ReadyView(View):
+        """``GET /readyz``: 200 while every stage makes progress; 503 naming the stalled ones."""
+
+        async def get(self, request: Request) -> Response:
+            stalled = stalls.stalled()
+            body = {"ready": not stalled, "stalled_stages": sorted(stalled)}
+            return self.json(body, status=503 if stalled else 200)
+
 
     @app.page("/groups/")
     class GroupsView(View):
