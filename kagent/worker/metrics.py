@@ -27,6 +27,10 @@ class Metrics:
         self.derived_events = Counter(
             "kagent_derived_events", "Derived events applied to the tables", ["kind"], registry=r
         )
+        self.stale_events = Counter(
+            "kagent_stale_events", "Derived events older than the state they would overwrite (read again), skipped",
+            ["kind"], registry=r,
+        )
         self.groups = Gauge("kagent_groups", "Groups this worker holds", registry=r)
         self.group_partitions = Gauge(
             "kagent_group_partitions", "Group-partitions with lag figures on this worker", registry=r

@@ -9,7 +9,11 @@ memory the end offsets and partition counts behind the lag. It applies:
   acknowledged only once its table writes are in their changelogs. A record
   that is not valid JSON of :class:`~kagent.core.events.DerivedEvents` is
   counted and sent to the dead-letter topic; the batch goes on. The events
-  of KIP-848 groups are folded by :class:`ConsumerGroupAssignments`;
+  of KIP-848 groups are folded by :class:`ConsumerGroupAssignments`.
+  Events read again (at least once: a source that crashed re-reads from its
+  last committed position) never undo newer state: an assignment of an older
+  generation, or a commit older than the one stored, is counted
+  (``kagent_stale_events``) and skipped;
 - end offsets, as :class:`~kagent.worker.group_state.EndOffsetsPolled` on its
   channel from the end-offsets stage.
 
@@ -202,6 +206,9 @@ class Storage(Stage, GroupStateReader):
         match event:
             case OffsetCommitted():
                 key = partition_key(event.group, event.topic, event.partition)
+                if _older_commit(event, self._committed.get(key)):
+                    self._metrics.stale_events.labels(event.kind).inc()
+                    return
                 self._writer.set(self._committed, key, event.model_dump_json().encode())
                 self._lag.refresh_partition(event.group, TopicPartition(event.topic, event.partition), now)
                 self._note(event.group, GroupChange.COMMITTED)
@@ -210,6 +217,10 @@ class Storage(Stage, GroupStateReader):
                 self._writer.delete(self._committed, key)
                 self._lag.forget(event.group, TopicPartition(event.topic, event.partition))
             case GroupAssigned():
+                current = self.assignment(event.group)
+                if current is not None and event.generation < current.generation:
+                    self._metrics.stale_events.labels(event.kind).inc()
+                    return
                 self._writer.set(self._assignments, event.group, event.model_dump_json().encode())
                 self._assigned(event.group, now)
             case GroupDeleted():
@@ -284,6 +295,12 @@ class Storage(Stage, GroupStateReader):
             if assignment is not None:
                 partitions.update(self._lag.group_partitions(assignment))
         return sorted(partitions)
+
+
+def _older_commit(event: OffsetCommitted, stored: bytes | None) -> bool:
+    """Whether ``event`` is older than the commit the table holds: a record read again (a source
+    re-reads from its last committed position after a crash) must not undo a newer one."""
+    return stored is not None and event.commit_timestamp < OffsetCommitted.model_validate_json(stored).commit_timestamp
 
 
 _WEIGHT = {GroupChange.COMMITTED: 0, GroupChange.ASSIGNED: 1, GroupChange.DELETED: 2}
