@@ -43,6 +43,11 @@ class EvaluationState(BaseModel):
     last_recommendation_at: float | None = None
     """Seconds since the epoch of the last recommendation."""
     last_recommendation_id: str | None = None
+    pending_recommendation: Recommendation | None = None
+    """A recommendation decided but not yet known to be on the topic: the worker stores it here
+    before sending it and clears it once the broker has it, so a worker that takes the group
+    over after a crash sends it again (same id) instead of losing it. :func:`evaluate` never
+    sets it."""
 
 
 class Evaluation(NamedTuple):

@@ -134,19 +134,35 @@ class Evaluator(Stage):
         return evaluated
 
     async def evaluate_group(self, group: str, now: float) -> Recommendation | None:
-        """Evaluate one group; store its trigger state if it changed; publish a recommendation if it triggers."""
+        """Evaluate one group; store its trigger state if it changed; publish a recommendation if it
+        triggers. A recommendation a previous holder decided but may not have sent goes out first."""
         snapshot = self._groups.snapshot(group, now)
         if snapshot is None:
             return None
         state = self._state(group)
+        if state is not None and state.pending_recommendation is not None:
+            state = await self._publish(group, state)
         with self._metrics.evaluation_seconds.time():
             new_state, recommendation, _ = evaluate(snapshot, state, self._policy, now)
         self._metrics.evaluations.inc()
+        if recommendation is not None:
+            new_state = new_state.model_copy(update={"pending_recommendation": recommendation})
         if new_state != state:
             self._writer.set(self._states, group, new_state.model_dump_json().encode())
         if recommendation is not None:
-            await self._writer.flush()  # the state a recommendation follows from is durable first
             self._metrics.recommendations.inc()
             log.info("recommendation %s for group %s", recommendation.id, group)
-            await self._recommendations.send(key=group.encode(), value=recommendation.model_dump_json().encode())
+            await self._publish(group, new_state)
         return recommendation
+
+    async def _publish(self, group: str, state: EvaluationState) -> EvaluationState:
+        """Send ``state``'s pending recommendation once the state holding it is durable (an outbox);
+        returns the state without it, written when the broker has the recommendation."""
+        recommendation = state.pending_recommendation
+        assert recommendation is not None
+        await self._writer.flush()
+        sent = await self._recommendations.send(key=group.encode(), value=recommendation.model_dump_json().encode())
+        await sent
+        cleared = state.model_copy(update={"pending_recommendation": None})
+        self._writer.set(self._states, group, cleared.model_dump_json().encode())
+        return cleared
