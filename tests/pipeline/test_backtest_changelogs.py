@@ -17,13 +17,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
-import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import pytest
@@ -32,13 +30,12 @@ from aiokafka.structs import TopicPartition
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from kagent.core.consumer_offsets import encode
-from kagent.tools.embedded import EmbeddedBroker
+from kagent.core.consumer_offsets import GroupMetadata, OffsetCommit
 from kagent.core.table_keys import partition_key
+from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.pipeline.backtest import snapshots_from_changelogs
 from kagent.tools.pipeline.cli import pipeline
-from tests.conftest import Worker
-from tests.coordinator import (
+from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
     group_metadata,
@@ -46,6 +43,8 @@ from tests.coordinator import (
     produce,
     publish,
 )
+from tests.support.waiting import wait_until_async
+from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +52,7 @@ FAST = {"evaluate_interval": "0.5", "end_offset_interval": "0.5", "hold_evaluati
 SKEWED_LOG = {0: 600, 1: 600, 2: 200, 3: 200, 4: 200, 5: 200}
 EVEN_LOG = {p: 300 for p in range(4)}
 DEADLINE = 40.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -86,26 +86,15 @@ async def _changelog(bootstrap: str, topic: str) -> list[Record]:
         await consumer.stop()
 
 
-async def _until(probe: Callable[[], Any], what: str, worker: Worker) -> Any:
-    """Await ``probe()`` (a coroutine function) until it returns something truthy; fail after DEADLINE."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE
-    while loop.time() < deadline:
-        value = await probe()
-        if value:
-            return value
-        await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
-    pytest.fail(f"timed out after {DEADLINE:g} s waiting for {what}; worker log:\n{worker.log()[-4000:]}")
+async def _until(probe: Callable[[], Awaitable[T | None]], what: str, worker: Worker) -> T:
+    """Await ``probe()`` every 0.2 s until it returns something truthy; fail with the worker's log after DEADLINE."""
+    return await wait_until_async(probe, DEADLINE, what, interval=0.2, detail=lambda: worker.log_tail(80))
 
 
 async def _polls(worker: Worker) -> float:
     """The worker's count of successful end-offset polls (0 until its web server answers)."""
-    try:
-        body = await asyncio.to_thread(lambda: urllib.request.urlopen(worker.url + "metrics", timeout=2).read())
-    except OSError:
-        return 0.0
-    found = re.search(rb'kagent_end_offset_polls_total\{outcome="ok"\} ([0-9.e+]+)', body)
-    return float(found.group(1)) if found else 0.0
+    samples = await asyncio.to_thread(worker.metrics)
+    return (samples or {}).get('kagent_end_offset_polls_total{outcome="ok"}', 0.0)
 
 
 def _at(polled_at: float) -> pd.Timestamp:
@@ -135,9 +124,9 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     # Generation 1: range put the two hot partitions on member r0; everyone committed at 0.
     first = _members(skewed, "r", [[0, 1], [2, 3], [4, 5]], skewed_topic)
     even_members = _members(even, "e", [[0, 1], [2, 3]], even_topic)
-    records = [encode(group_metadata(skewed, 1, first)), encode(group_metadata(even, 1, even_members))]
-    records += [encode(offset_commit(skewed, skewed_topic, p, 0)) for p in SKEWED_LOG]
-    records += [encode(offset_commit(even, even_topic, p, 0)) for p in EVEN_LOG]
+    records: list[GroupMetadata | OffsetCommit] = [group_metadata(skewed, 1, first), group_metadata(even, 1, even_members)]
+    records += [offset_commit(skewed, skewed_topic, p, 0) for p in SKEWED_LOG]
+    records += [offset_commit(even, even_topic, p, 0) for p in EVEN_LOG]
     await publish(bootstrap, records)
     worker = start_worker(app_id, **FAST)
     lag_topic, assignments_topic = f"{app_id}-partition-lag-changelog", f"{app_id}-assignments-changelog"
@@ -157,7 +146,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     # A later poll has happened (and written nothing: its entries are not due), so the
     # commit's entry is alone with its polled_at.
     await _until(polled_again, "another end-offset poll", worker)
-    await publish(bootstrap, [encode(offset_commit(skewed, skewed_topic, 2, 100))])
+    await publish(bootstrap, [offset_commit(skewed, skewed_topic, 2, 100)])
 
     async def commit_written() -> list[Record]:
         return [r for r in await lag_entries(skewed) if r.value and r.value["committed"] == 100]
@@ -166,7 +155,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
 
     # Generation 2: new members, still skewed (r0's hot pair now on s0).
     second = _members(skewed, "s", [[0, 1], [2, 3, 4], [5]], skewed_topic)
-    await publish(bootstrap, [encode(group_metadata(skewed, 2, second))])
+    await publish(bootstrap, [group_metadata(skewed, 2, second)])
 
     async def rebalance_written() -> tuple[Record, list[Record]] | None:
         assigned = [r for r in await _changelog(bootstrap, assignments_topic) if r.value and r.value["group"] == skewed]
