@@ -97,6 +97,11 @@ async def _polls(worker: Worker) -> float:
     return (samples or {}).get('kagent_end_offset_polls_total{outcome="ok"}', 0.0)
 
 
+def _written(record: Record) -> tuple[int, int, int]:
+    """Where a changelog record stands in write order, as ``snapshots_from_changelogs`` orders them."""
+    return record.timestamp, record.partition, record.offset
+
+
 def _at(polled_at: float) -> pd.Timestamp:
     """A ``polled_at`` as the snapshot time Spark gives it: naive UTC, to the microsecond.
 
@@ -169,6 +174,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
 
     # What Faust wrote: keys are the table keys JSON-encoded, values the records' JSON.
     lag_records = [r for r in await _changelog(bootstrap, lag_topic) if r.value and r.value["group"] in (skewed, even)]
+    assignments = await _changelog(bootstrap, assignments_topic)
     for r in lag_records:
         assert r.key == json.dumps(partition_key(r.value["group"], r.value["topic"], r.value["partition"])).encode()
     assert assignment_2.key == json.dumps(skewed).encode()
@@ -190,9 +196,21 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     by_snapshot = {pd.Timestamp(t): rows.set_index("partition") for t, rows in ours[ours["group"] == skewed].groupby("snapshot")}
     times = sorted(by_snapshot)
     gen1, gen2 = owners(first), owners(second)
-    # The first snapshot: generation 1 and the lag of the log ends, all committed at 0.
-    assert by_snapshot[times[0]]["member"].to_dict() == gen1
-    assert by_snapshot[times[0]]["lag"].to_dict() == SKEWED_LOG
+    # A snapshot's members are the assignment current when its last entry was written (in changelog
+    # order: record timestamp, then partition and offset). The worker holds a group as soon as it
+    # has staged its assignment, so the first poll's entries can go out in the same flush and the
+    # same millisecond as the assignment, and sort before it: such a snapshot has no members yet.
+    assigned_1 = min(_written(r) for r in assignments if r.value and r.value["group"] == skewed)
+    skewed_records = [r for r in lag_records if r.value["group"] == skewed]
+    last_write = {t: max(_written(r) for r in skewed_records if _at(r.value["polled_at"]) == t) for t in times}
+    held_from = min(t for t in times if last_write[t] > assigned_1)
+    nobody = dict.fromkeys(SKEWED_LOG)
+    for t in times:
+        if t < held_from:
+            assert by_snapshot[t]["member"].to_dict() == nobody, t
+    # The first snapshot with members: generation 1 and the lag of the log ends, all committed at 0.
+    assert by_snapshot[held_from]["member"].to_dict() == gen1
+    assert by_snapshot[held_from]["lag"].to_dict() == SKEWED_LOG
     # The commit's snapshot: partition 2 at 100, the others carried forward from the first poll.
     assert by_snapshot[_at(commit_entry.value["polled_at"])]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
     # The rebalance rewrote every entry with the last poll's polled_at: that snapshot, and
@@ -201,7 +219,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     assert rebalanced in by_snapshot
     for t in times:
         held = by_snapshot[t]["member"].to_dict()
-        assert held == (gen2 if t >= rebalanced else gen1), (t, held)
+        assert held == (gen2 if t >= rebalanced else gen1 if t >= held_from else nobody), (t, held)
     assert by_snapshot[times[-1]]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
     even_rows = ours[ours["group"] == even]
     assert set(even_rows["lag"]) == {300}
@@ -225,6 +243,6 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     assert summary.loc[(even, "actual"), "share_above"] == 0.0
     results = spark.read.parquet(str(out / "snapshot_results")).where(f"group = '{skewed}'").toPandas()
     actual = results[results["strategy"] == "actual"].set_index("snapshot")["skew"]
-    # The first snapshot: 1200 of 2000 on r0; the last: 1200 of 1900 on s0.
-    assert actual.sort_index().iloc[0] == pytest.approx(1200 * 3 / 2000)
+    # The first snapshot with members: 1200 of 2000 on r0; the last: 1200 of 1900 on s0.
+    assert actual[held_from] == pytest.approx(1200 * 3 / 2000)
     assert actual.sort_index().iloc[-1] == pytest.approx(1200 * 3 / 1900)
