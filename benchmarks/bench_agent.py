@@ -211,7 +211,7 @@ async def prepare(broker: EmbeddedBroker, data: DataSet) -> tuple[int, int]:
     for topic, count in topics.items():
         await produce(broker.bootstrap_servers, topic, {p: data.records_per_partition for p in range(count)})
     records, metadata = coordinator_records(data)
-    await publish(broker.bootstrap_servers, records, batched=True)  # nothing reads its ListOffsets
+    await publish(broker.bootstrap_servers, records, by_group=True, batched=True)  # nothing reads its ListOffsets
     return len(records), metadata
 
 
@@ -447,7 +447,7 @@ async def latency(workdir: Path, sizes: Sizes) -> bool:
                 offset_commit(group, LATENCY_TOPIC, p, LATENCY_RECORDS - LATENCY_LAG_BEFORE.get(p, 0))
                 for p in range(LATENCY_PARTITIONS)
             ]
-        await publish(bootstrap, setup)
+        await publish(bootstrap, setup, by_group=True)
 
         worker = start("bench-latency", **settings)
         recommendations = f"{worker.app_id}-recommendations"

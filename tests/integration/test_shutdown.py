@@ -70,7 +70,7 @@ async def test_sigterm_during_ingest_and_evaluation_stops_cleanly(
         for g in range(200)
     ]
     load += [offset_commit(f"load-{suffix}-{g}", topic, round_ % 12, round_) for round_ in range(40) for g in range(200)]
-    await publish(kafka_broker.bootstrap_servers, load, batched=True)
+    await publish(kafka_broker.bootstrap_servers, load, by_group=True, batched=True)
 
     def holds_load_groups() -> bool:
         answer = get_json(worker.url + "groups/") or {}

@@ -3,8 +3,8 @@
 Tansu keeps no ``__consumer_offsets`` of its own, so the tests and benchmarks write there what
 Kafka's group coordinator would. The records are built by the simulator's builders
 (``kagent.tools.simulator.coordinator_records``), here given the defaults a test wants (now as
-the timestamp, a consumer group of the range assignor), and each goes to its group's partition
-by Kafka's rule, as the simulator publishes them.
+the timestamp, a consumer group of the range assignor). :func:`publish` writes them to partition 0,
+in order, or, with ``by_group``, each to its group's partition by Kafka's rule, as the simulator does.
 """
 
 from __future__ import annotations
@@ -78,11 +78,17 @@ def group_metadata(group: str, generation: int, members: Mapping[str, Sequence[T
 
 
 async def publish(
-    bootstrap_servers: str, messages: Iterable[Record | OffsetsTopicMessage], *, batched: bool = False
+    bootstrap_servers: str,
+    messages: Iterable[Record | OffsetsTopicMessage],
+    *,
+    by_group: bool = False,
+    batched: bool = False,
 ) -> None:
     """Write ``messages`` to ``__consumer_offsets`` (of :data:`OFFSETS_TOPIC_PARTITIONS` partitions) in
-    order, and wait until every one is acknowledged. A record goes to its group's partition, encoded by
-    the codec; an :class:`OffsetsTopicMessage` (bytes a codec would not write) as it is.
+    order, and wait until every one is acknowledged. A record is encoded by the codec and goes to
+    partition 0 (so all of them are read in the order given), or with ``by_group`` to its group's
+    partition as Kafka places it; an :class:`OffsetsTopicMessage` (bytes a codec would not write)
+    goes as it is.
 
     One record per batch by default, so that Tansu's ListOffsets gives the log end
     (``kagent.tools.embedded``); ``batched`` writes large batches, fast, for data sets whose
@@ -99,6 +105,8 @@ async def publish(
         for message in messages:
             if not isinstance(message, OffsetsTopicMessage):
                 message = coordinator_records.offsets_topic_message(message, OFFSETS_TOPIC_PARTITIONS)
+                if not by_group:
+                    message = message._replace(partition=0)
             pending.append(await producer.send(OFFSETS_TOPIC, message.value, key=message.key, partition=message.partition))
             if len(pending) >= 20_000:  # bounds the memory of the acknowledgements awaited
                 await asyncio.gather(*pending)
