@@ -70,42 +70,33 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# The repository root, for this checkout's kagent and the shared tests.support (sys.path[0] is benchmarks/).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from kagent.core.consumer_offsets import (
-    Assignment,
-    GroupMember,
-    GroupMetadata,
-    OffsetCommit,
-    Subscription,
-    encode,
-)
-from kagent.tools.embedded import (
-    ONE_RECORD_BATCH,
-    EmbeddedBroker,
-    die_with_parent,
-    free_port,
-    stop_process,
-)
+from kagent.core.consumer_offsets import GroupMetadata, OffsetCommit, encode
 from kagent.core.events import encode_events
 from kagent.core.ingest import ingest as ingest_batch
-from kagent.tools.simulator.partitioners import (
+from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker, die_with_parent
+from kagent.tools.simulator.partitioners import offsets_partition_for
+from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
-    offsets_partition_for,
+    group_metadata,
+    offset_commit,
+    produce,
+    publish,
 )
+from tests.support.processes import cpu_seconds, memory_kb
+from tests.support.waiting import WaitTimedOut, wait_until_async
+from tests.support.web import wait_json
+from tests.support.worker import Worker, metric_total, running_workers
 
 
 @dataclass(frozen=True)
@@ -161,115 +152,6 @@ LATENCY_LAG_BEFORE = {0: 400, 2: 300, 4: 300, 6: 300}  # member lag 400/300/300/
 LATENCY_DECISIVE = (1, 600)  # partition 1 to lag 600: member lag 1000/300/300/300, skew 2.11
 
 
-# --- processes ------------------------------------------------------------------------------------
-
-
-class Worker:
-    """A real ``faust -A kagent.app worker`` process, stopped by its pid."""
-
-    def __init__(self, broker: EmbeddedBroker, workdir: Path, app_id: str, **settings: str) -> None:
-        self.app_id = app_id
-        self.web_port = free_port()
-        self.log_path = workdir / f"{app_id}-worker.log"
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("KAGENT_")},
-            "KAGENT_BROKER": broker.bootstrap_servers,
-            "KAGENT_APP_ID": app_id,
-            "KAGENT_WEB_PORT": str(self.web_port),
-            "KAGENT_DATA_DIR": str(workdir / f"{app_id}-data"),
-            "KAGENT_SESSION_TIMEOUT": "2",  # Tansu holds a group's first join for half of it
-            "KAGENT_ONE_RECORD_BATCHES": "true",  # Tansu's ListOffsets (kagent.tools.embedded)
-            **{f"KAGENT_{k.upper()}": v for k, v in settings.items()},
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.web_port}/"
-
-    def start(self) -> Worker:
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "faust", "-A", "kagent.app", "worker", "-l", "info"],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-                # Workers start before the benchmark's only thread pool (asyncio.to_thread) does.
-                preexec_fn=die_with_parent,  # noqa: PLW1509
-            )
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def check_alive(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            raise RuntimeError(f"worker {self.app_id} exited; log tail:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 30) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def memory_kb(self) -> dict[str, int]:
-        """VmRSS and VmHWM (peak RSS) of the worker process, in kB."""
-        fields = {}
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                fields[name] = int(value.split()[0])
-        return fields
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU time the worker process has used."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def metrics(self) -> dict[str, float] | None:
-        """The worker's Prometheus samples, ``name{labels}`` -> value; None while it does not answer."""
-        try:
-            with urllib.request.urlopen(self.url + "metrics", timeout=5) as response:
-                text = response.read().decode()
-        except (urllib.error.URLError, OSError):
-            return None
-        samples = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                samples[name] = float(value)
-        return samples
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM by pid, SIGKILL after ``timeout``."""
-        process, self.process = self.process, None
-        if process is not None:
-            stop_process(process, timeout)
-
-
-def total(samples: dict[str, float], name: str) -> float:
-    """Sum of a counter over all its label sets."""
-    return sum(value for key, value in samples.items() if key == name or key.startswith(name + "{"))
-
-
-@contextmanager
-def running(workdir: Path) -> Iterator[Callable[..., Worker]]:
-    """A factory of workers; every one still running is stopped on the way out."""
-    workers: list[Worker] = []
-
-    def start(broker: EmbeddedBroker, app_id: str, **settings: str) -> Worker:
-        worker = Worker(broker, workdir, app_id, **settings).start()
-        workers.append(worker)
-        return worker
-
-    try:
-        yield start
-    finally:
-        for worker in workers:
-            worker.stop()
-
-
 # --- records ------------------------------------------------------------------------------------
 
 
@@ -279,38 +161,6 @@ def topic_of(data: DataSet, group: int) -> str:
 
 def group_name(group: int) -> str:
     return f"bench-app-{group:05d}"
-
-
-def group_metadata(group: str, generation: int, members: dict[str, list[TopicPartition]]) -> GroupMetadata:
-    """Value-v3 metadata of a consumer group using the range assignor."""
-    topics = tuple(sorted({tp.topic for tps in members.values() for tp in tps}))
-    return GroupMetadata(
-        group=group,
-        protocol_type="consumer",
-        generation=generation,
-        protocol="range",
-        leader=next(iter(members)),
-        state_timestamp=int(time.time() * 1000),
-        members=tuple(
-            GroupMember(
-                member_id=member_id,
-                group_instance_id=None,
-                client_id=member_id.rsplit("-", 2)[0],
-                client_host=f"/10.0.{i // 250}.{i % 250}",
-                rebalance_timeout=300_000,
-                session_timeout=45_000,
-                subscription=Subscription(0, topics),
-                assignment=Assignment(0, tuple(tps)),
-            )
-            for i, (member_id, tps) in enumerate(members.items())
-        ),
-        value_version=3,
-    )
-
-
-def offset_commit(group: str, topic: str, partition: int, offset: int) -> OffsetCommit:
-    """An offset commit as Kafka 2.1+ writes it (value v3)."""
-    return OffsetCommit(group, topic, partition, offset, "", int(time.time() * 1000), None, None, 3)
 
 
 def range_members(group: str, topic: str, partitions: int, members: int, generation: int) -> dict[str, list[TopicPartition]]:
@@ -324,33 +174,25 @@ def range_members(group: str, topic: str, partitions: int, members: int, generat
     return result
 
 
-def coordinator_records(data: DataSet) -> tuple[list[tuple[int, bytes, bytes | None]], int]:
-    """(partition of __consumer_offsets, key, value) of the whole data set, and how many are group metadata.
+def coordinator_records(data: DataSet) -> tuple[list[OffsetCommit | GroupMetadata], int]:
+    """The records of the whole data set, in order, and how many are group metadata.
 
     Each group's metadata, then round by round every group's commits on all its
     partitions, every ``rebalance_every``-th group rebalancing before each later round.
     """
-    records: list[tuple[int, bytes, bytes | None]] = []
+    records: list[OffsetCommit | GroupMetadata] = []
     metadata = 0
     names = [group_name(g) for g in range(data.groups)]
-    places = [offsets_partition_for(name, OFFSETS_TOPIC_PARTITIONS) for name in names]
-
-    def add(place: int, record: OffsetCommit | GroupMetadata) -> None:
-        key, value = encode(record)
-        records.append((place, key, value))
-
     for g, name in enumerate(names):
-        add(places[g], group_metadata(name, 1, range_members(name, topic_of(data, g), data.partitions, data.members, 1)))
+        records.append(group_metadata(name, 1, range_members(name, topic_of(data, g), data.partitions, data.members, 1)))
         metadata += 1
     for r in range(data.commit_rounds):
         for g, name in enumerate(names):
             topic = topic_of(data, g)
             if r and g % data.rebalance_every == 0:
-                members = range_members(name, topic, data.partitions, data.members, r + 1)
-                add(places[g], group_metadata(name, r + 1, members))
+                records.append(group_metadata(name, r + 1, range_members(name, topic, data.partitions, data.members, r + 1)))
                 metadata += 1
-            for p in range(data.partitions):
-                add(places[g], offset_commit(name, topic, p, min(r + 1, data.records_per_partition)))
+            records += [offset_commit(name, topic, p, min(r + 1, data.records_per_partition)) for p in range(data.partitions)]
     return records, metadata
 
 
@@ -366,53 +208,20 @@ async def prepare(broker: EmbeddedBroker, data: DataSet) -> tuple[int, int]:
     """Topics, a few records per partition, and the data set on ``__consumer_offsets``: (records, metadata)."""
     topics = {topic_of(data, t): data.partitions for t in range(data.topics)}
     await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, **topics})
-    await produce_data(broker.bootstrap_servers, {
-        TopicPartition(topic, p): data.records_per_partition for topic, count in topics.items() for p in range(count)
-    })
+    for topic, count in topics.items():
+        await produce(broker.bootstrap_servers, topic, {p: data.records_per_partition for p in range(count)})
     records, metadata = coordinator_records(data)
-    await publish(broker.bootstrap_servers, records)
+    await publish(broker.bootstrap_servers, records, by_group=True, batched=True)  # nothing reads its ListOffsets
     return len(records), metadata
 
 
-# --- broker I/O --------------------------------------------------------------------------------------
-
-
-async def publish(bootstrap: str, records: Sequence[tuple[int, bytes, bytes | None]]) -> float:
-    """Publish to ``__consumer_offsets`` in order (batched: nothing reads its ListOffsets); seconds taken."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=256 * 1024, acks=1)
-    await producer.start()
-    started = time.perf_counter()
-    try:
-        pending = []
-        for place, key, value in records:
-            pending.append(await producer.send(OFFSETS_TOPIC, value, key=key, partition=place))
-            if len(pending) >= 20_000:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
-    return time.perf_counter() - started
-
-
-async def produce_data(bootstrap: str, counts: dict[TopicPartition, int]) -> None:
-    """Write records to data topics, one per batch, so that Tansu's ListOffsets is the log end."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH)
-    await producer.start()
-    try:
-        pending = []
-        for tp, count in counts.items():
-            for i in range(count):
-                pending.append(await producer.send(tp.topic, b"x", key=b"%d" % i, partition=tp.partition))
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
+# --- baselines ----------------------------------------------------------------------------------------
 
 
 def in_process_rate(data: DataSet, repeats: int = 3) -> float:
     """Records/s of the source's pure work on the data set (decode, derive, group and encode the
     derived-events records; :func:`kagent.core.ingest.ingest`), in this process with no I/O; best of ``repeats``."""
-    fetched = [SimpleNamespace(key=key, value=value) for _, key, value in coordinator_records(data)[0]]
+    fetched = [SimpleNamespace(key=key, value=value) for key, value in map(encode, coordinator_records(data)[0])]
     best = float("inf")
     for _ in range(repeats):
         started = time.process_time()
@@ -439,7 +248,7 @@ def faust_noop_rate(broker: EmbeddedBroker, workdir: Path, expected: int) -> tup
         capture_output=True,
         text=True,
         timeout=INGEST_TIMEOUT,
-        preexec_fn=die_with_parent,  # noqa: PLW1509
+        preexec_fn=die_with_parent,
     )
     figures = re.search(r"faust-noop (\d+) ([\d.]+)", done.stdout + done.stderr)  # Faust logs what agents print
     if figures is not None:
@@ -458,10 +267,13 @@ async def bare_consumer_rate(bootstrap: str, expected: int, repeats: int = 3) ->
             consumer.assign([TopicPartition(OFFSETS_TOPIC, p) for p in range(OFFSETS_TOPIC_PARTITIONS)])
             await consumer.seek_to_beginning()
             seen, started, cpu_started = 0, time.perf_counter(), time.process_time()
-            async with asyncio.timeout(INGEST_TIMEOUT):
-                while seen < expected:
-                    batches = await consumer.getmany(timeout_ms=1000)
-                    seen += sum(len(messages) for messages in batches.values())
+
+            async def read_all(consumer: AIOKafkaConsumer = consumer) -> bool:
+                nonlocal seen
+                seen += sum(len(messages) for messages in (await consumer.getmany(timeout_ms=1000)).values())
+                return seen >= expected
+
+            await wait_until_async(read_all, INGEST_TIMEOUT, f"a bare consumer to read {expected:,} records", interval=0)
             rate = expected / (time.perf_counter() - started)
             if rate > best:
                 best, cpu = rate, (time.process_time() - cpu_started) / expected * 1e6
@@ -487,32 +299,39 @@ class Ingest:
 
 
 async def ingest(worker: Worker, expected: int, timeout: float = INGEST_TIMEOUT) -> Ingest:
-    """Poll the worker's counters every 0.1 s until it has applied ``expected`` derived events (or ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    first: tuple[float, float, float] | None = None  # (time, applied, cpu) at the first poll that saw a record read
-    read_all: float | None = None
+    """Poll the worker's counters every 0.1 s until it has read a record, then until it has applied
+    ``expected`` derived events or ``timeout`` s have passed since that first record."""
     read = applied = 0.0
-    while True:
+    read_all: float | None = None
+
+    async def sample() -> bool:
+        """Take the counters (time, read, applied); true once the worker has read a record."""
+        nonlocal read, applied, read_all
         worker.check_alive()
-        samples = worker.metrics()
-        now = time.perf_counter()
-        if samples is not None:
-            read = total(samples, "kagent_source_records_total")
-            applied = total(samples, "kagent_derived_events_total")
-            if first is None and read > 0:
-                first = (now, applied, worker.cpu_seconds())
-            if read_all is None and read >= expected:
-                read_all = now
-            if applied >= expected or (first is not None and time.monotonic() > deadline):
-                break
-        if first is None and time.monotonic() > deadline + 60:
-            raise RuntimeError(f"worker {worker.app_id} read nothing; log tail:\n{worker.log_tail()}")
-        await asyncio.sleep(0.1)  # poll interval of the counters
-    assert first is not None
-    seconds = now - first[0]
-    done = applied - first[1]
-    read_rate = expected / (read_all - first[0]) if read_all and read_all > first[0] else read / seconds
-    cpu = (worker.cpu_seconds() - first[2]) / max(done, 1) * 1e6
+        samples = await asyncio.to_thread(worker.metrics)
+        if samples is None:
+            return False
+        read = metric_total(samples, "kagent_source_records_total")
+        applied = metric_total(samples, "kagent_derived_events_total")
+        if read_all is None and read >= expected:
+            read_all = time.perf_counter()
+        return read > 0
+
+    await wait_until_async(sample, timeout, f"worker {worker.app_id} to read a record", detail=worker.log_tail)
+    first, first_applied, first_cpu = time.perf_counter(), applied, cpu_seconds(worker.pid)  # the first poll that saw one
+
+    async def all_applied() -> bool:
+        await sample()
+        return applied >= expected
+
+    try:
+        await wait_until_async(all_applied, timeout, f"worker {worker.app_id} to apply {expected:,} events")
+    except WaitTimedOut:
+        pass  # reported with the rate it reached
+    seconds = time.perf_counter() - first
+    done = applied - first_applied
+    read_rate = expected / (read_all - first) if read_all and read_all > first else read / seconds
+    cpu = (cpu_seconds(worker.pid) - first_cpu) / max(done, 1) * 1e6
     return Ingest(expected, int(applied), seconds, done / seconds, read_rate, cpu)
 
 
@@ -523,32 +342,20 @@ def mb(kb: int) -> float:
     return kb / 1024
 
 
-async def wait_ready(worker: Worker, timeout: float = 60.0) -> None:
-    """Until the worker logs that Faust is ready and answers at /metrics."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        worker.check_alive()
-        if "Ready" in worker.log_tail(200) and worker.metrics() is not None:
-            return
-        await asyncio.sleep(0.2)
-    raise RuntimeError(f"worker {worker.app_id} not ready in {timeout:g} s; log tail:\n{worker.log_tail()}")
-
-
-async def idle_baseline(start: Callable[..., Worker], workdir: Path) -> dict[str, int]:
-    with EmbeddedBroker(log_dir=workdir) as broker:
+async def idle_baseline(workdir: Path) -> dict[str, int]:
+    with EmbeddedBroker(log_dir=workdir) as broker, running_workers(broker.bootstrap_servers, workdir) as start:
         await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
-        worker = start(broker, "bench-idle")
-        try:
-            await wait_ready(worker)
-            await asyncio.sleep(5)  # a few timer rounds
-            worker.check_alive()
-            return worker.memory_kb()
-        finally:
-            worker.stop()
+        worker = start("bench-idle")
+        await asyncio.to_thread(worker.wait_serving, 60)
+        await asyncio.sleep(5)  # a measurement window, not a synchronisation: the RSS after 5 s idle
+        worker.check_alive()
+        rss = memory_kb(worker.pid)
+        worker.stop()
+        return rss
 
 
-async def throughput(start: Callable[..., Worker], workdir: Path, data: DataSet) -> bool:
-    with EmbeddedBroker(log_dir=workdir) as broker:
+async def throughput(workdir: Path, data: DataSet) -> bool:
+    with EmbeddedBroker(log_dir=workdir) as broker, running_workers(broker.bootstrap_servers, workdir) as start:
         n, metadata = await prepare(broker, data)
         print(f"data set: {describe(data, n, metadata)}")
         bare_rate, bare_cpu = await bare_consumer_rate(broker.bootstrap_servers, n)
@@ -559,11 +366,9 @@ async def throughput(start: Callable[..., Worker], workdir: Path, data: DataSet)
             ("bench-ingest", NO_TIMERS, "worker, timers idle (ingest path only)"),
             ("bench-defaults", {}, "worker, default 5 s poll and evaluation"),
         ):
-            worker = start(broker, app_id, **settings)
-            try:
-                runs.append((label, await ingest(worker, n)))
-            finally:
-                worker.stop()
+            worker = start(app_id, **settings)
+            runs.append((label, await ingest(worker, n)))
+            worker.stop()
     print(f"{'':<44}{'records':>9}{'applied':>9}{'seconds':>9}{'records/s':>11}{'read/s':>9}{'CPU us/rec':>11}")
     print(f"{'bare aiokafka consumer (baseline)':<44}{n:>9,}{n:>9,}{n / bare_rate:>9.2f}{bare_rate:>11,.0f}{'':>9}{bare_cpu:>11.1f}")
     print(f"{'Faust agent doing nothing per record':<44}{n:>9,}{n:>9,}{n / faust_rate:>9.2f}{faust_rate:>11,.0f}{'':>9}{faust_cpu:>11.1f}")
@@ -584,27 +389,30 @@ async def throughput(start: Callable[..., Worker], workdir: Path, data: DataSet)
     return met
 
 
-async def memory(start: Callable[..., Worker], workdir: Path, data: DataSet, idle: dict[str, int]) -> bool:
-    with EmbeddedBroker(log_dir=workdir) as broker:
+async def memory(workdir: Path, data: DataSet, idle: dict[str, int]) -> bool:
+    with EmbeddedBroker(log_dir=workdir) as broker, running_workers(broker.bootstrap_servers, workdir) as start:
         n, metadata = await prepare(broker, data)
         print(f"data set: {describe(data, n, metadata)}")
-        worker = start(broker, "bench-memory", **MEMORY_SETTINGS)
-        try:
-            run = await ingest(worker, n, timeout=INGEST_TIMEOUT)
-            # The poll increments its counter and then rewrites every lag entry without yielding to
-            # the event loop, so once /metrics shows a poll that began after the last record was
-            # applied, every group-partition has its partition-lag entry.
-            polls = total(worker.metrics() or {}, "kagent_end_offset_polls_total")
-            async with asyncio.timeout(float(MEMORY_SETTINGS["end_offset_interval"]) * 2):
-                while (samples := worker.metrics()) is None or total(samples, "kagent_end_offset_polls_total") <= polls:
-                    worker.check_alive()
-                    await asyncio.sleep(0.2)
-            if samples.get('kagent_end_offset_polls_total{outcome="error"}', 0) > 0:
-                raise RuntimeError(f"an end-offset poll failed; log tail:\n{worker.log_tail()}")
-            await asyncio.sleep(2)  # let the changelog writes of that poll get under way
-            rss = worker.memory_kb()
-        finally:
-            worker.stop()
+        worker = start("bench-memory", **MEMORY_SETTINGS)
+        run = await ingest(worker, n, timeout=INGEST_TIMEOUT)
+        # Once /metrics shows a poll that began after the last record was applied, and storage
+        # has taken it, every group-partition has its partition-lag entry.
+        polls = metric_total(worker.metrics() or {}, "kagent_end_offset_polls_total")
+
+        async def polled_again() -> dict[str, float] | None:
+            worker.check_alive()
+            samples = await asyncio.to_thread(worker.metrics)
+            return samples if samples and metric_total(samples, "kagent_end_offset_polls_total") > polls else None
+
+        samples = await wait_until_async(
+            polled_again, float(MEMORY_SETTINGS["end_offset_interval"]) * 2, "an end-offset poll after the last record",
+            interval=0.2, detail=worker.log_tail,
+        )
+        if samples.get('kagent_end_offset_polls_total{outcome="error"}', 0) > 0:
+            raise RuntimeError(f"an end-offset poll failed\n{worker.log_tail()}")
+        await asyncio.sleep(2)  # a measurement window, not a synchronisation: the poll's changelog writes under way
+        rss = memory_kb(worker.pid)
+        worker.stop()
     if run.finished:
         print(f"applied in {run.seconds:.1f} s ({run.rate:,.0f} records/s), then one full end-offset poll")
     else:
@@ -619,16 +427,16 @@ async def memory(start: Callable[..., Worker], workdir: Path, data: DataSet, idl
     return ok
 
 
-async def latency(start: Callable[..., Worker], workdir: Path, sizes: Sizes) -> bool:
+async def latency(workdir: Path, sizes: Sizes) -> bool:
     settings = LATENCY_SETTINGS
     hold, interval = int(settings["hold_evaluations"]), float(settings["evaluate_interval"])
     bound = hold * interval + 1
     groups = [f"bench-skew-{i:02d}" for i in range(sizes.latency_repeats)]
-    with EmbeddedBroker(log_dir=workdir) as broker:
+    with EmbeddedBroker(log_dir=workdir) as broker, running_workers(broker.bootstrap_servers, workdir) as start:
         bootstrap = broker.bootstrap_servers
         await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, LATENCY_TOPIC: LATENCY_PARTITIONS})
-        await produce_data(bootstrap, {TopicPartition(LATENCY_TOPIC, p): LATENCY_RECORDS for p in range(LATENCY_PARTITIONS)})
-        setup = []
+        await produce(bootstrap, LATENCY_TOPIC, {p: LATENCY_RECORDS for p in range(LATENCY_PARTITIONS)})
+        setup: list[OffsetCommit | GroupMetadata] = []
         for group in groups:
             members = {
                 f"{group}-consumer-{m}": [TopicPartition(LATENCY_TOPIC, 2 * m), TopicPartition(LATENCY_TOPIC, 2 * m + 1)]
@@ -639,9 +447,9 @@ async def latency(start: Callable[..., Worker], workdir: Path, sizes: Sizes) -> 
                 offset_commit(group, LATENCY_TOPIC, p, LATENCY_RECORDS - LATENCY_LAG_BEFORE.get(p, 0))
                 for p in range(LATENCY_PARTITIONS)
             ]
-        await publish(bootstrap, [(offsets_partition_for(r.group), *encode(r)) for r in setup])
+        await publish(bootstrap, setup, by_group=True)
 
-        worker = start(broker, "bench-latency", **settings)
+        worker = start("bench-latency", **settings)
         recommendations = f"{worker.app_id}-recommendations"
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", fetch_max_wait_ms=50
@@ -656,15 +464,20 @@ async def latency(start: Callable[..., Worker], workdir: Path, sizes: Sizes) -> 
         try:
             # The worker holds every group with its lag, and has evaluated them for a few rounds: quietly.
             expected = {f"{g}-consumer-{m}": LATENCY_LAG_BEFORE.get(2 * m, 0) for g in groups for m in range(4)}
-            async with asyncio.timeout(90):
-                while True:
-                    worker.check_alive()
-                    body = await asyncio.to_thread(get_json, worker.url + "groups/")
-                    lag = {m: v for g in (body or {}).get("groups", {}).values() for m, v in g["member_lag"].items()}
-                    if lag == expected:
-                        break
-                    await asyncio.sleep(0.2)
-            await asyncio.sleep(hold * interval + 1)
+
+            def lag_set_up(body: dict) -> bool:
+                worker.check_alive()
+                return {m: v for g in body["groups"].values() for m, v in g["member_lag"].items()} == expected
+
+            await wait_json(worker.url + "groups/", lag_set_up, 90, "every group's lag on the worker")
+            evaluated = metric_total(worker.metrics() or {}, "kagent_evaluations_total")
+
+            async def held_long_enough() -> bool:  # each group evaluated hold + 1 more times, a recommendation's due
+                worker.check_alive()
+                samples = await asyncio.to_thread(worker.metrics) or {}
+                return metric_total(samples, "kagent_evaluations_total") >= evaluated + (hold + 1) * len(groups)
+
+            await wait_until_async(held_long_enough, 30, f"{hold + 1} evaluation rounds", interval=0.2, detail=worker.log_tail)
             await consumer.topics()  # the worker created the topic on start
             own_partitions = range(int(worker.env.get("KAGENT_TOPIC_PARTITIONS", "8")))
             consumer.assign([TopicPartition(recommendations, p) for p in own_partitions])
@@ -680,19 +493,23 @@ async def latency(start: Callable[..., Worker], workdir: Path, sizes: Sizes) -> 
                 key, value = encode(offset_commit(group, LATENCY_TOPIC, partition, LATENCY_RECORDS - lag_after))
                 sent = time.time()
                 await (await producer.send(OFFSETS_TOPIC, value, key=key, partition=offsets_partition_for(group)))
-                found = None
-                async with asyncio.timeout(60):
-                    while found is None:
-                        worker.check_alive()
-                        batches = await consumer.getmany(timeout_ms=200)
-                        arrived = time.time()
-                        for messages in batches.values():
-                            for message in messages:
-                                body = json.loads(message.value)
-                                if body["group"] != group:
-                                    raise RuntimeError(f"unexpected recommendation for {body['group']}")
-                                found = (arrived, message.timestamp / 1000, body)
-                arrived, produced, body = found
+
+                async def recommended(group: str = group) -> tuple[float, float, dict] | None:
+                    """(arrival, time on the topic, body) of the recommendation for ``group``, once it came."""
+                    worker.check_alive()
+                    batches = await consumer.getmany(timeout_ms=200)
+                    arrived = time.time()
+                    for messages in batches.values():
+                        for message in messages:
+                            body = json.loads(message.value)
+                            if body["group"] != group:
+                                raise RuntimeError(f"unexpected recommendation for {body['group']}")
+                            return arrived, message.timestamp / 1000, body
+                    return None
+
+                arrived, produced, body = await wait_until_async(
+                    recommended, 60, f"the recommendation for {group}", interval=0, detail=worker.log_tail
+                )
                 in_table = await lag_written(changelog, group, partition, LATENCY_RECORDS - lag_after)
                 results.append(arrived - sent)
                 print(
@@ -700,11 +517,11 @@ async def latency(start: Callable[..., Worker], workdir: Path, sizes: Sizes) -> 
                     f"recommendation evaluated at +{body['time'] - sent:.2f} s, on the topic at +{produced - sent:.2f} s; "
                     f"skew {body['skew_before']:.2f} -> {body['skew_after']:.2f}, held {body['trigger']['evaluations_held']}"
                 )
+            worker.stop()
         finally:
             await producer.stop()
             await changelog.stop()
             await consumer.stop()
-            worker.stop()
     median = statistics.median(results)
     ok = median <= bound and max(results) <= bound
     print(
@@ -716,22 +533,17 @@ async def latency(start: Callable[..., Worker], workdir: Path, sizes: Sizes) -> 
 
 async def lag_written(changelog: AIOKafkaConsumer, group: str, partition: int, committed: int) -> float:
     """Timestamp (s) of the first partition-lag changelog record of ``group`` on ``partition`` with ``committed``."""
-    async with asyncio.timeout(10):
-        while True:
-            for messages in (await changelog.getmany(timeout_ms=200)).values():
-                for message in messages:
-                    key = json.loads(message.key)
-                    key = json.loads(key) if isinstance(key, str) else key
-                    if key[0] == group and key[2] == partition and json.loads(message.value)["committed"] == committed:
-                        return message.timestamp / 1000
 
-
-def get_json(url: str) -> dict | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return json.load(response)
-    except (urllib.error.URLError, OSError):
+    async def written() -> float | None:
+        for messages in (await changelog.getmany(timeout_ms=200)).values():
+            for message in messages:
+                key = json.loads(message.key)
+                key = json.loads(key) if isinstance(key, str) else key
+                if key[0] == group and key[2] == partition and json.loads(message.value)["committed"] == committed:
+                    return message.timestamp / 1000
         return None
+
+    return await wait_until_async(written, 10, f"the lag entry of {group} on partition {partition}", interval=0)
 
 
 async def main(sizes: Sizes) -> int:
@@ -740,17 +552,17 @@ async def main(sizes: Sizes) -> int:
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
     )
     met = True
-    with tempfile.TemporaryDirectory(prefix="kagent-bench-") as tmp, running(Path(tmp)) as start:
+    with tempfile.TemporaryDirectory(prefix="kagent-bench-") as tmp:
         workdir = Path(tmp)
         try:
-            idle = await idle_baseline(start, workdir)
+            idle = await idle_baseline(workdir)
             print("\n== throughput (one worker) ==")
-            met &= await throughput(start, workdir, sizes.throughput)
+            met &= await throughput(workdir, sizes.throughput)
             settings = ", ".join(f"KAGENT_{k.upper()}={v}" for k, v in MEMORY_SETTINGS.items())
             print(f"\n== memory (one worker, {settings}) ==")
-            met &= await memory(start, workdir, sizes.memory, idle)
+            met &= await memory(workdir, sizes.memory, idle)
             print(f"\n== detection latency ({', '.join(f'KAGENT_{k.upper()}={v}' for k, v in LATENCY_SETTINGS.items())}) ==")
-            met &= await latency(start, workdir, sizes)
+            met &= await latency(workdir, sizes)
         except BaseException:
             for log in sorted(workdir.glob("*.log")):
                 print(f"--- {log.name} (tail) ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))

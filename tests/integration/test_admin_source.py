@@ -24,20 +24,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.request
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 
-from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
 from kagent.core.events import DerivedEvents
 from kagent.core.group_polling import UNKNOWN_GENERATION
 from kagent.settings import Settings
+from kagent.tools.embedded import EmbeddedBroker, free_port
 from kagent.worker.admin_api import GroupPoller
 from kagent.worker.metrics import Metrics
-from tests.conftest import Worker, get_json
+from tests.support.coordinator import produce
+from tests.support.topics import TopicReader
+from tests.support.waiting import wait_until_async
+from tests.support.web import wait_json
+from tests.support.worker import Worker, metric_total
 
 pytestmark = pytest.mark.integration
 
@@ -52,32 +55,17 @@ FAST = {
 }
 
 
-class DerivedEventsReader:
+class DerivedEventsReader(TopicReader):
     """Everything on a derived-events topic, read from the start as it arrives."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self._consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-        self.events: list[dict[str, Any]] = []
-
-    async def start(self) -> None:
-        await self._consumer.start()
-
-    async def stop(self) -> None:
-        await self._consumer.stop()
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every derived event read so far, in the order it arrived."""
+        return [e for m in self.records for e in json.loads(m.value)["events"]]
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         """The events of ``kind`` about the test's group, in the order they arrived."""
         return [e for e in self.events if e["kind"] == kind and e["group"] == GROUP]
-
-    async def until(self, done: Callable[[], bool], timeout: float, what: str, log: Callable[[], str]) -> None:
-        """Read on until ``done()``; fail naming ``what`` with the events and the worker log after ``timeout`` s."""
-        try:
-            async with asyncio.timeout(timeout):
-                while not done():
-                    batches = await self._consumer.getmany(timeout_ms=300)
-                    self.events += [e for records in batches.values() for m in records for e in json.loads(m.value)["events"]]
-        except TimeoutError:
-            pytest.fail(f"no {what} in {timeout:g} s; events: {self.events}\nworker log:\n{log()[-4000:]}")
 
 
 async def consumer(bootstrap: str, name: str) -> AIOKafkaConsumer:
@@ -96,23 +84,15 @@ async def consumer(bootstrap: str, name: str) -> AIOKafkaConsumer:
 
 
 async def assigned(consumers: list[AIOKafkaConsumer], partitions: int, timeout: float = 30) -> None:
-    """Poll ``consumers`` until they hold ``partitions`` partitions between them."""
-    async with asyncio.timeout(timeout):
-        while sum(len(c.assignment()) for c in consumers) != partitions or not all(c.assignment() for c in consumers):
-            await asyncio.gather(*(c.getmany(timeout_ms=200) for c in consumers))
+    """Poll ``consumers`` until they hold ``partitions`` partitions between them, each some."""
 
+    async def holding() -> bool:
+        if sum(len(c.assignment()) for c in consumers) == partitions and all(c.assignment() for c in consumers):
+            return True
+        await asyncio.gather(*(c.getmany(timeout_ms=200) for c in consumers))
+        return False
 
-async def groups_view(worker: Worker, predicate: Callable[[Any], bool], timeout: float = 30) -> Any:
-    """Poll the worker's ``/groups/`` until its JSON satisfies ``predicate``; fail with the last body."""
-    body = None
-    try:
-        async with asyncio.timeout(timeout):
-            while body is None or not predicate(body):
-                body = await asyncio.to_thread(get_json, worker.url + "groups/")
-                await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
-    except TimeoutError:
-        pytest.fail(f"/groups/ did not reach the expected state in {timeout:g} s; last body: {body}")
-    return body
+    await wait_until_async(holding, timeout, f"{len(consumers)} members to hold {partitions} partitions", interval=0)
 
 
 def member_id(started: AIOKafkaConsumer) -> str:
@@ -125,13 +105,7 @@ async def group(kafka_broker: EmbeddedBroker) -> AsyncIterator[list[AIOKafkaCons
     """Two members of ``admin-app`` on 4 partitions holding 20 records."""
     bootstrap = kafka_broker.bootstrap_servers
     await kafka_broker.create_topics({TOPIC: 4})
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH)
-    await producer.start()
-    try:
-        for i in range(20):
-            await producer.send(TOPIC, b"x", partition=i % 4)
-    finally:
-        await producer.stop()
+    await produce(bootstrap, TOPIC, {p: 5 for p in range(4)})
     members = [await consumer(bootstrap, f"{GROUP}-{m}") for m in range(2)]
     try:
         await assigned(members, 4)
@@ -151,17 +125,18 @@ async def test_the_admin_source_reports_a_real_groups_members_and_commits(
     committed = {tp.partition: o for o, m in ((3, first), (5, second)) for tp in m.assignment()}
 
     worker = start_worker(APP_ID, **FAST)
-    events = DerivedEventsReader(bootstrap, f"{APP_ID}-derived-events")
-    await events.start()
-    try:
+    async with DerivedEventsReader(bootstrap, f"{APP_ID}-derived-events") as events:
         both = {member_id(first), member_id(second)}
+
+        def explain() -> str:
+            return f"events: {events.events}\n{worker.log_tail()}"
 
         def announced() -> bool:
             offsets = {e["partition"]: e["offset"] for e in events.of("offset-committed")}
             members = [{m["member_id"] for m in e["members"]} for e in events.of("group-assigned")]
             return offsets == committed and both in members
 
-        await events.until(announced, 90, "announcement of the group and its commits", worker.log)
+        await events.until(announced, 90, "announcement of the group and its commits", explain)
         (assignment,) = events.of("group-assigned")
         assert assignment["generation"] == UNKNOWN_GENERATION
         assert not [e for e in events.events if e["group"] == APP_ID]  # kagent's own group is skipped
@@ -173,7 +148,7 @@ async def test_the_admin_source_reports_a_real_groups_members_and_commits(
         def recommitted() -> bool:
             return any(e["partition"] == moved.partition and e["offset"] == 4 for e in events.of("offset-committed"))
 
-        await events.until(recommitted, 30, f"the new commit on {moved}", worker.log)
+        await events.until(recommitted, 30, f"the new commit on {moved}", explain)
         partitions = [e["partition"] for e in events.of("offset-committed")]
         assert sorted(partitions) == sorted([*committed, moved.partition])
         assert len(events.of("group-assigned")) == 1
@@ -183,19 +158,17 @@ async def test_the_admin_source_reports_a_real_groups_members_and_commits(
         await assigned([first], 4)
         await events.until(
             lambda: [m["member_id"] for m in events.of("group-assigned")[-1]["members"]] == [member_id(first)],
-            30, "the assignment after the rebalance", worker.log,
+            30, "the assignment after the rebalance", explain,
         )
 
         # The storage stage took the events: the worker holds the group with its one member.
-        body = await groups_view(worker, lambda b: list(b["groups"].get(GROUP, {}).get("member_lag", {})) == [
+        body = await wait_json(worker.url + "groups/", lambda b: list(b["groups"].get(GROUP, {}).get("member_lag", {})) == [
             member_id(first)
-        ])
+        ], 30)
         assert body["groups"][GROUP]["generation"] == UNKNOWN_GENERATION
-        metrics = await asyncio.to_thread(lambda: urllib.request.urlopen(worker.url + "metrics").read().decode())
-        assert not [line for line in metrics.splitlines() if line.startswith("kagent_group_api_errors_total{")]
+        metrics = await asyncio.to_thread(worker.metrics)
+        assert metrics is not None and metric_total(metrics, "kagent_group_api_errors_total") == 0
         assert "does not answer OffsetFetch for all of a group's partitions" in worker.log()
-    finally:
-        await events.stop()
     assert worker.stop() == 0
 
 

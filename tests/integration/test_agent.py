@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -25,14 +24,25 @@ from kagent.core.consumer_offsets import (
     ConsumerGroupMetadata,
     ConsumerGroupPartitionMetadata,
     ConsumerGroupRegularExpression,
+    Record,
     TopicMetadata,
     TopicPartitions,
-    encode,
 )
-from kagent.tools.embedded import EmbeddedBroker
 from kagent.core.topic_ids import MetadataWithTopicIds, topic_names
-from tests.conftest import Worker, get_json
-from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce, publish
+from kagent.tools.embedded import EmbeddedBroker
+from tests.support.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    OffsetsTopicMessage,
+    group_metadata,
+    offset_commit,
+    produce,
+    publish,
+)
+from tests.support.topics import TopicReader
+from tests.support.waiting import wait_until_async
+from tests.support.web import get_json, wait_json
+from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
 
@@ -45,34 +55,17 @@ FAST = {
 
 
 async def read_until(
-    bootstrap: str, topic: str, done: Callable[[list[Any]], bool], timeout: float
+    bootstrap: str, topic: str, done: Callable[[list[Any]], bool], timeout: float, worker: Worker
 ) -> list[Any]:
-    """Read ``topic`` from the start, collecting JSON values, until ``done(values)`` or ``timeout``."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-    await consumer.start()
-    values: list[Any] = []
-    try:
-        async with asyncio.timeout(timeout):
-            while not done(values):
-                batches = await consumer.getmany(timeout_ms=500)
-                values += [json.loads(m.value) for records in batches.values() for m in records]
-    except TimeoutError:
-        pass
-    finally:
-        await consumer.stop()
-    return values
+    """Read ``topic`` from the start, collecting JSON values, until ``done(values)``; fail with the
+    worker's log after ``timeout`` s."""
+    async with TopicReader(bootstrap, topic) as reader:
 
+        def values() -> list[Any]:
+            return [json.loads(m.value) for m in reader.records]
 
-async def wait_json(url: str, predicate: Callable[[Any], bool], timeout: float) -> Any:
-    """Poll ``url`` until its JSON satisfies ``predicate``; fail with the last body after ``timeout``."""
-    body = None
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        body = await asyncio.to_thread(get_json, url)
-        if body is not None and predicate(body):
-            return body
-        await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
-    pytest.fail(f"{url} did not reach the expected state in {timeout:g} s; last body: {json.dumps(body)[:3000]}")
+        await reader.until(lambda: done(values()), timeout, f"what the test expects on {topic}", worker.log_tail)
+        return values()
 
 
 @pytest.fixture
@@ -89,20 +82,19 @@ async def test_a_skewed_group_gets_a_recommendation_and_a_balanced_one_none(
     # Range puts partitions 0 and 1, the hot ones, on one member.
     await produce(bootstrap, "agent-skewed", {0: 3000, 1: 3000, 2: 1000, 3: 1000, 4: 1000, 5: 1000})
     await produce(bootstrap, "agent-even", {p: 1500 for p in range(6)})
-    records = []
+    records: list[Record] = []
     for group, topic in (("skewed-app", "agent-skewed"), ("even-app", "agent-even")):
         members = {f"{group}-{m}": [TopicPartition(topic, 2 * m), TopicPartition(topic, 2 * m + 1)] for m in range(3)}
-        records.append(encode(group_metadata(group, 1, members)))
-        records += [encode(offset_commit(group, topic, p, 0)) for p in range(6)]
+        records.append(group_metadata(group, 1, members))
+        records += [offset_commit(group, topic, p, 0) for p in range(6)]
     await publish(bootstrap, records)
 
     worker = start_worker("agent-e2e", **FAST)
     recommendations = await read_until(
-        bootstrap, "agent-e2e-recommendations", lambda values: any(v["group"] == "skewed-app" for v in values), 90
+        bootstrap, "agent-e2e-recommendations", lambda values: any(v["group"] == "skewed-app" for v in values), 90,
+        worker,
     )
-    skewed = [r for r in recommendations if r["group"] == "skewed-app"]
-    assert skewed, f"no recommendation for the skewed group; worker log:\n{worker.log()[-4000:]}"
-    recommendation = skewed[0]
+    recommendation = next(r for r in recommendations if r["group"] == "skewed-app")
     assert recommendation["trigger"]["value"] >= recommendation["trigger"]["threshold"] == 1.5
     assert recommendation["skew_after"] < 1.5 <= recommendation["skew_before"]
     assert recommendation["moves"], recommendation
@@ -127,17 +119,17 @@ async def test_malformed_records_go_to_the_dead_letter_topic_and_the_worker_keep
     await publish(
         bootstrap,
         [
-            (bad_key, b"\x00\x03garbage"),
-            encode(group_metadata("dlq-app", 1, members)),
-            encode(offset_commit("dlq-app", "agent-dlq", 0, 4)),
-            encode(offset_commit("dlq-app", "agent-dlq", 1, 7)),
+            OffsetsTopicMessage(0, bad_key, b"\x00\x03garbage"),  # first on partition 0, with the rest
+            group_metadata("dlq-app", 1, members),
+            offset_commit("dlq-app", "agent-dlq", 0, 4),
+            offset_commit("dlq-app", "agent-dlq", 1, 7),
         ],
     )
     worker = start_worker("agent-dlq-test", **FAST)
     letters = await read_until(
         bootstrap, "agent-dlq-test-dead-letters", lambda values: any(
             base64.b64decode(v["key"]) == bad_key for v in values
-        ), 90
+        ), 90, worker
     )
     letter = next(v for v in letters if base64.b64decode(v["key"]) == bad_key)
     assert letter["topic"] == OFFSETS_TOPIC and letter["partition"] == 0
@@ -150,18 +142,18 @@ async def test_malformed_records_go_to_the_dead_letter_topic_and_the_worker_keep
         60,
     )
     assert body["groups"]["dlq-app"]["generation"] == 1
-    metrics = await asyncio.to_thread(lambda: urllib.request.urlopen(worker.url + "metrics").read())
-    assert b'kagent_malformed_records_total{topic="__consumer_offsets"} 1.0' in metrics
+    metrics = await asyncio.to_thread(worker.metrics)
+    assert metrics is not None and metrics['kagent_malformed_records_total{topic="__consumer_offsets"}'] == 1
     assert worker.stop() == 0
 
 
 async def _publish_groups(bootstrap: str, topic: str, groups: list[str]) -> None:
     """One 2-member group per name on ``topic`` (4 partitions, 100 records each), all committed at 10."""
-    records = []
+    records: list[Record] = []
     for group in groups:
         members = {f"{group}-{m}": [TopicPartition(topic, 2 * m), TopicPartition(topic, 2 * m + 1)] for m in range(2)}
-        records.append(encode(group_metadata(group, 7, members)))
-        records += [encode(offset_commit(group, topic, p, 10)) for p in range(4)]
+        records.append(group_metadata(group, 7, members))
+        records += [offset_commit(group, topic, p, 10) for p in range(4)]
     await publish(bootstrap, records)
 
 
@@ -244,9 +236,10 @@ async def test_a_surviving_worker_takes_over_a_killed_workers_groups(
         held = [set(b["groups"]) & set(groups) for b in bodies if b is not None]
         return len(held) == 2 and all(held) and set().union(*held) == set(groups)
 
-    async with asyncio.timeout(90):
-        while not shared(await asyncio.gather(*(asyncio.to_thread(get_json, w.url + "groups/") for w in (survivor, doomed)))):
-            await asyncio.sleep(0.3)  # poll interval of a deadline-bounded wait
+    async def sharing() -> bool:
+        return shared(await asyncio.gather(*(asyncio.to_thread(get_json, w.url + "groups/") for w in (survivor, doomed))))
+
+    await wait_until_async(sharing, 90, "the two workers to share the groups", interval=0.3)
 
     assert doomed.process is not None
     doomed.process.kill()
@@ -265,7 +258,7 @@ async def test_a_kip848_consumer_group_is_measured_from_its_member_records(
     await kafka_broker.create_topics({topic: 4})
     await produce(bootstrap, topic, {p: 100 for p in range(4)})
     members = {f"{group}-member-{m}": (2 * m, 2 * m + 1) for m in range(2)}
-    records = [
+    records: list[Record] = [
         # A member's current assignment can come before its metadata record.
         *(
             ConsumerGroupCurrentMemberAssignment(
@@ -283,7 +276,7 @@ async def test_a_kip848_consumer_group_is_measured_from_its_member_records(
         ),
         *(offset_commit(group, topic, p, 10) for p in range(4)),
     ]
-    await publish(bootstrap, [encode(record) for record in records])
+    await publish(bootstrap, records)
     worker = start_worker("agent-kip848-test", **FAST)
 
     def measured(body: Any) -> bool:
@@ -305,7 +298,7 @@ async def test_a_skewed_kip848_group_subscribed_by_regex_only_gets_a_recommendat
     await kafka_broker.create_topics({topic: 6})
     await produce(bootstrap, topic, {0: 3000, 1: 3000, 2: 1000, 3: 1000, 4: 1000, 5: 1000})
     members = {f"{group}-member-{m}": (2 * m, 2 * m + 1) for m in range(3)}
-    records = [
+    records: list[Record] = [
         ConsumerGroupMetadata(group, 4),
         ConsumerGroupPartitionMetadata(group, (TopicMetadata(topic_id, topic, 6, ()),)),
         ConsumerGroupRegularExpression(group, regex, (topic,), 1, 1_700_000_000_000),
@@ -319,14 +312,14 @@ async def test_a_skewed_kip848_group_subscribed_by_regex_only_gets_a_recommendat
         ),
         *(offset_commit(group, topic, p, 0) for p in range(6)),
     ]
-    await publish(bootstrap, [encode(record) for record in records])
+    await publish(bootstrap, records)
     worker = start_worker("agent-kip848-regex-test", **FAST)
 
     recommendations = await read_until(
-        bootstrap, "agent-kip848-regex-test-recommendations", lambda values: any(v["group"] == group for v in values), 90
+        bootstrap, "agent-kip848-regex-test-recommendations", lambda values: any(v["group"] == group for v in values), 90,
+        worker,
     )
     ours = [r for r in recommendations if r["group"] == group]
-    assert ours, f"no recommendation for the regex-subscribed group; worker log:\n{worker.log()[-4000:]}"
     assert ours[0]["skew_after"] < 1.5 <= ours[0]["skew_before"]
     assert {m["topic"] for m in ours[0]["moves"]} == {topic}
     assert worker.stop() == 0
@@ -348,13 +341,13 @@ async def test_a_kip848_group_without_topic_names_is_named_from_cluster_metadata
         await client.close()
     topic_id = uuid.UUID(next(topic_id for topic_id, name in names.items() if name == topic))
     member = f"{group}-member"
-    records = [
+    records: list[Record] = [
         ConsumerGroupMetadata(group, 3),
         ConsumerGroupMemberMetadata(group, member, None, None, "app", "/10.0.0.2", (topic,), None, 300_000, None),
         ConsumerGroupCurrentMemberAssignment(group, member, 3, 2, 0, (TopicPartitions(topic_id, (0, 1, 2, 3)),), ()),
         *(offset_commit(group, topic, p, 40) for p in range(4)),
     ]
-    await publish(bootstrap, [encode(record) for record in records])
+    await publish(bootstrap, records)
     worker = start_worker("agent-kip848-named-test", **FAST)
 
     body = await wait_json(

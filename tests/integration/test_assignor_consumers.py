@@ -4,18 +4,19 @@ and get the assignment the pure function computes for the lag set up."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Collection, Mapping
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.structs import TopicPartition
 
-from kagent.core.assignors import Member, assign
 from kagent.client.assignors import LagStickyPartitionAssignor
-from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker
+from kagent.core.assignors import Member, assign
 from kagent.core.lag import partition_lag
+from kagent.tools.embedded import EmbeddedBroker
+from tests.support.coordinator import produce
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.integration
 
@@ -40,18 +41,6 @@ class History(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
         self.assignments.append(frozenset(assigned))
         self.generations.append(self.consumer._coordinator.generation)  # no public accessor
-
-
-async def produce(bootstrap_servers: str, topic: str) -> None:
-    # One record per batch: Tansu reports the log-end offset right only then.
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, max_batch_size=ONE_RECORD_BATCH)
-    await producer.start()
-    try:
-        for partition, count in enumerate(RECORDS):
-            for _ in range(count):
-                await producer.send_and_wait(topic, b"record", partition=partition)
-    finally:
-        await producer.stop()
 
 
 async def measure_lag(bootstrap_servers: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -85,7 +74,7 @@ async def test_consumers_get_the_lag_sticky_assignment(kafka_broker: EmbeddedBro
     topic = f"assignor-{uuid.uuid4().hex[:8]}"
     partitions = [TopicPartition(topic, p) for p in range(len(RECORDS))]
     await kafka_broker.create_topics({topic: len(RECORDS)})
-    await produce(kafka_broker.bootstrap_servers, topic)
+    await produce(kafka_broker.bootstrap_servers, topic, dict(enumerate(RECORDS)))
     lag = await measure_lag(kafka_broker.bootstrap_servers, partitions)
     assert [lag[tp] for tp in partitions] == list(RECORDS)
 
@@ -117,12 +106,14 @@ async def test_consumers_get_the_lag_sticky_assignment(kafka_broker: EmbeddedBro
         for history in joining:
             histories.append(history)
             history.consumer.subscribe([topic], listener=history)
-        deadline = time.monotonic() + JOIN_TIMEOUT
-        while not settled(histories, set(partitions)):
-            if time.monotonic() > deadline:
-                seen = [h.assignments for h in histories]
-                pytest.fail(f"the group did not settle within {JOIN_TIMEOUT:g} s; assignments so far: {seen}")
-            await asyncio.sleep(0.2)
+
+        async def group_settled() -> bool:
+            return settled(histories, set(partitions))
+
+        await wait_until_async(
+            group_settled, JOIN_TIMEOUT, f"the group of {len(histories)} to settle", interval=0.2,
+            detail=lambda: f"assignments so far: {[h.assignments for h in histories]}",
+        )
 
     def check_last_rebalance() -> None:
         """The leader was given each member's previous assignment as owned

@@ -9,11 +9,8 @@ restarted.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +18,24 @@ from pathlib import Path
 import pytest
 from aiokafka.structs import TopicPartition
 
-from kagent.core.consumer_offsets import encode
-from kagent.tools.embedded import answers_api_versions, create_topics, free_port, stop_process, tansu_binary
-from tests.conftest import Worker, get_json, process_alive, wait_for
-from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, produce, publish
+from kagent.tools.embedded import (
+    answers_api_versions,
+    create_topics,
+    free_port,
+    stop_process,
+    tansu_binary,
+)
+from tests.support.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    group_metadata,
+    produce,
+    publish,
+)
+from tests.support.processes import process_alive
+from tests.support.waiting import wait_until
+from tests.support.web import get_json
+from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +70,7 @@ class S3Broker:
         endpoint = f"http://{self.host}:{self._s3_port}"
 
         def bucket_made() -> bool:
-            import boto3  # noqa: PLC0415 - only this drill needs it
+            import boto3
 
             try:
                 boto3.client(
@@ -70,7 +81,7 @@ class S3Broker:
                 return False
             return True
 
-        wait_for(bucket_made, 30, "moto's S3 server to make the bucket")
+        wait_until(bucket_made, 30, "moto's S3 server to make the bucket")
         self._env = {
             **os.environ,
             "AWS_ACCESS_KEY_ID": "test",
@@ -91,7 +102,7 @@ class S3Broker:
             stdout=(self._log_dir / "tansu.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
-        wait_for(lambda: answers_api_versions(self.host, self.port), 15, "the broker to listen")
+        wait_until(lambda: answers_api_versions(self.host, self.port), 15, "the broker to listen")
 
     def stop(self) -> None:
         tansu, self._tansu = self._tansu, None
@@ -115,10 +126,7 @@ def held(worker: Worker) -> dict[str, dict[str, object]]:
 
 
 def successful_polls(worker: Worker) -> float:
-    with urllib.request.urlopen(worker.url + "metrics", timeout=5) as response:
-        text = response.read().decode()
-    found = re.search(r'^kagent_end_offset_polls_total\{outcome="ok"\} (\S+)$', text, re.MULTILINE)
-    return float(found.group(1)) if found else 0.0
+    return (worker.metrics() or {}).get('kagent_end_offset_polls_total{outcome="ok"}', 0.0)
 
 
 async def test_the_worker_reconnects_after_its_broker_restarts(s3_broker: S3Broker, tmp_path: Path) -> None:
@@ -128,13 +136,13 @@ async def test_the_worker_reconnects_after_its_broker_restarts(s3_broker: S3Brok
     suffix = uuid.uuid4().hex[:6]
     topic, group, later = f"restart-{suffix}", f"restart-group-{suffix}", f"after-restart-{suffix}"
     await create_topics(s3_broker.bootstrap_servers, {OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, topic: 2})
-    worker = Worker(s3_broker, tmp_path, f"restart-{suffix}", end_offset_interval="0.5", evaluate_interval="0.5")
+    worker = Worker(s3_broker.bootstrap_servers, tmp_path, f"restart-{suffix}", end_offset_interval="0.5", evaluate_interval="0.5")
     worker.start()
     try:
         await produce(s3_broker.bootstrap_servers, topic, {0: 30, 1: 10})
         one = {"a-1": [TopicPartition(topic, 0)], "b-1": [TopicPartition(topic, 1)]}
-        await publish(s3_broker.bootstrap_servers, [encode(group_metadata(group, 1, one))])
-        wait_for(lambda: held(worker).get(group, {}).get("generation") == 1, 120, "the group before the restart")
+        await publish(s3_broker.bootstrap_servers, [group_metadata(group, 1, one)])
+        wait_until(lambda: held(worker).get(group, {}).get("generation") == 1, 120, "the group before the restart")
 
         s3_broker.stop()
         s3_broker.start()
@@ -143,14 +151,14 @@ async def test_the_worker_reconnects_after_its_broker_restarts(s3_broker: S3Brok
         two = {"a-2": [TopicPartition(topic, 0), TopicPartition(topic, 1)]}
         await publish(
             s3_broker.bootstrap_servers,
-            [encode(group_metadata(group, 2, two)), encode(group_metadata(later, 1, one))],
+            [group_metadata(group, 2, two), group_metadata(later, 1, one)],
         )
-        wait_for(
+        wait_until(
             lambda: held(worker).get(group, {}).get("generation") == 2 and later in held(worker),
             120,
             "records written after the restart in the worker's tables",
         )
-        wait_for(lambda: successful_polls(worker) > polls, 60, "an end-offset poll to succeed after the restart")
+        wait_until(lambda: successful_polls(worker) > polls, 60, "an end-offset poll to succeed after the restart")
         assert worker.process is not None and process_alive(worker.process.pid)  # carried on, no restart
         assert get_json(worker.url + "readyz") == {"ready": True, "stalled_stages": []}
     finally:

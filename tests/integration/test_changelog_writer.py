@@ -15,7 +15,7 @@ from kagent.tools.embedded import EmbeddedBroker
 from kagent.core.table_keys import partition_of_group
 from kagent.worker.topology import GroupPartitionedTable
 from kagent.worker.changelog import ChangelogWriteError, ChangelogWriter
-from tests.conftest import fail_first_send
+from tests.support.faults import fail_first_send
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from kagent.tools.embedded import free_port
-from tests.conftest import get_json, process_alive, wait_for
+from tests.support.processes import process_alive
+from tests.support.waiting import wait_until
+from tests.support.web import get_json
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +104,7 @@ def test_worker_command_runs_the_faust_worker(tmp_path: Path) -> None:
             stderr=subprocess.DEVNULL,
         )
         try:
-            wait_for(lambda: get_json(f"http://127.0.0.1:{web_port}/groups/"), 60, "the worker's web view")
+            wait_until(lambda: get_json(f"http://127.0.0.1:{web_port}/groups/"), 60, "the worker's web view")
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(30) == 0
         finally:

@@ -12,7 +12,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from kagent.tools.embedded import BrokerError, EmbeddedBroker
-from tests.conftest import process_alive, wait_for
+from tests.support.processes import process_alive
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -73,4 +74,4 @@ def test_the_broker_dies_with_a_parent_killed_without_cleanup() -> None:
     assert process_alive(broker_pid)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    wait_for(lambda: not process_alive(broker_pid), 10, f"broker pid {broker_pid} to exit after its parent was killed")
+    wait_until(lambda: not process_alive(broker_pid), 10, f"broker pid {broker_pid} to exit after its parent was killed")

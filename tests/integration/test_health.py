@@ -2,30 +2,33 @@
 
 from __future__ import annotations
 
-import re
-import urllib.request
 import uuid
+from collections.abc import Callable
 
 import pytest
 from aiokafka.structs import TopicPartition
 
-from kagent.core.consumer_offsets import encode
 from kagent.tools.embedded import EmbeddedBroker
-from tests.conftest import Worker, get_json, wait_for
-from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, publish
+from tests.support.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    group_metadata,
+    offset_commit,
+    publish,
+)
+from tests.support.waiting import wait_until
+from tests.support.web import get_json
+from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
 
 
 def metric(worker: Worker, name: str, stage: str) -> float | None:
-    with urllib.request.urlopen(worker.url + "metrics", timeout=5) as response:
-        text = response.read().decode()
-    found = re.search(rf'^{name}\{{stage="{stage}"\}} (\S+)$', text, re.MULTILINE)
-    return float(found.group(1)) if found else None
+    return (worker.metrics() or {}).get(f'{name}{{stage="{stage}"}}')
 
 
 async def test_stages_report_what_they_applied_and_the_worker_is_ready(
-    kafka_broker: EmbeddedBroker, start_worker: type[Worker]
+    kafka_broker: EmbeddedBroker, start_worker: Callable[..., Worker]
 ) -> None:
     suffix = uuid.uuid4().hex[:6]
     topic, group = f"health-{suffix}", f"health-group-{suffix}"
@@ -34,10 +37,10 @@ async def test_stages_report_what_they_applied_and_the_worker_is_ready(
     members = {"a-1": [TopicPartition(topic, 0)], "b-1": [TopicPartition(topic, 1)]}
     await publish(
         kafka_broker.bootstrap_servers,
-        [encode(group_metadata(group, 1, members)), encode(offset_commit(group, topic, 0, 0))],
+        [group_metadata(group, 1, members), offset_commit(group, topic, 0, 0)],
     )
-    wait_for(lambda: group in (get_json(worker.url + "groups/") or {}).get("groups", {}), 90, f"{group} on the worker")
-    wait_for(lambda: (metric(worker, "kagent_stage_applied_records", "storage") or 0) >= 1, 30, "storage's progress")
+    wait_until(lambda: group in (get_json(worker.url + "groups/") or {}).get("groups", {}), 90, f"{group} on the worker")
+    wait_until(lambda: (metric(worker, "kagent_stage_applied_records", "storage") or 0) >= 1, 30, "storage's progress")
     assert (metric(worker, "kagent_stage_applied_records", "offsets-topic-source") or 0) >= 2
     assert metric(worker, "kagent_stage_stalled", "storage") == 0
     assert get_json(worker.url + "readyz") == {"ready": True, "stalled_stages": []}

@@ -6,16 +6,24 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
-from kagent.core.consumer_offsets import encode
+from kagent.core.consumer_offsets import GroupMetadata, OffsetCommit
 from kagent.tools.embedded import EmbeddedBroker
-from tests.conftest import Worker, get_json, wait_for
-from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit
+from tests.support.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    group_metadata,
+    offset_commit,
+    publish,
+)
+from tests.support.waiting import wait_until
+from tests.support.web import get_json
+from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
 
@@ -30,21 +38,17 @@ def sigterm(worker: Worker) -> tuple[int, float]:
     return code, time.monotonic() - started
 
 
-def started(worker: Worker) -> None:
-    wait_for(lambda: get_json(worker.url + "groups/"), 90, f"worker {worker.app_id} to serve /groups/")
-
-
 def test_a_worker_whose_broker_is_gone_logs_at_a_bounded_rate_and_stops_on_sigterm(tmp_path: Path) -> None:
     with EmbeddedBroker(log_dir=tmp_path) as broker:
-        worker = Worker(broker, tmp_path, f"broker-gone-{uuid.uuid4().hex[:6]}").start()
-        started(worker)
+        worker = Worker(broker.bootstrap_servers, tmp_path, f"broker-gone-{uuid.uuid4().hex[:6]}").start()
+        worker.wait_serving()
         broker.stop()
         before = len(worker.log().splitlines())
         # A measurement window, not a synchronisation: lines logged in 10 s of a broker that is gone.
         time.sleep(10)
         lines = len(worker.log().splitlines()) - before
         assert lines <= 60, f"{lines} lines in 10 s while the broker was gone:\n{worker.log()[-3000:]}"
-        wait_for(lambda: "more like it" in worker.log(), 15, "a line counting the errors held back")
+        wait_until(lambda: "more like it" in worker.log(), 15, "a line counting the errors held back")
         code, took = sigterm(worker)
     log = worker.log()
     assert code == 0, log[-3000:]
@@ -52,34 +56,27 @@ def test_a_worker_whose_broker_is_gone_logs_at_a_bounded_rate_and_stops_on_sigte
 
 
 async def test_sigterm_during_ingest_and_evaluation_stops_cleanly(
-    kafka_broker: EmbeddedBroker, start_worker: type[Worker]
+    kafka_broker: EmbeddedBroker, start_worker: Callable[..., Worker]
 ) -> None:
     suffix = uuid.uuid4().hex[:6]
     await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, f"orders-{suffix}": 12})
     worker = start_worker(f"sigterm-load-{suffix}", evaluate_interval="0.2", end_offset_interval="0.2")
-    await asyncio.to_thread(started, worker)
+    await asyncio.to_thread(worker.wait_serving)
     topic = f"orders-{suffix}"
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers, linger_ms=5)
-    await producer.start()
-    try:
-        for g in range(200):
-            group = f"load-{suffix}-{g}"
-            members = {f"m{m}-{g}": [TopicPartition(topic, p) for p in range(4 * m, 4 * m + 4)] for m in range(3)}
-            key, value = encode(group_metadata(group, 1, members))
-            await producer.send(OFFSETS_TOPIC, value, key=key)
-        for round_ in range(40):
-            for g in range(200):
-                key, value = encode(offset_commit(f"load-{suffix}-{g}", topic, round_ % 12, round_))
-                await producer.send(OFFSETS_TOPIC, value, key=key)
-        await producer.flush()
-    finally:
-        await producer.stop()
+    load: list[GroupMetadata | OffsetCommit] = [
+        group_metadata(f"load-{suffix}-{g}", 1, {
+            f"m{m}-{g}": [TopicPartition(topic, p) for p in range(4 * m, 4 * m + 4)] for m in range(3)
+        })
+        for g in range(200)
+    ]
+    load += [offset_commit(f"load-{suffix}-{g}", topic, round_ % 12, round_) for round_ in range(40) for g in range(200)]
+    await publish(kafka_broker.bootstrap_servers, load, by_group=True, batched=True)
 
     def holds_load_groups() -> bool:
         answer = get_json(worker.url + "groups/") or {}
         return any(group.startswith(f"load-{suffix}") for group in answer.get("groups", {}))
 
-    await asyncio.to_thread(wait_for, holds_load_groups, 60, "the worker to hold the load's groups")
+    await asyncio.to_thread(wait_until, holds_load_groups, 60, "the worker to hold the load's groups")
     code, took = await asyncio.to_thread(sigterm, worker)
     log = worker.log()
     assert code == 0, log[-3000:]

@@ -8,23 +8,22 @@ import uuid
 
 import faust
 import pytest
-from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from kagent.core.consumer_offsets import encode
-from kagent.tools.embedded import EmbeddedBroker
 from kagent.settings import Settings
-from kagent.worker.topology import declare
+from kagent.tools.embedded import EmbeddedBroker
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
-from tests.conftest import fail_first_send
-from tests.coordinator import (
+from kagent.worker.topology import declare
+from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
     offset_commit,
     publish,
 )
+from tests.support.faults import fail_first_send
+from tests.support.topics import TopicReader
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +46,7 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
         }
     )
     groups = {f"source-retry-app-{suffix}-{i}" for i in range(3)}
-    await publish(kafka_broker.bootstrap_servers, [encode(offset_commit(g, "orders", 0, 7)) for g in sorted(groups)])
+    await publish(kafka_broker.bootstrap_servers, [offset_commit(g, "orders", 0, 7) for g in sorted(groups)])
 
     failed = fail_first_send(monkeypatch, app.producer, KafkaError("refused"))
     source = OffsetsTopicSource(
@@ -58,21 +57,17 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
         dead_letters=DeadLetters(app, topology.dead_letters.get_topic_name()),
         metrics=Metrics(),
     )
-    reader = AIOKafkaConsumer(
-        derived_events, bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest"
-    )
     running = asyncio.create_task(source.run())
-    await reader.start()
     try:
-        seen: set[str] = set()
-        async with asyncio.timeout(60):
-            while seen != groups:
+        async with TopicReader(kafka_broker.bootstrap_servers, derived_events) as reader:
+
+            def every_group_arrived() -> bool:
                 assert not running.done(), running
-                fetched = await reader.getmany(timeout_ms=500)
-                seen |= {json.loads(r.value)["group"] for rs in fetched.values() for r in rs} & groups
+                return {json.loads(r.value)["group"] for r in reader.records} >= groups
+
+            await reader.until(every_group_arrived, 60, f"the derived events of {sorted(groups)}")
         assert failed()
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
-        await reader.stop()
         await app.producer.stop()

@@ -17,13 +17,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
-import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import pytest
@@ -32,13 +30,12 @@ from aiokafka.structs import TopicPartition
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from kagent.core.consumer_offsets import encode
-from kagent.tools.embedded import EmbeddedBroker
+from kagent.core.consumer_offsets import GroupMetadata, OffsetCommit
 from kagent.core.table_keys import partition_key
+from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.pipeline.backtest import snapshots_from_changelogs
 from kagent.tools.pipeline.cli import pipeline
-from tests.conftest import Worker
-from tests.coordinator import (
+from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
     group_metadata,
@@ -46,6 +43,8 @@ from tests.coordinator import (
     produce,
     publish,
 )
+from tests.support.waiting import wait_until_async
+from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +52,7 @@ FAST = {"evaluate_interval": "0.5", "end_offset_interval": "0.5", "hold_evaluati
 SKEWED_LOG = {0: 600, 1: 600, 2: 200, 3: 200, 4: 200, 5: 200}
 EVEN_LOG = {p: 300 for p in range(4)}
 DEADLINE = 40.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -86,26 +86,20 @@ async def _changelog(bootstrap: str, topic: str) -> list[Record]:
         await consumer.stop()
 
 
-async def _until(probe: Callable[[], Any], what: str, worker: Worker) -> Any:
-    """Await ``probe()`` (a coroutine function) until it returns something truthy; fail after DEADLINE."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE
-    while loop.time() < deadline:
-        value = await probe()
-        if value:
-            return value
-        await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
-    pytest.fail(f"timed out after {DEADLINE:g} s waiting for {what}; worker log:\n{worker.log()[-4000:]}")
+async def _until(probe: Callable[[], Awaitable[T | None]], what: str, worker: Worker) -> T:
+    """Await ``probe()`` every 0.2 s until it returns something truthy; fail with the worker's log after DEADLINE."""
+    return await wait_until_async(probe, DEADLINE, what, interval=0.2, detail=lambda: worker.log_tail(80))
 
 
 async def _polls(worker: Worker) -> float:
     """The worker's count of successful end-offset polls (0 until its web server answers)."""
-    try:
-        body = await asyncio.to_thread(lambda: urllib.request.urlopen(worker.url + "metrics", timeout=2).read())
-    except OSError:
-        return 0.0
-    found = re.search(rb'kagent_end_offset_polls_total\{outcome="ok"\} ([0-9.e+]+)', body)
-    return float(found.group(1)) if found else 0.0
+    samples = await asyncio.to_thread(worker.metrics)
+    return (samples or {}).get('kagent_end_offset_polls_total{outcome="ok"}', 0.0)
+
+
+def _written(record: Record) -> tuple[int, int, int]:
+    """Where a changelog record stands in write order, as ``snapshots_from_changelogs`` orders them."""
+    return record.timestamp, record.partition, record.offset
 
 
 def _at(polled_at: float) -> pd.Timestamp:
@@ -135,9 +129,9 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     # Generation 1: range put the two hot partitions on member r0; everyone committed at 0.
     first = _members(skewed, "r", [[0, 1], [2, 3], [4, 5]], skewed_topic)
     even_members = _members(even, "e", [[0, 1], [2, 3]], even_topic)
-    records = [encode(group_metadata(skewed, 1, first)), encode(group_metadata(even, 1, even_members))]
-    records += [encode(offset_commit(skewed, skewed_topic, p, 0)) for p in SKEWED_LOG]
-    records += [encode(offset_commit(even, even_topic, p, 0)) for p in EVEN_LOG]
+    records: list[GroupMetadata | OffsetCommit] = [group_metadata(skewed, 1, first), group_metadata(even, 1, even_members)]
+    records += [offset_commit(skewed, skewed_topic, p, 0) for p in SKEWED_LOG]
+    records += [offset_commit(even, even_topic, p, 0) for p in EVEN_LOG]
     await publish(bootstrap, records)
     worker = start_worker(app_id, **FAST)
     lag_topic, assignments_topic = f"{app_id}-partition-lag-changelog", f"{app_id}-assignments-changelog"
@@ -157,7 +151,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     # A later poll has happened (and written nothing: its entries are not due), so the
     # commit's entry is alone with its polled_at.
     await _until(polled_again, "another end-offset poll", worker)
-    await publish(bootstrap, [encode(offset_commit(skewed, skewed_topic, 2, 100))])
+    await publish(bootstrap, [offset_commit(skewed, skewed_topic, 2, 100)])
 
     async def commit_written() -> list[Record]:
         return [r for r in await lag_entries(skewed) if r.value and r.value["committed"] == 100]
@@ -166,7 +160,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
 
     # Generation 2: new members, still skewed (r0's hot pair now on s0).
     second = _members(skewed, "s", [[0, 1], [2, 3, 4], [5]], skewed_topic)
-    await publish(bootstrap, [encode(group_metadata(skewed, 2, second))])
+    await publish(bootstrap, [group_metadata(skewed, 2, second)])
 
     async def rebalance_written() -> tuple[Record, list[Record]] | None:
         assigned = [r for r in await _changelog(bootstrap, assignments_topic) if r.value and r.value["group"] == skewed]
@@ -180,6 +174,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
 
     # What Faust wrote: keys are the table keys JSON-encoded, values the records' JSON.
     lag_records = [r for r in await _changelog(bootstrap, lag_topic) if r.value and r.value["group"] in (skewed, even)]
+    assignments = await _changelog(bootstrap, assignments_topic)
     for r in lag_records:
         assert r.key == json.dumps(partition_key(r.value["group"], r.value["topic"], r.value["partition"])).encode()
     assert assignment_2.key == json.dumps(skewed).encode()
@@ -201,18 +196,33 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     by_snapshot = {pd.Timestamp(t): rows.set_index("partition") for t, rows in ours[ours["group"] == skewed].groupby("snapshot")}
     times = sorted(by_snapshot)
     gen1, gen2 = owners(first), owners(second)
-    # The first snapshot: generation 1 and the lag of the log ends, all committed at 0.
-    assert by_snapshot[times[0]]["member"].to_dict() == gen1
-    assert by_snapshot[times[0]]["lag"].to_dict() == SKEWED_LOG
+    # A snapshot's members are the assignment current when its last entry was written (in changelog
+    # order: record timestamp, then partition and offset). The worker holds a group as soon as it
+    # has staged its assignment, so the first poll's entries can go out in the same flush and the
+    # same millisecond as the assignment, and sort before it: such a snapshot has no members yet.
+    assigned_1 = min(_written(r) for r in assignments if r.value and r.value["group"] == skewed)
+    skewed_records = [r for r in lag_records if r.value["group"] == skewed]
+    last_write = {t: max(_written(r) for r in skewed_records if _at(r.value["polled_at"]) == t) for t in times}
+    held_from = min(t for t in times if last_write[t] > assigned_1)
+    nobody = dict.fromkeys(SKEWED_LOG)
+    for t in times:
+        if t < held_from:
+            assert by_snapshot[t]["member"].to_dict() == nobody, t
     # The commit's snapshot: partition 2 at 100, the others carried forward from the first poll.
-    assert by_snapshot[_at(commit_entry.value["polled_at"])]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
+    committed_at = _at(commit_entry.value["polled_at"])
+    assert by_snapshot[committed_at]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
+    # The first snapshot with members: generation 1, and the lag of the log ends, all committed at 0
+    # (if the polls' entries all went out before the assignment, it is the commit's snapshot).
+    first_lag = {**SKEWED_LOG, 2: 100} if held_from == committed_at else SKEWED_LOG
+    assert by_snapshot[held_from]["member"].to_dict() == gen1
+    assert by_snapshot[held_from]["lag"].to_dict() == first_lag
     # The rebalance rewrote every entry with the last poll's polled_at: that snapshot, and
     # every later one, is held by generation 2's members.
     rebalanced = _at(rewritten[0].value["polled_at"])
     assert rebalanced in by_snapshot
     for t in times:
         held = by_snapshot[t]["member"].to_dict()
-        assert held == (gen2 if t >= rebalanced else gen1), (t, held)
+        assert held == (gen2 if t >= rebalanced else gen1 if t >= held_from else nobody), (t, held)
     assert by_snapshot[times[-1]]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
     even_rows = ours[ours["group"] == even]
     assert set(even_rows["lag"]) == {300}
@@ -227,7 +237,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     assert f"report: {out}/report.html" in cli.output
     summary = spark.read.parquet(str(out / "strategy_summary")).toPandas().set_index(["group", "strategy"])
     assert set(summary.loc[skewed].index) == {"actual", "range", "roundrobin", "sticky", "fair", "lag", "lag-sticky"}
-    assert (summary.loc[skewed, "snapshots"] == len(times)).all()
+    assert (summary.loc[skewed, "snapshots"] == len([t for t in times if t >= held_from])).all()  # with members
     # Range, like the actual assignments, keeps the hot pair together; lag-sticky never lets skew reach 1.5.
     assert summary.loc[(skewed, "actual"), "share_above"] == summary.loc[(skewed, "range"), "share_above"] == 1.0
     assert summary.loc[(skewed, "lag-sticky"), "share_above"] == 0.0
@@ -236,6 +246,6 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     assert summary.loc[(even, "actual"), "share_above"] == 0.0
     results = spark.read.parquet(str(out / "snapshot_results")).where(f"group = '{skewed}'").toPandas()
     actual = results[results["strategy"] == "actual"].set_index("snapshot")["skew"]
-    # The first snapshot: 1200 of 2000 on r0; the last: 1200 of 1900 on s0.
-    assert actual.sort_index().iloc[0] == pytest.approx(1200 * 3 / 2000)
+    # The first snapshot with members: 1200 on r0 (of 2000, or 1900 after the commit); the last: 1200 of 1900 on s0.
+    assert actual[held_from] == pytest.approx(1200 * 3 / sum(first_lag.values()))
     assert actual.sort_index().iloc[-1] == pytest.approx(1200 * 3 / 1900)

@@ -28,7 +28,7 @@ from kagent.tools.pipeline.coordinator_rows import (
     decode_batch,
     decode_batches,
 )
-from tests.coordinator import group_metadata, offset_commit
+from tests.support.coordinator import group_metadata, offset_commit
 
 LOG_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ import yaml
 
 from kagent.tools.cli import main as cli
 from kagent.settings import load_settings
-from tests.conftest import REPO
+from tests.support import REPO
 
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 DOCKERFILE = (REPO / "Dockerfile").read_text()

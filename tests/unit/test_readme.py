@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from kagent.settings import Settings
-from tests.conftest import REPO
+from tests.support import REPO
 
 README = (REPO / "README.md").read_text()
 

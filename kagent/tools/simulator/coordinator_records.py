@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
+from aiokafka.coordinator.protocol import (
+    ConsumerProtocolMemberAssignment,
+    ConsumerProtocolMemberMetadata,
+)
 from aiokafka.structs import TopicPartition
 
 from kagent.core.consumer_offsets import (
@@ -18,7 +21,9 @@ from kagent.core.consumer_offsets import (
     GroupMember,
     GroupMetadata,
     OffsetCommit,
+    Record,
     Subscription,
+    UnknownRecord,
     encode,
 )
 from kagent.tools.simulator.partitioners import offsets_partition_for
@@ -129,8 +134,11 @@ def empty_group_metadata(group: str, generation: int, state_timestamp_ms: int) -
     )
 
 
-def offsets_topic_message(record: OffsetCommit | GroupMetadata, partitions: int) -> OffsetsTopicMessage:
+def offsets_topic_message(record: Record, partitions: int) -> OffsetsTopicMessage:
     """`record` as Kafka appends it to a `__consumer_offsets` of `partitions`
-    partitions: on its group's partition, keyed and valued by the codec."""
+    partitions: on its group's partition, keyed and valued by the codec.
+    Any record of a group (all but `UnknownRecord`, which names none)."""
+    if isinstance(record, UnknownRecord):
+        raise TypeError(f"an unknown record (type {record.record_type}) names no group to place it by")
     key, value = encode(record)
     return OffsetsTopicMessage(offsets_partition_for(record.group, partitions), key, value)

@@ -1,0 +1,41 @@
+"""A process by its pid, as ``/proc`` shows it: alive or not, its memory and its CPU time.
+
+Stopping a process the tests or benchmarks started is ``kagent.tools.embedded.stop_process``
+(SIGTERM, then SIGKILL after a bound) or :meth:`tests.support.worker.Worker.stop`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["cpu_seconds", "memory_kb", "process_alive"]
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (field 3, the state, first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        return _stat_fields(pid)[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """``VmRSS`` (resident memory now) and ``VmHWM`` (its peak) of process ``pid``, in kB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            fields[name] = int(value.split()[0])
+    return fields
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process ``pid`` has used, in seconds."""
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,48 @@
+"""Reading a topic as it fills, until what a test waits for has arrived."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+
+from tests.support.waiting import wait_until_async
+
+__all__ = ["TopicReader"]
+
+
+class TopicReader:
+    """Every record of ``topics`` from the earliest offset on, in :attr:`records` in the order fetched;
+    an async context manager that starts and stops its consumer (no consumer group, nothing committed)."""
+
+    def __init__(self, bootstrap_servers: str, *topics: str) -> None:
+        self._consumer = AIOKafkaConsumer(
+            *topics, bootstrap_servers=bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
+        )
+        self.records: list[ConsumerRecord[bytes, bytes]] = []
+
+    async def __aenter__(self) -> Self:
+        await self._consumer.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self._consumer.stop()
+
+    async def until(
+        self, done: Callable[[], bool], timeout: float, what: str, detail: Callable[[], str] | None = None
+    ) -> None:
+        """Fetch on until ``done()`` holds (checked before each fetch of at most 0.3 s); fail naming
+        ``what`` (with ``detail()``) after ``timeout`` s."""
+
+        async def probe() -> bool:
+            if done():
+                return True
+            batches = await self._consumer.getmany(timeout_ms=300)
+            self.records += [record for batch in batches.values() for record in batch]
+            return done()
+
+        await wait_until_async(probe, timeout, what, interval=0, detail=detail)

@@ -1,0 +1,38 @@
+"""A worker's web views: JSON bodies, and waiting for one to show a state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from tests.support.waiting import wait_until_async
+
+__all__ = ["get_json", "wait_json"]
+
+
+def get_json(url: str, timeout: float = 5.0) -> Any | None:
+    """GET ``url`` and parse its JSON body; None while nothing answers there."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return json.load(response)
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+async def wait_json(url: str, predicate: Callable[[Any], bool], timeout: float, what: str | None = None) -> Any:
+    """Poll ``url`` every 0.2 s until its JSON body satisfies ``predicate``, and return the body;
+    fail after ``timeout`` s naming ``what`` (default: the URL) with the last body seen."""
+    last: list[Any] = [None]
+
+    async def probe() -> Any:
+        last[0] = body = await asyncio.to_thread(get_json, url)
+        return body if body is not None and predicate(body) else None
+
+    return await wait_until_async(
+        probe, timeout, what or f"{url} to reach the expected state", interval=0.2,
+        detail=lambda: f"last body: {json.dumps(last[0])[:3000]}",
+    )

@@ -1,0 +1,164 @@
+"""A real ``faust -A kagent.app worker`` process, as the tests and the benchmarks run it.
+
+Each worker has its own app id, web port, data directory and log file, and is configured by
+``KAGENT_*`` variables only (none inherited from the caller's environment). It is started with
+``die_with_parent``, so the kernel sends it SIGTERM if the thread that started it dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kagent.tools.embedded import die_with_parent, free_port
+from tests.support import REPO
+from tests.support.waiting import wait_until
+from tests.support.web import get_json
+
+__all__ = ["Worker", "WorkerExited", "WorkerIgnoredSigterm", "metric_total", "running_workers"]
+
+
+class WorkerExited(RuntimeError):
+    """The worker process ended while it was expected to run."""
+
+
+class WorkerIgnoredSigterm(AssertionError):
+    """The worker was still running ``timeout`` s after SIGTERM (it has been killed)."""
+
+
+class Worker:
+    """A real worker on the broker at ``bootstrap_servers``, its files under ``workdir``."""
+
+    def __init__(self, bootstrap_servers: str, workdir: Path, app_id: str, **settings: str) -> None:
+        """``settings`` are kagent settings by name (``evaluate_interval="0.5"``), passed as ``KAGENT_*``."""
+        self.app_id = app_id
+        self.web_port = free_port()
+        self.log_path = workdir / f"{app_id}-worker.log"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("KAGENT_")},
+            "KAGENT_BROKER": bootstrap_servers,
+            "KAGENT_APP_ID": app_id,
+            "KAGENT_WEB_PORT": str(self.web_port),
+            "KAGENT_DATA_DIR": str(workdir / f"{app_id}-data"),
+            # Tansu holds a group's first join for half the session timeout.
+            "KAGENT_SESSION_TIMEOUT": "2",
+            # Tansu's ListOffsets is right only for one-record batches (kagent.tools.embedded).
+            "KAGENT_ONE_RECORD_BATCHES": "true",
+            **{f"KAGENT_{k.upper()}": v for k, v in settings.items()},
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The worker's web root, ending in ``/``."""
+        return f"http://127.0.0.1:{self.web_port}/"
+
+    @property
+    def pid(self) -> int:
+        """The pid of the started process."""
+        assert self.process is not None, f"worker {self.app_id} was never started"
+        return self.process.pid
+
+    def start(self) -> Worker:
+        """Start the process, its output appended to :attr:`log_path`; returns ``self``."""
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "faust", "-A", "kagent.app", "worker", "-l", "info"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - it only calls prctl
+            )
+        return self
+
+    def log(self) -> str:
+        """Everything the worker has logged so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else "(no log)"
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the log, headed by the app id: a failure's explanation."""
+        tail = "\n".join(self.log().splitlines()[-lines:])
+        return f"--- worker {self.app_id} log (last {lines} lines) ---\n{tail}"
+
+    def check_alive(self) -> None:
+        """Raise :class:`WorkerExited` with the log's tail unless the process is running."""
+        if self.process is None or self.process.poll() is not None:
+            raise WorkerExited(f"worker {self.app_id} is not running\n{self.log_tail()}")
+
+    def wait_serving(self, timeout: float = 90.0) -> None:
+        """Until the worker answers at ``/groups/``; fails with the log if it exits or times out."""
+
+        def serving() -> bool:
+            self.check_alive()
+            return get_json(self.url + "groups/", timeout=2) is not None
+
+        wait_until(serving, timeout, f"worker {self.app_id} to serve /groups/", interval=0.2, detail=self.log_tail)
+
+    def metrics(self) -> dict[str, float] | None:
+        """The worker's Prometheus samples at ``/metrics``, ``name{label="value",...}`` -> value
+        (labels sorted by name; no braces without labels); None while it does not answer."""
+        try:
+            with urllib.request.urlopen(self.url + "metrics", timeout=5) as response:
+                text = response.read().decode()
+        except (urllib.error.URLError, OSError):
+            return None
+        samples = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+                samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+        return samples
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then wait for the exit; its exit code. A worker still running after ``timeout`` s
+        is killed and :class:`WorkerIgnoredSigterm` raised. A worker that has exited is only reaped."""
+        assert self.process is not None, f"worker {self.app_id} was never started"
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise WorkerIgnoredSigterm(
+                f"worker {self.app_id} ignored SIGTERM for {timeout:g} s\n{self.log_tail(60)}"
+            ) from None
+
+    def kill(self) -> None:
+        """SIGKILL the process if it runs, and reap it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        if self.process is not None:
+            self.process.wait()
+
+
+def metric_total(samples: dict[str, float], name: str) -> float:
+    """The sum of sample ``name`` over all its label sets (0 if absent)."""
+    return sum(value for key, value in samples.items() if key == name or key.startswith(name + "{"))
+
+
+@contextmanager
+def running_workers(bootstrap_servers: str, workdir: Path) -> Iterator[Callable[..., Worker]]:
+    """A factory ``start(app_id, **settings)`` of started workers; any still running on the way out is killed
+    (a test or benchmark that wants a clean stop calls :meth:`Worker.stop` itself)."""
+    workers: list[Worker] = []
+
+    def start(app_id: str, **settings: str) -> Worker:
+        worker = Worker(bootstrap_servers, workdir, app_id, **settings).start()
+        workers.append(worker)
+        return worker
+
+    try:
+        yield start
+    finally:
+        for worker in workers:
+            worker.kill()
