@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,9 +19,31 @@ def kafka_broker() -> Iterator[EmbeddedBroker]:
         yield broker
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep each phase's report on the item, so a fixture's teardown knows whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
 @pytest.fixture
-def start_worker(kafka_broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+def start_worker(
+    kafka_broker: EmbeddedBroker, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Worker]]:
     """Factory ``start_worker(app_id, **settings)`` of real workers on the session broker;
-    any still running at teardown are killed."""
+    any still running at teardown are killed. When the test failed, each worker's log tail is
+    printed (pytest shows it with the failure): the worker's side of what went wrong."""
+    started: list[Worker] = []
     with running_workers(kafka_broker.bootstrap_servers, tmp_path) as start:
-        yield start
+
+        def start_and_note(app_id: str, **settings: str) -> Worker:
+            worker = start(app_id, **settings)
+            started.append(worker)
+            return worker
+
+        yield start_and_note
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            for worker in started:
+                print(worker.log_tail(150))

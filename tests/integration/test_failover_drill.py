@@ -23,8 +23,10 @@ from aiokafka.structs import TopicPartition
 
 from kagent.core.consumer_offsets import GroupMetadata, OffsetCommit, decode, encode
 from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker
-from tests.conftest import Worker, get_json, wait_for
-from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce
+from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce
+from tests.support.waiting import wait_until
+from tests.support.web import get_json
+from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
 
@@ -54,23 +56,23 @@ class Drill:
     def start(self) -> Worker:
         self._started += 1
         worker = Worker(
-            self._broker, self._tmp, self.app_id, data_dir=str(self._tmp / f"data-{self._started}"), **SETTINGS
+            self._broker.bootstrap_servers,
+            self._tmp,
+            self.app_id,
+            data_dir=str(self._tmp / f"data-{self._started}"),
+            **SETTINGS,
         )
         worker.log_path = self._tmp / f"worker-{self._started}.log"
         self.workers.append(worker.start())
         return worker
 
     def kill(self, worker: Worker) -> None:
-        assert worker.process is not None
-        worker.process.kill()
-        worker.process.wait()
+        worker.kill()
         self.workers.remove(worker)
 
     def close(self) -> None:
         for worker in self.workers:
-            if worker.process is not None and worker.process.poll() is None:
-                worker.process.kill()
-                worker.process.wait()
+            worker.kill()
 
 
 @pytest.fixture
@@ -210,13 +212,13 @@ async def test_ten_sigkills_under_traffic_lose_no_state_and_no_recommendation(
                 seen[0] = shown(worker)
                 return seen[0] == expected
 
-            try:
-                await asyncio.to_thread(wait_for, matches, 120, f"the survivor's tables after kill {kill + 1}")
-            except BaseException:
-                differ = {g: (last[0].get(g), expected.get(g)) for g in expected if last[0].get(g) != expected.get(g)}
-                print(f"kill {kill + 1}: shown vs recomputed, where they differ: {differ}")
-                print(f"survivor's log: {survivor.log_path}\n{survivor.log()[-4000:]}")
-                raise
+            def differences(worker: Worker = survivor, seen: list[dict[str, Any]] = last) -> str:
+                differ = {g: (seen[0].get(g), v) for g, v in expected.items() if seen[0].get(g) != v}
+                return f"shown vs recomputed, where they differ: {differ}\n{worker.log_tail(80)}"
+
+            await asyncio.to_thread(
+                wait_until, matches, 120, f"the survivor's tables after kill {kill + 1}", detail=differences
+            )
             kill_times.append(time.monotonic() - killed_at)
             drill.start()
         print(f"failover after SIGKILL (s): {', '.join(f'{t:.1f}' for t in kill_times)}")
@@ -225,7 +227,7 @@ async def test_ten_sigkills_under_traffic_lose_no_state_and_no_recommendation(
         def states_settled() -> bool:
             return all(get_json(w.url + "readyz") for w in drill.workers)
 
-        await asyncio.to_thread(wait_for, states_settled, 60, "both workers to answer")
+        await asyncio.to_thread(wait_until, states_settled, 60, "both workers to answer")
         states: dict[str, Any] = {}
         for key, value in await read_all(bootstrap, f"{drill.app_id}-evaluation-state-changelog"):
             states[json.loads(key)] = value
