@@ -18,8 +18,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kagent.core.assignors import STRATEGIES
 from kagent.connections import KafkaConnection
+from kagent.core.assignors import STRATEGIES
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 
 __all__ = ["ENV_PREFIX", "Codec", "LagUnit", "Settings", "SettingsError", "SkewMetric", "Source", "load_settings"]
@@ -140,6 +140,10 @@ class Settings(BaseModel):
 
     auto_offset_reset: str = Field(default="latest", pattern=r"^(latest|earliest|none)$")
     """The ``auto.offset.reset`` assumed for a partition a group has not committed on."""
+
+    spark_master: str = Field(default="local[2]", min_length=1)
+    """Where ``kagent pipeline``'s Spark jobs run when ``--master`` is not given: ``local[N]``,
+    ``spark://host:7077``, ``yarn``, ``k8s://...`` (any master ``spark-submit`` takes). The worker ignores it."""
 
     @field_validator("strategy")
     @classmethod

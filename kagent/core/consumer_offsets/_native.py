@@ -3,7 +3,8 @@
 Every decoder the machine writes (`Source(native=True)`) has a Cython twin:
 the same code with C types for offsets, lengths and counts, and fixed-width
 fields read straight from the bytes. At install, `setup.py` writes all twins
-into one module with `module_text` and builds it as the extension `_twins`.
+into one module with `module_text` and builds it as the extension `_twins`,
+or reuses the module it built last time if `module_text` is unchanged.
 Each twin sits in a factory that takes the function's globals, so the twins
 share no names.
 

@@ -1,7 +1,8 @@
 """``kagent pipeline``: the Spark jobs, one subcommand each.
 
-The group takes where Spark runs (``--master``, default ``local[2]``; any
-cluster URL ``spark-submit`` would take) and extra Spark settings; each job
+The group takes where Spark runs (``--master``, default the setting
+``KAGENT_SPARK_MASTER``, itself ``local[2]`` by default; any cluster URL
+``spark-submit`` would take) and extra Spark settings; each job
 creates its session, shows its steps and running stages while it works, and
 prints what it wrote. An error (Kafka unreachable, a bad option) exits with
 code 1 and one line on stderr.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import click
 from pyspark.sql import SparkSession
 
+from kagent.settings import Settings, SettingsError, load_settings
 from kagent.tools.pipeline.backfill import OFFSETS_TOPIC, backfill
 from kagent.tools.pipeline.backtest import backtest, read_snapshots, snapshots_from_changelogs
 from kagent.tools.pipeline.backtest_kernel import STRATEGIES
@@ -24,7 +26,7 @@ from kagent.tools.pipeline.kafka_client import KafkaSourceError
 from kagent.tools.pipeline.kafka_offsets import SourceOptionError
 from kagent.tools.pipeline.progress import Progress
 from kagent.tools.pipeline.report import strategy_comparison
-from kagent.tools.pipeline.session import DEFAULT_MASTER, spark_session
+from kagent.tools.pipeline.session import spark_session
 
 __all__ = ["pipeline"]
 
@@ -50,16 +52,23 @@ def _parse_conf(ctx: click.Context, param: click.Parameter, values: tuple[str, .
 @click.group("pipeline")
 @click.option(
     "--master",
-    default=DEFAULT_MASTER,
-    show_default=True,
-    envvar="KAGENT_SPARK_MASTER",
+    show_default="the setting KAGENT_SPARK_MASTER",
     help="Spark master URL: local[N], spark://host:7077, yarn, k8s://...",
 )
 @click.option("--conf", multiple=True, callback=_parse_conf, metavar="KEY=VALUE", help="A Spark setting (repeatable).")
 @click.pass_context
-def pipeline(ctx: click.Context, master: str, conf: dict[str, str]) -> None:
+def pipeline(ctx: click.Context, master: str | None, conf: dict[str, str]) -> None:
     """Spark jobs over kagent's data: backfill history into Parquet, backtest strategies."""
-    ctx.obj = _Spark(master, conf)
+    settings = _settings()  # validated even when --master is given, as the worker validates them
+    ctx.obj = _Spark(master or settings.spark_master, conf)
+
+
+def _settings() -> Settings:
+    """The settings, as the worker reads them; an invalid ``KAGENT_*`` variable exits with code 1 and one line."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @contextmanager
@@ -126,7 +135,13 @@ def backfill_command(
     topic = topic or (OFFSETS_TOPIC if source == "offsets-topic" else "kagent-derived-events")
     with _job(spark_settings, "backfill") as (spark, progress):
         summary = backfill(
-            spark, broker, output, source, topic, timeout, on_step=progress.step  # type: ignore[arg-type]
+            spark,
+            broker,
+            output,
+            source,
+            topic,
+            timeout,
+            on_step=progress.step,  # type: ignore[arg-type]
         )
     rows = ", ".join(f"{count} {kind}" for kind, count in sorted(summary.rows.items())) or "nothing"
     click.echo(f"read {topic}: {rows}")
