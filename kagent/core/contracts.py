@@ -33,7 +33,8 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 class DeadLetter(BaseModel):
-    """A ``__consumer_offsets`` record kagent could not decode, with its raw bytes (dead-letter topic record)."""
+    """A ``__consumer_offsets`` record kagent could not apply, with its raw bytes and why (dead-letter topic record):
+    one that does not decode, or decodes but breaks a rule of :mod:`kagent.core.record_checks`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -44,7 +45,8 @@ class DeadLetter(BaseModel):
     timestamp: int | None
     """The record's timestamp, milliseconds since the epoch; None when it has none."""
     error: str
-    """Why decoding failed."""
+    """Why: where decoding stopped (record type, part, version, byte and reason), or the rule the
+    record broke with the field and its value (``OffsetCommit breaks partition-negative: partition = -1 ...``)."""
     key: str | None = Field(json_schema_extra={"contentEncoding": "base64"})
     """The record key's bytes, base64 (RFC 4648, standard alphabet, padded); None for a null key."""
     value: str | None = Field(json_schema_extra={"contentEncoding": "base64"})
@@ -112,7 +114,7 @@ CONTRACTS: Mapping[str, Contract] = {
         "Recommendation", Recommendation, "Record of the kagent-recommendations topic, keyed by group."
     ),
     "dead-letter": Contract(
-        "DeadLetter", DeadLetter, "Record of the dead-letter topic: an undecodable __consumer_offsets record."
+        "DeadLetter", DeadLetter, "Record of the dead-letter topic: a __consumer_offsets record kagent could not apply, and why."
     ),
 }
 """Every contract by name (its file is ``<name>.schema.json``)."""

@@ -1,19 +1,23 @@
 """A batch of raw ``__consumer_offsets`` records -> derived-event records per group, and failures.
 
 Pure: no I/O, no Faust. The ``offsets-topic`` source calls :func:`ingest` on
-each batch it fetches and sends what it returns.
+each batch it fetches, sends what it returns, and sends each malformed record
+to the dead-letter topic with its reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
-from kagent.core.consumer_offsets import DecodeError, decode
+from pydantic import ValidationError
+
+from kagent.core.consumer_offsets import DecodeError, Record, decode
 from kagent.core.events import DerivedEvent, DerivedEvents, by_group, derive
+from kagent.core.record_checks import RecordRejected, check
 
-__all__ = ["Ingested", "RawRecord", "ingest"]
+__all__ = ["Failure", "Ingested", "RawRecord", "ingest"]
 
 
 class RawRecord(Protocol):
@@ -28,6 +32,11 @@ class RawRecord(Protocol):
 
 R = TypeVar("R", bound=RawRecord)
 
+Failure: TypeAlias = DecodeError | RecordRejected
+"""Why a record is malformed: where decoding stopped (:class:`DecodeError`), or the rule of
+:mod:`kagent.core.record_checks` it broke with the field and value (:class:`RecordRejected`).
+``str()`` of either is the reason a dead letter carries."""
+
 
 @dataclass(frozen=True)
 class Ingested(Generic[R]):
@@ -35,24 +44,48 @@ class Ingested(Generic[R]):
 
     events: list[DerivedEvents] = field(default_factory=list)
     """One record of the derived-events topic per group that has events, in order."""
-    malformed: list[tuple[R, DecodeError]] = field(default_factory=list)
-    """The records that failed to decode, each with why, in order."""
+    malformed: list[tuple[R, Failure]] = field(default_factory=list)
+    """The records that failed to decode, or decoded but broke a rule or could not be derived,
+    each with why, in order."""
 
 
 def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
-    """Decode and derive ``records`` (each group's in log order, as one partition
-    of ``__consumer_offsets`` holds them), dropping the events of ``skip_groups``
-    (kagent's own). A record without a key is malformed; nothing raises."""
+    """Decode, check (:func:`kagent.core.record_checks.check`) and derive ``records`` (each
+    group's in log order, as one partition of ``__consumer_offsets`` holds them), dropping the
+    events of ``skip_groups`` (kagent's own).
+
+    Every record is either derived (possibly into no events) or returned as malformed with
+    why: a record without a key, bytes that do not decode, a record that breaks a rule, and a
+    record whose events cannot be built for any other reason (a missing rule; the reason names
+    what failed). Never raises, whatever the records hold.
+    """
     derived: list[DerivedEvent] = []
-    malformed: list[tuple[R, DecodeError]] = []
+    malformed: list[tuple[R, Failure]] = []
     for record in records:
         key = record.key
         try:
             if key is None:
                 raise DecodeError(None, "key", None, 0, "the record has no key")
-            events = derive(decode(key, record.value))
-        except DecodeError as exc:
+            decoded = decode(key, record.value)
+            events = _derived(decoded)
+        except (DecodeError, RecordRejected) as exc:
             malformed.append((record, exc))
             continue
         derived.extend(event for event in events if event.group not in skip_groups)
     return Ingested(by_group(derived), malformed)
+
+
+def _derived(record: Record) -> list[DerivedEvent]:
+    """The events of a checked ``record``. Raises :class:`RecordRejected` for a broken rule, and
+    as the rule ``invalid-event`` for any failure to build the events: the backstop of the rules,
+    naming the event's field and value pydantic refused, or the exception."""
+    checked = check(record)
+    try:
+        return derive(checked)
+    except Exception as exc:  # the backstop: no record may stop the source
+        name = type(record).__name__
+        if isinstance(exc, ValidationError):
+            error = exc.errors(include_url=False)[0]
+            where = ".".join((exc.title, *(str(part) for part in error["loc"])))
+            raise RecordRejected(name, "invalid-event", where, error["input"], error["msg"]) from exc
+        raise RecordRejected(name, "invalid-event", "record", exc, "deriving its events failed") from exc

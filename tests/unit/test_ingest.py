@@ -6,17 +6,27 @@ from dataclasses import dataclass
 from uuid import UUID
 
 import pytest
+from aiokafka.structs import TopicPartition
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
+import kagent.core.ingest
 from kagent.core.consumer_offsets import (
+    Assignment,
     ConsumerGroupCurrentMemberAssignment,
     ConsumerGroupMemberMetadata,
     ConsumerGroupMetadata,
     ConsumerGroupTargetAssignmentMember,
     ConsumerGroupTargetAssignmentMetadata,
+    DecodeError,
+    GroupMember,
+    GroupMetadata,
     GroupTombstone,
     OffsetCommit,
     OffsetTombstone,
+    Record,
+    Subscription,
     TopicPartitions,
     encode,
 )
@@ -31,6 +41,7 @@ from kagent.core.events import (
     encode_events,
 )
 from kagent.core.ingest import ingest
+from kagent.core.record_checks import RecordRejected
 
 
 @dataclass(frozen=True)
@@ -80,11 +91,14 @@ def test_malformed_records_are_returned_with_why_and_the_rest_goes_on() -> None:
 
     result = ingest(records, skip_groups=())
 
-    assert [(record.offset, error.part, error.version, error.offset) for record, error in result.malformed] == [
-        (7, "key", None, 0),
-        (8, "value", 3, 2),
-    ]
-    assert result.malformed[0][1].reason == "the record has no key"
+    errors = [error for _, error in result.malformed]
+    assert all(isinstance(error, DecodeError) for error in errors)
+    assert [
+        (record.offset, error.part, error.version, error.offset)
+        for record, error in result.malformed
+        if isinstance(error, DecodeError)
+    ] == [(7, "key", None, 0), (8, "value", 3, 2)]
+    assert str(errors[0]) == "key, byte 0: the record has no key"
     assert [e.offset for r in result.events for e in r.events if isinstance(e, OffsetCommitted)] == [2, 3]
 
 
@@ -141,3 +155,129 @@ def test_a_derived_events_record_round_trips_and_holds_one_group() -> None:
         DerivedEvents(group="x", events=tuple(events))
     with pytest.raises(ValidationError):
         decode_events(b'{"group": "g", "events": []}')
+
+
+def test_a_record_that_breaks_a_rule_is_malformed_with_its_reason_and_the_rest_goes_on() -> None:
+    key, value = encode(OffsetCommit("billing", "orders", -1, 5, "", 1_700_000_000_000, None, None, 3))
+    records = [commit("billing", 0, 2), Fetched(key, value, offset=9), commit("billing", 1, 3)]
+
+    result = ingest(records, skip_groups=())
+
+    ((record, error),) = result.malformed
+    assert record.offset == 9
+    assert isinstance(error, RecordRejected) and (error.rule, error.field, error.value) == (
+        "partition-negative",
+        "partition",
+        -1,
+    )
+    assert str(error) == "OffsetCommit breaks partition-negative: partition = -1 (a partition number is >= 0)"
+    assert [e.offset for r in result.events for e in r.events if isinstance(e, OffsetCommitted)] == [2, 3]
+
+
+def test_a_record_whose_events_cannot_be_built_is_malformed_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backstop behind the rules: derivation is made to fail (no real record makes it, so far)."""
+
+    def refusing(record: object) -> list[object]:
+        OffsetCommitted(group="g", topic="t", partition=-7, offset=0, commit_timestamp=0)
+        return []
+
+    def failing(record: object) -> list[object]:
+        raise KeyError("orders")
+
+    monkeypatch.setattr(kagent.core.ingest, "derive", refusing)
+    result = ingest([commit("billing", 0, 1)], skip_groups=())
+    monkeypatch.setattr(kagent.core.ingest, "derive", failing)
+    broken = ingest([commit("billing", 0, 1)], skip_groups=())
+
+    ((_, invalid),) = result.malformed
+    assert isinstance(invalid, RecordRejected)
+    assert (invalid.rule, invalid.field, invalid.value) == ("invalid-event", "OffsetCommitted.partition", -7)
+    ((_, failed),) = broken.malformed
+    assert isinstance(failed, RecordRejected) and failed.rule == "invalid-event"
+    assert str(failed) == "OffsetCommit breaks invalid-event: record = KeyError('orders') (deriving its events failed)"
+
+
+def _valid_records() -> list[tuple[bytes, bytes | None]]:
+    """One encoded record of each kind kagent derives events from."""
+    orders = UUID("0f9d2c1e-6a4b-4f3e-9d1c-2b3a4c5d6e7f")
+    member = GroupMember(
+        "m1", None, "client", "/10.0.0.1", 30_000, 10_000, Subscription(0, ("orders",)),
+        Assignment(0, (TopicPartition("orders", 0), TopicPartition("orders", 1))),
+    )
+    records: list[Record] = [
+        OffsetCommit("billing", "orders", 0, 5, "", 1_700_000_000_000, None, 4, 3),
+        OffsetTombstone("billing", "orders", 1),
+        GroupMetadata("billing", "consumer", 3, "range", "m1", 1_700_000_000_000, (member,), 3),
+        ConsumerGroupMetadata("billing", 2),
+        ConsumerGroupMemberMetadata("billing", "m1", None, None, "c", "/h", ("orders",), None, 300_000, "uniform"),
+        ConsumerGroupCurrentMemberAssignment("billing", "m1", 2, 1, 0, (TopicPartitions(orders, (0, 1)),), ()),
+    ]
+    return [encode(record) for record in records]
+
+
+VALID = _valid_records()
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+NAMES = st.one_of(st.text(max_size=12), st.sampled_from(["", ".", "..", "a" * 250, "x" * 40_000]))
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> tuple[bytes | None, bytes | None]:
+    """A valid record with bytes flipped, cut, inserted or deleted in its key or value."""
+    key, value = draw(st.sampled_from(VALID))
+    parts = [bytearray(key), bytearray(value or b"")]
+    for _ in range(draw(st.integers(1, 4))):
+        part = parts[draw(st.integers(0, 1))]
+        at = draw(st.integers(0, len(part)))
+        match draw(st.sampled_from(["flip", "cut", "insert", "delete"])):
+            case "flip" if at < len(part):
+                part[at] ^= draw(st.integers(1, 255))
+            case "cut":
+                del part[at:]
+            case "insert":
+                part[at:at] = draw(st.binary(min_size=1, max_size=8))
+            case "delete" if at < len(part):
+                del part[at]
+    return bytes(parts[0]), bytes(parts[1]) if value is not None or parts[1] else None
+
+
+@st.composite
+def hostile_commits(draw: st.DrawFn) -> tuple[bytes | None, bytes | None]:
+    """Offset commits that encode, with any values Kafka's types hold."""
+    record = OffsetCommit(
+        draw(NAMES.filter(lambda name: len(name.encode()) <= 0x7FFF)),
+        draw(NAMES.filter(lambda name: len(name.encode()) <= 0x7FFF)),
+        draw(INT32),
+        draw(INT64),
+        "",
+        draw(INT64),
+        None,
+        draw(st.one_of(st.none(), INT32.filter(lambda epoch: epoch != -1))),
+        3,
+    )
+    return encode(record)
+
+
+RECORDS = st.one_of(
+    st.tuples(st.one_of(st.none(), st.binary(max_size=64)), st.one_of(st.none(), st.binary(max_size=64))),
+    mutated(),
+    hostile_commits(),
+    st.sampled_from(VALID),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(RECORDS, max_size=8))
+def test_ingest_never_raises_and_accounts_for_every_record(batch: list[tuple[bytes | None, bytes | None]]) -> None:
+    records = [Fetched(key, value, offset) for offset, (key, value) in enumerate(batch)]
+
+    result = ingest(records, skip_groups=())
+
+    for record, error in result.malformed:
+        assert isinstance(error, DecodeError | RecordRejected) and str(error)
+        assert getattr(error, "rule", None) != "invalid-event", error  # a rule is missing
+    # A record not returned as malformed derived its events (possibly none): together they are the batch.
+    failed = {record.offset for record, _ in result.malformed}
+    derived = sum(len(r.events) for r in result.events)
+    assert failed <= set(range(len(records)))
+    assert derived >= sum(1 for r in records if r.offset not in failed and (r.key, r.value) in VALID)
