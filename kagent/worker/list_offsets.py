@@ -15,7 +15,11 @@ why it has none (:class:`Reason`).
 - The others are grouped by their leader (:func:`route`); each leader gets one
   request per timestamp (earliest, latest), all sent at once, each with its
   own timeout, so a slow or dead leader delays and fails only its partitions
-  (:attr:`Reason.REQUEST_FAILED`).
+  (:attr:`Reason.REQUEST_FAILED`). aiokafka opens one connection at a time
+  (one lock per client), so a leader that hangs while being connected to holds
+  up the first connection to the leaders queued behind it, for that call;
+  the leader that failed first is therefore sent to last from then on
+  (:func:`send_order`, :func:`suspects_after`) until it answers again.
 - Each answer's error codes are read per partition (:func:`parse_response`).
 - The metadata is all topics' (the client never names topics, so asking it
   auto-creates none), and is refreshed at most once per ``refresh_interval``:
@@ -38,7 +42,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeAlias
@@ -73,6 +77,8 @@ __all__ = [
     "parse_response",
     "partition_counts",
     "route",
+    "send_order",
+    "suspects_after",
     "wants_fresh_metadata",
 ]
 
@@ -266,6 +272,25 @@ def wants_fresh_metadata(answers: Iterable[PartitionAnswer]) -> bool:
     return any(isinstance(a, Unavailable) and a.reason in stale for a in answers)
 
 
+def send_order(leaders: Iterable[int], suspects: Collection[int]) -> list[int]:
+    """``leaders`` in the order their requests are started: ``suspects`` last, each part by node id."""
+    return sorted(leaders, key=lambda leader: (leader in suspects, leader))
+
+
+def suspects_after(order: Sequence[int], failed: Collection[int], suspects: Collection[int]) -> frozenset[int]:
+    """The suspects after a call that sent to ``order`` (as :func:`send_order` gave it) and whose
+    requests to ``failed`` failed.
+
+    A suspect stays one until a call to it succeeds. Of the others, the first
+    in ``order`` that failed becomes one: it was either slow itself or held
+    aiokafka's connection lock while those after it waited for it, so they
+    are not blamed.
+    """
+    kept = {leader for leader in suspects if leader in failed}
+    first = next((leader for leader in order if leader in failed and leader not in suspects), None)
+    return frozenset(kept if first is None else kept | {first})
+
+
 def partition_counts(topics: Iterable[str], metadata: PartitionLeaders) -> dict[str, int]:
     """Partition count of each of ``topics`` the metadata knows."""
     counts = {}
@@ -305,6 +330,7 @@ class ListOffsetsClient:
         self._clock = clock
         self._refreshed_at: float | None = None
         self._metadata_stale = True  # bootstrap's metadata may name no topic (Kafka's does not)
+        self._suspects: frozenset[int] = frozenset()
 
     @classmethod
     async def connect(
@@ -338,11 +364,16 @@ class ListOffsetsClient:
         if (self._metadata_stale or routing.unavailable) and self._refresh_due():
             await self._refresh(client)
             routing = route(partitions, client.cluster)
-        asked = [(leader, tps, ts) for leader, tps in routing.by_leader.items() for ts in (EARLIEST, LATEST)]
+        order = send_order(routing.by_leader, self._suspects)
+        asked = [(leader, routing.by_leader[leader], ts) for leader in order for ts in (EARLIEST, LATEST)]
         sent = await asyncio.gather(*(self._send(client, *request) for request in asked))
         answers: dict[int, dict[TopicPartition, OffsetAnswer]] = {EARLIEST: {}, LATEST: {}}
-        for (_leader, _tps, timestamp), answer in zip(asked, sent, strict=True):
+        failed: set[int] = set()
+        for (leader, _tps, timestamp), answer in zip(asked, sent, strict=True):
             answers[timestamp].update(answer)
+            if any(isinstance(a, Unavailable) and a.reason is Reason.REQUEST_FAILED for a in answer.values()):
+                failed.add(leader)
+        self._suspects = suspects_after(order, failed, self._suspects)
         result: dict[TopicPartition, PartitionAnswer] = {**routing.unavailable}
         result.update(combine(answers[EARLIEST], answers[LATEST]))
         self._metadata_stale = wants_fresh_metadata(result.values())

@@ -25,7 +25,7 @@ from aiokafka.structs import TopicPartition as TP
 
 from kagent.connections import KafkaConnection
 from kagent.tools.embedded import EmbeddedBroker, create_topics, free_port
-from kagent.worker.list_offsets import ListOffsetsClient, Offsets, Reason
+from kagent.worker.list_offsets import ListOffsetsClient, Offsets, Reason, Unavailable
 from tests.coordinator import produce
 
 pytestmark = pytest.mark.integration
@@ -124,38 +124,48 @@ async def black_hole() -> tuple[asyncio.Server, int]:
 
 
 async def test_a_dead_leader_delays_and_fails_only_its_own_partitions(
-    kafka_broker: EmbeddedBroker, two_partitions: str, client: AIOKafkaClient
+    kafka_broker: EmbeddedBroker, two_partitions: str
 ) -> None:
-    """A cluster of two nodes where node 99 hangs: the embedded broker is one node, so the
-    client's metadata is given a second node, at a listener that never answers, leading one
-    partition of a topic; everything else is the real broker's."""
+    """A cluster where node 5 hangs: the embedded broker is one node, so the client's metadata is
+    given two more, node 5 at a listener that never answers, leading a topic's only partition, and
+    node 7 at the real broker's address, leading the real topic's partitions.
+
+    aiokafka opens one connection at a time: in the first call node 7's first
+    connection waits behind node 5's, which hangs until the timeout. From the
+    second call on, node 5 is sent to last, and node 7's partitions are measured.
+    """
+    connection = KafkaConnection(kafka_broker.bootstrap_servers)
+    # aiokafka's own timeout is longer than the lister's, so that it does not refresh the metadata
+    client = connection.client(client_id="list-offsets-test", request_timeout_ms=30_000)
+    await client.bootstrap()
     lister = ListOffsetsClient(client, timeout=TIMEOUT, refresh_interval=3600.0)
-    assert (await lister.list_offsets([TP(two_partitions, 0)])).answers[TP(two_partitions, 0)] == Offsets(0, 3)
     server, port = await black_hole()
-    cluster: ClusterMetadata = client.cluster
-    (real,) = cluster.brokers()
-    leader = cluster.leader_for_partition(TP(two_partitions, 0))
-    stuck = unique("stuck")
-    partition: Callable[[int, int], tuple[Any, ...]] = lambda p, node: (0, p, node, [node], [node])
-    cluster.update_metadata(
-        MetadataResponse_v1(
-            [(real.nodeId, real.host, real.port, None), (99, "127.0.0.1", port, None)],
-            real.nodeId,
-            [
-                (0, two_partitions, False, [partition(0, leader), partition(1, leader)]),
-                (0, stuck, False, [partition(0, 99)]),
-            ],
-        )
-    )
     try:
+        assert (await lister.list_offsets([TP(two_partitions, 0)])).log_end == {TP(two_partitions, 0): 3}
+        (real,) = client.cluster.brokers()
+        stuck = unique("a-stuck")  # before the real topic: node 5's request is started first
+        partition: Callable[[int, int], tuple[Any, ...]] = lambda p, node: (0, p, node, [node], [node])
+        client.cluster.update_metadata(
+            MetadataResponse_v1(
+                [(5, "127.0.0.1", port, None), (7, real.host, real.port, None)],
+                7,
+                [(0, two_partitions, False, [partition(0, 7), partition(1, 7)]), (0, stuck, False, [partition(0, 5)])],
+            )
+        )
+        asked = [TP(two_partitions, 0), TP(two_partitions, 1), TP(stuck, 0)]
+
+        first = await lister.list_offsets(asked)
+        assert first.unavailable[TP(stuck, 0)].reason is Reason.REQUEST_FAILED
+
         started = time.monotonic()
-        result = await lister.list_offsets([TP(two_partitions, 0), TP(two_partitions, 1), TP(stuck, 0)])
+        result = await lister.list_offsets(asked)
         elapsed = time.monotonic() - started
     finally:
         server.close()
+        await lister.close()
 
     assert result.answers[TP(two_partitions, 0)] == Offsets(0, 3)
     assert result.answers[TP(two_partitions, 1)] == Offsets(0, 5)
-    assert result.unavailable[TP(stuck, 0)].reason is Reason.REQUEST_FAILED
+    assert result.unavailable[TP(stuck, 0)] == Unavailable(Reason.REQUEST_FAILED, "node 5 did not answer within 1 s")
     assert TIMEOUT * 0.9 <= elapsed < 2.5 * TIMEOUT, f"took {elapsed:.2f} s"
     print(f"\none call with a hung leader (timeout {TIMEOUT:g} s): {elapsed * 1000:.0f} ms")

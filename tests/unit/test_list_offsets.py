@@ -38,6 +38,8 @@ from kagent.worker.list_offsets import (
     parse_response,
     partition_counts,
     route,
+    send_order,
+    suspects_after,
     unavailable_for,
     wants_fresh_metadata,
 )
@@ -206,3 +208,19 @@ def test_the_result_splits_into_figures_and_failures() -> None:
 
 def test_partition_counts_are_those_the_metadata_knows() -> None:
     assert partition_counts(["orders", "billing", "missing"], METADATA) == {"orders": 3, "billing": 2}
+
+
+def test_suspected_leaders_are_sent_to_last() -> None:
+    assert send_order({7: [], 3: [], 5: []}, suspects=()) == [3, 5, 7]
+    assert send_order([7, 3, 5], suspects={3}) == [5, 7, 3]
+
+
+def test_the_first_leader_to_fail_is_suspected_not_those_queued_behind_it() -> None:
+    # 5 hung while being connected to; 7, queued behind it for aiokafka's connection lock, failed too
+    assert suspects_after([1, 5, 7], failed={5, 7}, suspects=()) == {5}
+    # 5, sent last, failed again; 7 went first and answered
+    assert suspects_after([1, 7, 5], failed={5}, suspects={5}) == {5}
+    # a second hung leader, 9, is found the next call
+    assert suspects_after([1, 7, 9, 5], failed={9, 5}, suspects={5}) == {5, 9}
+    # a suspect that answers is one no more
+    assert suspects_after([1, 7, 5], failed=set(), suspects={5}) == frozenset()
