@@ -28,8 +28,8 @@ why it has none (:class:`Reason`).
   unknown to its leader, request failed).
 
 The request is aiokafka's ``OffsetRequest``, which aiokafka sends at the
-highest version both sides speak up to v3 (Tansu 0.6 declares v0-v9, Apache
-Kafka 4.x v1-v9), with isolation level read-uncommitted: log end = high
+highest version both sides speak up to v3 (Tansu 0.6 declares v0-v9; Apache
+Kafka 4.x dropped only v0), with isolation level read-uncommitted: log end = high
 watermark, as the consumer's ``end_offsets`` gives.
 
 The grouping and the parsing are plain functions over plain data, tested
