@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from aiokafka.protocol.api import Response
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from pydantic import ValidationError
 
 from kagent.core.consumer_offsets import DecodeError, decode_assignment, decode_subscription
 from kagent.core.events import (
@@ -205,8 +206,9 @@ def _described_member(member: Mapping[str, Any]) -> DescribedMember:
 
 
 def committed_offsets(answer: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
-    """The committed offsets in aiokafka's OffsetFetch answer; offset -1 (no commit there) is left out."""
-    return {tp: meta.offset for tp, meta in answer.items() if meta.offset >= 0}
+    """The committed offsets in aiokafka's OffsetFetch answer; offset -1 (no commit there) is left
+    out, and so is a partition below 0 (no :class:`OffsetCommitted` can hold it)."""
+    return {tp: meta.offset for tp, meta in answer.items() if meta.offset >= 0 and tp.partition >= 0}
 
 
 def group_assigned(described: DescribedGroup) -> tuple[GroupAssigned, list[MalformedMetadata]]:
@@ -214,7 +216,9 @@ def group_assigned(described: DescribedGroup) -> tuple[GroupAssigned, list[Malfo
 
     Members are ordered by member id. Each member's subscribed topics and
     assigned partitions come from its blobs; an empty blob (not given) leaves
-    them empty, and so does a malformed one, which is also reported.
+    them empty, and so does a malformed one, which is also reported: one that
+    does not decode, or an assignment the events cannot hold (a partition
+    below 0). So one member's blob affects only that member.
     """
     members = []
     malformed = []
@@ -234,6 +238,8 @@ def group_assigned(described: DescribedGroup) -> tuple[GroupAssigned, list[Malfo
                 )
         except DecodeError as exc:
             malformed.append(MalformedMetadata(described.group, member.member_id, "assignment", str(exc)))
+        except ValidationError as exc:
+            malformed.append(MalformedMetadata(described.group, member.member_id, "assignment", _invalid(exc)))
         members.append(
             MemberAssignment(
                 member_id=member.member_id,
@@ -252,6 +258,13 @@ def group_assigned(described: DescribedGroup) -> tuple[GroupAssigned, list[Malfo
         members=tuple(members),
     )
     return assigned, malformed
+
+
+def _invalid(exc: ValidationError) -> str:
+    """Pydantic's complaints on one line: ``partition: Input should be ... (got -1)``."""
+    return "; ".join(
+        f"{'.'.join(map(str, error['loc']))}: {error['msg']} (got {error['input']!r})" for error in exc.errors()
+    )
 
 
 def poll(previous: Mapping[str, GroupView], answers: GroupAnswers) -> PollResult:

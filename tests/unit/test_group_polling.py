@@ -32,6 +32,7 @@ from kagent.core.events import (
     GroupDeleted,
     OffsetCommitted,
     OffsetDeleted,
+    PartitionRef,
     decode_events,
     derive,
     encode_events,
@@ -249,6 +250,26 @@ def test_a_malformed_blob_is_reported_once_and_its_member_kept_without_it() -> N
     assert poll(view, answers({"billing": group}, {})) == (view, [], [])
 
 
+def test_a_member_assigned_an_impossible_partition_hides_only_its_own_assignment() -> None:
+    """Issue 17: a group whose member's assignment names partition -1 made every poll raise
+    pydantic's ValidationError, so no group's events were sent."""
+    bad = described("payments", [member("payments-0-a", [-1, 2]), member("payments-1-b", [3])])
+    view, events, malformed = poll(
+        {}, answers({"billing": STABLE.described["billing"], "payments": bad}, {"billing": {0: 10}})
+    )
+
+    assert [(m.group, m.member_id, m.part) for m in malformed] == [("payments", "payments-0-a", "assignment")]
+    assert "partition" in malformed[0].error and "-1" in malformed[0].error
+    assert "\n" not in malformed[0].error
+    by_group = {e.group: e for e in events if isinstance(e, GroupAssigned)}
+    assert [(m.member_id, m.partitions) for m in by_group["payments"].members] == [
+        ("payments-0-a", ()),
+        ("payments-1-b", (PartitionRef(topic=TOPIC, partition=3),)),
+    ]
+    assert by_group["billing"] == poll({}, STABLE).events[0]
+    assert view["billing"].committed == offsets({0: 10})
+
+
 def test_members_without_blobs_are_kept_without_topics_or_partitions() -> None:
     """What Tansu's DescribeGroups answers: member ids, and no client id, host or blobs."""
     bare = described("billing", [DescribedMember("billing-0-a", "", "", b"", b"")], protocol="")
@@ -288,10 +309,11 @@ def test_kagents_own_group_is_not_tracked() -> None:
     assert tracked_groups(listed, own_group="kagent") == {"billing": "consumer", "legacy": ""}
 
 
-def test_offset_fetch_answers_without_a_commit_are_left_out() -> None:
+def test_offset_fetch_answers_without_a_commit_or_of_an_impossible_partition_are_left_out() -> None:
     answer = {
         TopicPartition(TOPIC, 0): OffsetAndMetadata(42, ""),
         TopicPartition(TOPIC, 1): OffsetAndMetadata(-1, ""),
+        TopicPartition(TOPIC, -1): OffsetAndMetadata(7, ""),  # OffsetCommitted could not hold it
     }
     assert committed_offsets(answer) == {TopicPartition(TOPIC, 0): 42}
 

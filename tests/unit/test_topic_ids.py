@@ -49,3 +49,25 @@ def test_the_request_asks_for_every_topic_and_creates_none() -> None:
     # null compact array (0), auto-create false, authorized operations false, no tagged fields
     assert request.encode() == b"\x00\x00\x00\x00"
     assert MetadataRequest_v12.FLEXIBLE_VERSION
+
+
+def test_one_bad_topic_hides_only_itself() -> None:
+    """Issue 17: a topic the cluster answers with an error (unauthorized, named by an unknown id, so
+    no name) or with a leaderless partition does not hide the other topics' names."""
+    leaderless = (5, 0, -1, -1, [], [], [1], {})  # LEADER_NOT_AVAILABLE
+    response = MetadataResponse_v12(
+        0,
+        [(1, "127.0.0.1", 9092, None, {})],
+        "cluster",
+        1,
+        [
+            topic(29, None, UUID(int=9)),  # TOPIC_AUTHORIZATION_FAILED, no name
+            topic(0, None, UUID(int=10)),  # no error, yet no name
+            (0, "billing", BILLING, False, [leaderless], -2147483648, {}),
+            topic(0, "orders", ORDERS),
+        ],
+        {},
+    )
+    decoded = MetadataResponse_v12.decode(BytesIO(response.encode()))
+
+    assert topic_names(decoded) == {str(ORDERS): "orders", str(BILLING): "billing"}
