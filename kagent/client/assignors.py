@@ -32,9 +32,9 @@ from aiokafka.protocol.types import Int32
 from aiokafka.structs import TopicPartition
 
 from kagent.core.assignors.fair import FairAssignor
-from kagent.core.assignors.problem import Assignor, Group, Member
 from kagent.core.assignors.lag_based import LagBasedAssignor
 from kagent.core.assignors.lag_sticky import LagStickyAssignor
+from kagent.core.assignors.problem import Assignor, Group, Member
 
 log = logging.getLogger(__name__)
 
