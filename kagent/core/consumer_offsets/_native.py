@@ -22,6 +22,7 @@ Every read past the end of the bytes is checked before it is made, as
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import struct
 from collections.abc import Callable
@@ -38,10 +39,9 @@ def _load() -> ModuleType | None:
     if os.environ.get(CODEC_VARIABLE, "") == "python":
         return None
     try:
-        from kagent.core.consumer_offsets import _twins  # type: ignore[attr-defined]
+        return importlib.import_module("kagent.core.consumer_offsets._twins")
     except ImportError:
         return None
-    return _twins
 
 
 _module = _load()
