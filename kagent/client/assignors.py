@@ -32,9 +32,9 @@ from aiokafka.protocol.types import Int32
 from aiokafka.structs import TopicPartition
 
 from kagent.core.assignors.fair import FairAssignor
-from kagent.core.assignors.problem import Assignor, Group, Member
 from kagent.core.assignors.lag_based import LagBasedAssignor
 from kagent.core.assignors.lag_sticky import LagStickyAssignor
+from kagent.core.assignors.problem import Assignor, Group, Member
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +67,16 @@ class KagentPartitionAssignor(AbstractPartitionAssignor):
     def name(self) -> str:
         return self._strategy.name
 
-    def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:
+    # aiokafka declares metadata/assign/on_assignment as classmethods but calls them on the instance in
+    # partition_assignment_strategy; this assignor keeps per-consumer state, so they are instance methods.
+    def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:  # type: ignore[override]
         by_topic: dict[str, list[int]] = {}
         for tp in self._owned:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         user_data = StickyAssignorUserDataV1(sorted(by_topic.items()), self._generation).encode()
         return ConsumerProtocolMemberMetadata(_VERSION, sorted(topics), user_data)
 
-    def assign(
+    def assign(  # type: ignore[override]
         self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
         group_members = {member_id: _member(metadata) for member_id, metadata in members.items()}
@@ -94,7 +96,7 @@ class KagentPartitionAssignor(AbstractPartitionAssignor):
             for member_id in members
         }
 
-    def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:
+    def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:  # type: ignore[override]
         self._owned = assignment.partitions()
         if len(assignment.user_data) == 4:
             self._generation = Int32.decode(BytesIO(assignment.user_data))

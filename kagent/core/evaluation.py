@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kagent.core.recommendation import Proposal, Recommendation, propose
 from kagent.core.policy import EvaluationPolicy
+from kagent.core.recommendation import Proposal, Recommendation, propose
 from kagent.core.snapshot import GroupSnapshot
 
 __all__ = ["Evaluation", "EvaluationState", "evaluate", "triggers"]

@@ -261,6 +261,7 @@ DerivedEvent = Annotated[
 ]
 """Any derived event; ``kind`` tells which."""
 
+
 class DerivedEvents(_Frozen):
     """One record of the derived-events topic: events of one group, oldest first."""
 

@@ -333,9 +333,7 @@ def _offset_changes(
         for tp in sorted(before.keys() - after.keys())
     ]
     events += [
-        OffsetCommitted(
-            group=group, topic=tp.topic, partition=tp.partition, offset=offset, commit_timestamp=polled_at
-        )
+        OffsetCommitted(group=group, topic=tp.topic, partition=tp.partition, offset=offset, commit_timestamp=polled_at)
         for tp, offset in sorted(after.items())
         if before.get(tp) != offset
     ]

@@ -46,7 +46,6 @@ class EvaluationPolicy:
     """Seconds."""
     strategy: str
 
-
     @property
     def rearm_below(self) -> float:
         """After a recommendation, the skew must fall below this before the group can trigger again."""

@@ -15,9 +15,7 @@ from typing import NamedTuple
 from aiokafka.structs import TopicPartition
 
 
-def member_lag(
-    assignment: Mapping[str, Iterable[TopicPartition]], lag: Mapping[TopicPartition, int]
-) -> dict[str, int]:
+def member_lag(assignment: Mapping[str, Iterable[TopicPartition]], lag: Mapping[TopicPartition, int]) -> dict[str, int]:
     """Each member's total lag; a partition missing from `lag` counts 0."""
     return {member_id: sum(lag.get(tp, 0) for tp in tps) for member_id, tps in assignment.items()}
 
@@ -127,14 +125,8 @@ class Move(NamedTuple):
     target: str | None
 
 
-def moves(
-    before: Mapping[str, Iterable[TopicPartition]], after: Mapping[str, Iterable[TopicPartition]]
-) -> list[Move]:
+def moves(before: Mapping[str, Iterable[TopicPartition]], after: Mapping[str, Iterable[TopicPartition]]) -> list[Move]:
     """Every partition whose member differs from `before` to `after`, sorted by partition."""
     old = {tp: member_id for member_id, tps in before.items() for tp in tps}
     new = {tp: member_id for member_id, tps in after.items() for tp in tps}
-    return [
-        Move(tp, old.get(tp), new.get(tp))
-        for tp in sorted(old.keys() | new.keys())
-        if old.get(tp) != new.get(tp)
-    ]
+    return [Move(tp, old.get(tp), new.get(tp)) for tp in sorted(old.keys() | new.keys()) if old.get(tp) != new.get(tp)]

@@ -20,7 +20,8 @@ __all__ = ["group_of_partition_key", "partition_key", "partition_of_group"]
 
 def partition_of_group(group: str, partitions: int) -> int:
     """The partition the default partitioner gives a record keyed by ``group`` on a topic of ``partitions``."""
-    return (murmur2(group.encode()) & 0x7FFFFFFF) % partitions
+    hashed: int = murmur2(group.encode())
+    return (hashed & 0x7FFFFFFF) % partitions
 
 
 def partition_key(group: str, topic: str, partition: int) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from io import BytesIO
-from typing import TypeAlias
+from typing import Any, TypeAlias
 from uuid import UUID
 
 from aiokafka.protocol.abstract import AbstractType
@@ -52,6 +52,9 @@ class Uuid(AbstractType[UUID]):
 
 
 class MetadataResponse_v12(Response):
+    # Set by Struct.__init__ from SCHEMA; declared for the type checker, as aiokafka's own responses do.
+    topics: list[tuple[int, str | None, UUID, bool, list[tuple[Any, ...]], int, dict[int, bytes]]]
+
     API_KEY = 3
     API_VERSION = 12
     SCHEMA = Schema(

@@ -21,9 +21,9 @@ from aiokafka.structs import TopicPartition
 
 from kagent.core.assignors.cooperative_sticky import CooperativeAssignment, CooperativeStickyAssignor
 from kagent.core.assignors.fair import FairAssignor
-from kagent.core.assignors.problem import Assignment, Assignor, Group, Member
 from kagent.core.assignors.lag_based import LagBasedAssignor
 from kagent.core.assignors.lag_sticky import LagStickyAssignor
+from kagent.core.assignors.problem import Assignment, Assignor, Group, Member
 from kagent.core.assignors.range import RangeAssignor
 from kagent.core.assignors.roundrobin import RoundRobinAssignor
 from kagent.core.assignors.sticky import StickyAssignor

@@ -23,7 +23,7 @@ class _PartitionCounts(ClusterMetadata):
     range and round-robin assignors read."""
 
     def __init__(self, partitions: Mapping[str, int]) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # aiokafka leaves ClusterMetadata(**configs) unannotated
         self._counts = partitions
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:

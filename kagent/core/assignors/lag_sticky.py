@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from aiokafka.partitioner import murmur2
 from aiokafka.structs import TopicPartition
 
-from kagent.core.assignors.problem import Assignment, Group
 from kagent.core.assignors.placement import Placement, TieOrder, balance_counts, fill, lag_order
+from kagent.core.assignors.problem import Assignment, Group
 
 
 class LagStickyAssignor:

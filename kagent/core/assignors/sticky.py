@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kagent.core.assignors.problem import Assignment, Group
 from kagent.core.assignors.placement import Placement, TieOrder, balance_counts, fair_order, fill
+from kagent.core.assignors.problem import Assignment, Group
 
 
 class StickyAssignor:

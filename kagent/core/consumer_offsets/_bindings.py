@@ -97,9 +97,7 @@ BINDINGS: Mapping[int, Binding] = {
             ConsumerGroupPartitionMetadata,
             renames=_GROUP_ID,
             nested={
-                "topics": RecordShape(
-                    TopicMetadata, nested={"partition_metadata": RecordShape(PartitionMetadata)}
-                )
+                "topics": RecordShape(TopicMetadata, nested={"partition_metadata": RecordShape(PartitionMetadata)})
             },
             version_field="value_version",
         ),

@@ -112,9 +112,7 @@ def compile_blob_decoder(message: Message, shape: RecordShape, part: str) -> Blo
     line = source.line
     name = f"decode_{snake_case(message.name)}"
     with source.function(name, [("buf", "bytes"), ("start", _OFFSET), ("end", _OFFSET)]):
-        line(
-            f"if end - start < 2: raise _Malformed(start, f'{part} of {{end - start}} bytes has no version')"
-        )
+        line(f"if end - start < 2: raise _Malformed(start, f'{part} of {{end - start}} bytes has no version')")
         line(f"version = {emitter.unpacker('>h')}(buf, start)[0]")
         line(f"if version < 0: raise _Malformed(start, f'{part} version {{version}}')")
         line("pos = start + 2")
@@ -227,9 +225,7 @@ class _Emitter:
             self._tagged_fields(layout, shape, scope, values)
         return values
 
-    def build(
-        self, shape: RecordShape, values: dict[str, str], version: str | None, record_type: str | None
-    ) -> str:
+    def build(self, shape: RecordShape, values: dict[str, str], version: str | None, record_type: str | None) -> str:
         """An expression building `shape.cls` from decoded `values`."""
         args = []
         for record_field in shape.cls._fields:  # type: ignore[attr-defined]
@@ -314,10 +310,7 @@ class _Emitter:
             return
         source = f"{self.unpacker(fmt)}(buf, pos)" if read is None else read[0]
         targets = [target for _, target in run]
-        if len(targets) == 1:
-            text = f"{targets[0]} = {source}[0]"
-        else:
-            text = f"{', '.join(targets)} = {source}"
+        text = f"{targets[0]} = {source}[0]" if len(targets) == 1 else f"{', '.join(targets)} = {source}"
         self.source.line(text, _native_reads(run, text))
         self.source.line(f"pos += {struct.calcsize(fmt)}")
         for type_name, target in run:

@@ -87,9 +87,7 @@ class _Emitter:
         self.source.line(f"{result} = b''.join({out})")
         return result
 
-    def bind(
-        self, shape: RecordShape, layouts: Sequence[Struct], record: str, context: str
-    ) -> dict[str, str]:
+    def bind(self, shape: RecordShape, layouts: Sequence[Struct], record: str, context: str) -> dict[str, str]:
         """Unpack the record in local `record` into locals; return spec field
         (snake_case) -> local. A record field the layouts lack must be None."""
         cls = self.source.constant(shape.cls, "cls")
@@ -234,9 +232,7 @@ class _Emitter:
                 with self.source.block(f"for {item} in {local}:"):
                     self._variable(Field(field.name, element), name, item, flexible, None, scope, write)
 
-    def _tagged_fields(
-        self, layout: Struct, shape: RecordShape | None, scope: dict[str, str], write: str
-    ) -> None:
+    def _tagged_fields(self, layout: Struct, shape: RecordShape | None, scope: dict[str, str], write: str) -> None:
         """Emit the tagged-field section: fields differing from their
         default, in ascending tag order, each as tag, size, data."""
         line = self.source.line

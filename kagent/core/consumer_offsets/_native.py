@@ -23,6 +23,7 @@ Every read past the end of the bytes is checked before it is made, as
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import struct
 from collections.abc import Callable
@@ -39,10 +40,9 @@ def _load() -> ModuleType | None:
     if os.environ.get(CODEC_VARIABLE, "") == "python":
         return None
     try:
-        from kagent.core.consumer_offsets import _twins  # type: ignore[attr-defined]
+        return importlib.import_module("kagent.core.consumer_offsets._twins")
     except ImportError:
         return None
-    return _twins
 
 
 _module = _load()
@@ -60,7 +60,8 @@ _C_TYPES = {"b": "int8_t", "h": "int16_t", "H": "uint16_t", "i": "int32_t", "I":
 #: do not check bounds: the generated code checks before it reads.
 READERS = {code: f"_read_{ctype.removesuffix('_t')}" for code, ctype in _C_TYPES.items()}
 
-_PRELUDE = f'''\
+_PRELUDE = (
+    f'''\
 # cython: language_level=3
 """Compiled twins of kagent.core.consumer_offsets' generated decoders.
 
@@ -78,11 +79,14 @@ cdef inline uint64_t _big_endian(bytes buf, Py_ssize_t pos, int size):
     for index in range(size):
         value = (value << 8) | data[pos + index]
     return value
-''' + "".join(
-    f"\n\ncdef inline {ctype} {READERS[code]}(bytes buf, Py_ssize_t pos):\n"
-    f"    return <{ctype}>_big_endian(buf, pos, {struct.calcsize('>' + code)})\n"
-    for code, ctype in _C_TYPES.items()
-) + "\n"
+'''
+    + "".join(
+        f"\n\ncdef inline {ctype} {READERS[code]}(bytes buf, Py_ssize_t pos):\n"
+        f"    return <{ctype}>_big_endian(buf, pos, {struct.calcsize('>' + code)})\n"
+        for code, ctype in _C_TYPES.items()
+    )
+    + "\n"
+)
 
 
 def digest(text: str, names: tuple[str, ...]) -> str:
@@ -136,4 +140,3 @@ def write_module(directory: Path) -> Path:
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return path
-

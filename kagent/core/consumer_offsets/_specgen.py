@@ -141,9 +141,7 @@ def _resolve_field(
     field_type = _resolve_type(field, version, flexible, common)
     if not tagged:
         return Field(field["name"], field_type, nullable)
-    return Field(
-        field["name"], field_type, nullable, int(field["tag"]), _tag_default(field, field_type, nullable)
-    )
+    return Field(field["name"], field_type, nullable, int(field["tag"]), _tag_default(field, field_type, nullable))
 
 
 def _resolve_type(
@@ -217,9 +215,7 @@ def render(messages: Sequence[Message]) -> str:
         out.append("    },")
         out.append(")")
     keys = {m.record_type: m.name for m in messages if m.record_type is not None and m.name.endswith("Key")}
-    values = {
-        m.record_type: m.name for m in messages if m.record_type is not None and m.name.endswith("Value")
-    }
+    values = {m.record_type: m.name for m in messages if m.record_type is not None and m.name.endswith("Value")}
     out.append("")
     out.append("#: Record type -> (key, value), as Kafka's specs pair them.")
     out.append("RECORD_TYPES: dict[int, tuple[Message, Message]] = {")

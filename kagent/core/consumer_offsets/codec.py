@@ -57,13 +57,9 @@ def decode(key: bytes, value: bytes | None) -> Record:
     try:
         version: int = _INT16(value, 0)[0]
     except struct.error:
-        raise DecodeError(
-            record_type, "value", None, 0, f"{len(value)} bytes cannot hold a version"
-        ) from None
+        raise DecodeError(record_type, "value", None, 0, f"{len(value)} bytes cannot hold a version") from None
     if not 0 <= version < len(decoders):
-        raise DecodeError(
-            record_type, "value", version, 0, f"unknown value version (known: 0-{len(decoders) - 1})"
-        )
+        raise DecodeError(record_type, "value", version, 0, f"unknown value version (known: 0-{len(decoders) - 1})")
     return decoders[version](key, value)  # type: ignore[return-value]
 
 
@@ -76,9 +72,7 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
     writer = _WRITERS.get(type(record))
     if writer is None:
         raise TypeError(f"{type(record).__name__} is not a __consumer_offsets record")
-    record_type = (
-        getattr(record, writer.record_type_field) if writer.record_type_field else writer.record_types[0]
-    )
+    record_type = getattr(record, writer.record_type_field) if writer.record_type_field else writer.record_types[0]
     if record_type not in writer.record_types:
         raise ValueError(f"{type(record).__name__} cannot have record type {record_type!r}")
     compiled = _COMPILED[record_type]

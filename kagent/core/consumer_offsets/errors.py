@@ -13,9 +13,7 @@ class DecodeError(ValueError):
     offset into that part) and `reason`.
     """
 
-    def __init__(
-        self, record_type: int | None, part: str, version: int | None, offset: int, reason: str
-    ) -> None:
+    def __init__(self, record_type: int | None, part: str, version: int | None, offset: int, reason: str) -> None:
         self.record_type = record_type
         self.part = part
         self.version = version

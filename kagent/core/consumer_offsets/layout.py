@@ -95,9 +95,7 @@ def min_size(field_type: FieldType, flexible: bool) -> int:
     if isinstance(field_type, Array):
         return 1 if flexible else 4
     if isinstance(field_type, Struct):
-        untagged = sum(
-            min_size(field.type, field_type.flexible) for field in field_type.fields if field.tag is None
-        )
+        untagged = sum(min_size(field.type, field_type.flexible) for field in field_type.fields if field.tag is None)
         return untagged + (1 if field_type.flexible else 0)
     if field_type in FIXED_WIDTH_FORMATS:
         return struct.calcsize(">" + FIXED_WIDTH_FORMATS[field_type])
