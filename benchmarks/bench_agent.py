@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -163,7 +164,9 @@ def group_name(group: int) -> str:
     return f"bench-app-{group:05d}"
 
 
-def range_members(group: str, topic: str, partitions: int, members: int, generation: int) -> dict[str, list[TopicPartition]]:
+def range_members(
+    group: str, topic: str, partitions: int, members: int, generation: int
+) -> dict[str, list[TopicPartition]]:
     """Range assignment of ``partitions`` over ``members`` members named for ``generation``."""
     per, extra = divmod(partitions, members)
     result, start = {}, 0
@@ -184,15 +187,21 @@ def coordinator_records(data: DataSet) -> tuple[list[OffsetCommit | GroupMetadat
     metadata = 0
     names = [group_name(g) for g in range(data.groups)]
     for g, name in enumerate(names):
-        records.append(group_metadata(name, 1, range_members(name, topic_of(data, g), data.partitions, data.members, 1)))
+        records.append(
+            group_metadata(name, 1, range_members(name, topic_of(data, g), data.partitions, data.members, 1))
+        )
         metadata += 1
     for r in range(data.commit_rounds):
         for g, name in enumerate(names):
             topic = topic_of(data, g)
             if r and g % data.rebalance_every == 0:
-                records.append(group_metadata(name, r + 1, range_members(name, topic, data.partitions, data.members, r + 1)))
+                records.append(
+                    group_metadata(name, r + 1, range_members(name, topic, data.partitions, data.members, r + 1))
+                )
                 metadata += 1
-            records += [offset_commit(name, topic, p, min(r + 1, data.records_per_partition)) for p in range(data.partitions)]
+            records += [
+                offset_commit(name, topic, p, min(r + 1, data.records_per_partition)) for p in range(data.partitions)
+            ]
     return records, metadata
 
 
@@ -273,7 +282,9 @@ async def bare_consumer_rate(bootstrap: str, expected: int, repeats: int = 3) ->
                 seen += sum(len(messages) for messages in (await consumer.getmany(timeout_ms=1000)).values())
                 return seen >= expected
 
-            await wait_until_async(read_all, INGEST_TIMEOUT, f"a bare consumer to read {expected:,} records", interval=0)
+            await wait_until_async(
+                read_all, INGEST_TIMEOUT, f"a bare consumer to read {expected:,} records", interval=0
+            )
             rate = expected / (time.perf_counter() - started)
             if rate > best:
                 best, cpu = rate, (time.process_time() - cpu_started) / expected * 1e6
@@ -318,16 +329,18 @@ async def ingest(worker: Worker, expected: int, timeout: float = INGEST_TIMEOUT)
         return read > 0
 
     await wait_until_async(sample, timeout, f"worker {worker.app_id} to read a record", detail=worker.log_tail)
-    first, first_applied, first_cpu = time.perf_counter(), applied, cpu_seconds(worker.pid)  # the first poll that saw one
+    first, first_applied, first_cpu = (
+        time.perf_counter(),
+        applied,
+        cpu_seconds(worker.pid),
+    )  # the first poll that saw one
 
     async def all_applied() -> bool:
         await sample()
         return applied >= expected
 
-    try:
+    with contextlib.suppress(WaitTimedOut):  # reported with the rate it reached
         await wait_until_async(all_applied, timeout, f"worker {worker.app_id} to apply {expected:,} events")
-    except WaitTimedOut:
-        pass  # reported with the rate it reached
     seconds = time.perf_counter() - first
     done = applied - first_applied
     read_rate = expected / (read_all - first) if read_all and read_all > first else read / seconds
@@ -370,22 +383,31 @@ async def throughput(workdir: Path, data: DataSet) -> bool:
             runs.append((label, await ingest(worker, n)))
             worker.stop()
     print(f"{'':<44}{'records':>9}{'applied':>9}{'seconds':>9}{'records/s':>11}{'read/s':>9}{'CPU us/rec':>11}")
-    print(f"{'bare aiokafka consumer (baseline)':<44}{n:>9,}{n:>9,}{n / bare_rate:>9.2f}{bare_rate:>11,.0f}{'':>9}{bare_cpu:>11.1f}")
-    print(f"{'Faust agent doing nothing per record':<44}{n:>9,}{n:>9,}{n / faust_rate:>9.2f}{faust_rate:>11,.0f}{'':>9}{faust_cpu:>11.1f}")
-    print(f"{'decode + derive + encode alone, in process':<44}{n:>9,}{'':>9}{n / pure_rate:>9.2f}{pure_rate:>11,.0f}{'':>9}{1e6 / pure_rate:>11.1f}")
+
+    def row(name: str, applied: str, rate: float, cpu: float) -> None:
+        print(f"{name:<44}{n:>9,}{applied:>9}{n / rate:>9.2f}{rate:>11,.0f}{'':>9}{cpu:>11.1f}")
+
+    row("bare aiokafka consumer (baseline)", f"{n:,}", bare_rate, bare_cpu)
+    row("Faust agent doing nothing per record", f"{n:,}", faust_rate, faust_cpu)
+    row("decode + derive + encode alone, in process", "", pure_rate, 1e6 / pure_rate)
     for label, run in runs:
         print(
             f"{label:<44}{run.records:>9,}{run.applied:>9,}{run.seconds:>9.1f}{run.rate:>11,.0f}"
-            f"{run.read_rate:>9,.0f}{run.cpu_us:>11.0f}" + ("" if run.finished else f"  (stopped after {INGEST_TIMEOUT:g} s)")
+            f"{run.read_rate:>9,.0f}{run.cpu_us:>11.0f}"
+            + ("" if run.finished else f"  (stopped after {INGEST_TIMEOUT:g} s)")
         )
     met = True
     for label, run in runs:
         ratio = run.rate / bare_rate
         ok = ratio >= THROUGHPUT_TARGET
         met &= ok
-        print(f"target into-the-tables / bare >= {THROUGHPUT_TARGET}, {label}: {'met' if ok else 'MISSED'} ({ratio:.4f})")
-    print(f"(a Faust agent doing nothing per record reaches {faust_rate / bare_rate:.4f} of the bare consumer; "
-          f"kagent's pure per-record work alone, without I/O or tables, {pure_rate / bare_rate:.4f})")
+        print(
+            f"target into-the-tables / bare >= {THROUGHPUT_TARGET}, {label}: {'met' if ok else 'MISSED'} ({ratio:.4f})"
+        )
+    print(
+        f"(a Faust agent doing nothing per record reaches {faust_rate / bare_rate:.4f} of the bare consumer; "
+        f"kagent's pure per-record work alone, without I/O or tables, {pure_rate / bare_rate:.4f})"
+    )
     return met
 
 
@@ -405,8 +427,11 @@ async def memory(workdir: Path, data: DataSet, idle: dict[str, int]) -> bool:
             return samples if samples and metric_total(samples, "kagent_end_offset_polls_total") > polls else None
 
         samples = await wait_until_async(
-            polled_again, float(MEMORY_SETTINGS["end_offset_interval"]) * 2, "an end-offset poll after the last record",
-            interval=0.2, detail=worker.log_tail,
+            polled_again,
+            float(MEMORY_SETTINGS["end_offset_interval"]) * 2,
+            "an end-offset poll after the last record",
+            interval=0.2,
+            detail=worker.log_tail,
         )
         if samples.get('kagent_end_offset_polls_total{outcome="error"}', 0) > 0:
             raise RuntimeError(f"an end-offset poll failed\n{worker.log_tail()}")
@@ -439,7 +464,10 @@ async def latency(workdir: Path, sizes: Sizes) -> bool:
         setup: list[OffsetCommit | GroupMetadata] = []
         for group in groups:
             members = {
-                f"{group}-consumer-{m}": [TopicPartition(LATENCY_TOPIC, 2 * m), TopicPartition(LATENCY_TOPIC, 2 * m + 1)]
+                f"{group}-consumer-{m}": [
+                    TopicPartition(LATENCY_TOPIC, 2 * m),
+                    TopicPartition(LATENCY_TOPIC, 2 * m + 1),
+                ]
                 for m in range(LATENCY_PARTITIONS // 2)
             }
             setup.append(group_metadata(group, 1, members))
@@ -477,7 +505,9 @@ async def latency(workdir: Path, sizes: Sizes) -> bool:
                 samples = await asyncio.to_thread(worker.metrics) or {}
                 return metric_total(samples, "kagent_evaluations_total") >= evaluated + (hold + 1) * len(groups)
 
-            await wait_until_async(held_long_enough, 30, f"{hold + 1} evaluation rounds", interval=0.2, detail=worker.log_tail)
+            await wait_until_async(
+                held_long_enough, 30, f"{hold + 1} evaluation rounds", interval=0.2, detail=worker.log_tail
+            )
             await consumer.topics()  # the worker created the topic on start
             own_partitions = range(int(worker.env.get("KAGENT_TOPIC_PARTITIONS", "8")))
             consumer.assign([TopicPartition(recommendations, p) for p in own_partitions])
@@ -513,9 +543,12 @@ async def latency(workdir: Path, sizes: Sizes) -> bool:
                 in_table = await lag_written(changelog, group, partition, LATENCY_RECORDS - lag_after)
                 results.append(arrived - sent)
                 print(
-                    f"  {group}: {arrived - sent:.2f} s to the subscriber; lag entry written at +{in_table - sent:.2f} s, "
-                    f"recommendation evaluated at +{body['time'] - sent:.2f} s, on the topic at +{produced - sent:.2f} s; "
-                    f"skew {body['skew_before']:.2f} -> {body['skew_after']:.2f}, held {body['trigger']['evaluations_held']}"
+                    f"  {group}: {arrived - sent:.2f} s to the subscriber; "
+                    f"lag entry written at +{in_table - sent:.2f} s, "
+                    f"recommendation evaluated at +{body['time'] - sent:.2f} s, "
+                    f"on the topic at +{produced - sent:.2f} s; "
+                    f"skew {body['skew_before']:.2f} -> {body['skew_after']:.2f}, "
+                    f"held {body['trigger']['evaluations_held']}"
                 )
             worker.stop()
         finally:
@@ -561,7 +594,8 @@ async def main(sizes: Sizes) -> int:
             settings = ", ".join(f"KAGENT_{k.upper()}={v}" for k, v in MEMORY_SETTINGS.items())
             print(f"\n== memory (one worker, {settings}) ==")
             met &= await memory(workdir, sizes.memory, idle)
-            print(f"\n== detection latency ({', '.join(f'KAGENT_{k.upper()}={v}' for k, v in LATENCY_SETTINGS.items())}) ==")
+            variables = ", ".join(f"KAGENT_{k.upper()}={v}" for k, v in LATENCY_SETTINGS.items())
+            print(f"\n== detection latency ({variables}) ==")
             met &= await latency(workdir, sizes)
         except BaseException:
             for log in sorted(workdir.glob("*.log")):

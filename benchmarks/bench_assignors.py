@@ -59,9 +59,7 @@ def group(topics: int, per_topic: int, members: int, seed: int, mixed: bool = Fa
     partitions = {f"topic-{i:03d}": per_topic for i in range(topics)}
     names = list(partitions)
     group_members = {
-        f"consumer-{i}-{rng.getrandbits(64):016x}": Member(
-            rng.sample(names, len(names) // 2) if mixed else names
-        )
+        f"consumer-{i}-{rng.getrandbits(64):016x}": Member(rng.sample(names, len(names) // 2) if mixed else names)
         for i in range(members)
     }
     return Case(partitions, group_members, lags(partitions, rng))
@@ -110,9 +108,7 @@ def measure(run: Callable[[], object]) -> tuple[float, float] | None:
     return None if seconds > TIME_LIMIT else (seconds, peak / 2**20)
 
 
-def report(
-    title: str, case: Case, strategies: tuple[str, ...], target: float | None = None
-) -> dict[str, float]:
+def report(title: str, case: Case, strategies: tuple[str, ...], target: float | None = None) -> dict[str, float]:
     n = sum(case.partitions.values())
     print(f"\n{title}: {len(case.members):,} members x {n:,} partitions ({len(case.partitions)} topics)")
     gc.collect()

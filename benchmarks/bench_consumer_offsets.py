@@ -191,9 +191,16 @@ def objects_only_rate(pairs: list[tuple[Wire, Wire]]) -> float:
         group = decode(key.bytes(), value.bytes())
         members = [
             (
-                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                m.session_timeout, tuple(m.subscription), m.assignment.version,
-                [(tp.topic, tp.partition) for tp in m.assignment.partitions], m.assignment.user_data,
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout,
+                m.session_timeout,
+                tuple(m.subscription),
+                m.assignment.version,
+                [(tp.topic, tp.partition) for tp in m.assignment.partitions],
+                m.assignment.user_data,
             )
             for m in group.members
         ]

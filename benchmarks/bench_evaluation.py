@@ -50,11 +50,20 @@ def snapshot(group: str) -> GroupSnapshot:
         for p in range(m * PARTITIONS_PER_MEMBER, (m + 1) * PARTITIONS_PER_MEMBER):
             refs.append(PartitionRef(topic="orders", partition=p))
             lag[TopicPartition("orders", p)] = PartitionLag(
-                group=group, topic="orders", partition=p, committed=1000, log_start=0, log_end=1500,
-                offset_lag=500, time_lag=5.0, polled_at=0.0,
+                group=group,
+                topic="orders",
+                partition=p,
+                committed=1000,
+                log_start=0,
+                log_end=1500,
+                offset_lag=500,
+                time_lag=5.0,
+                polled_at=0.0,
             )
         members.append(
-            MemberAssignment(member_id=f"m{m}", client_id=f"c{m}", client_host="/h", topics=("orders",), partitions=tuple(refs))
+            MemberAssignment(
+                member_id=f"m{m}", client_id=f"c{m}", client_host="/h", topics=("orders",), partitions=tuple(refs)
+            )
         )
     assignment = GroupAssigned(group=group, generation=1, protocol="range", leader="m0", members=tuple(members))
     return GroupSnapshot(
@@ -149,8 +158,10 @@ async def main(count: int, rounds: int) -> None:
             )
         finally:
             await app.producer.stop()
-    print(f"evaluation rounds over {count:,} unchanged groups ({MEMBERS} members, "
-          f"{MEMBERS * PARTITIONS_PER_MEMBER} partitions each), mean of {rounds} rounds after the first")
+    print(
+        f"evaluation rounds over {count:,} unchanged groups ({MEMBERS} members, "
+        f"{MEMBERS * PARTITIONS_PER_MEMBER} partitions each), mean of {rounds} rounds after the first"
+    )
     print(f"{'':38} {'first round':>12} {'records/round':>14} {'CPU ms/round':>13}")
     for name, (first, per_round, cpu) in results.items():
         print(f"{name:38} {first:>12,} {per_round:>14,.1f} {cpu * 1000:>13.1f}")

@@ -96,8 +96,10 @@ def main() -> None:
         for factor in (int(f) for f in args.scale.split(",")):
             rows = base if factor == 1 else history(args.groups * factor, args.snapshots, args.partitions, seed=factor)
             rows.to_parquet(f"{work}/x{factor}.parquet")
-            seconds = spark_time if factor == 1 else on_spark(
-                spark, f"{work}/x{factor}.parquet", f"{work}/out{factor}", args.threshold
+            seconds = (
+                spark_time
+                if factor == 1
+                else on_spark(spark, f"{work}/x{factor}.parquet", f"{work}/out{factor}", args.threshold)
             )
             print(f"  {len(rows):>12,} rows  {seconds:8.1f} s  {len(rows) / seconds:>10,.0f} rows/s")
     spark.stop()

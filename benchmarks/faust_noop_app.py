@@ -25,7 +25,9 @@ app = faust.App(
     consumer_auto_offset_reset="earliest",
     datadir=os.environ.get("BENCH_DATA_DIR", "faust-noop-data"),
 )
-offsets = app.topic("__consumer_offsets", key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+offsets = app.topic(
+    "__consumer_offsets", key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+)
 expected = int(os.environ["BENCH_RECORDS"])
 
 

@@ -114,7 +114,9 @@ CONTRACTS: Mapping[str, Contract] = {
         "Recommendation", Recommendation, "Record of the kagent-recommendations topic, keyed by group."
     ),
     "dead-letter": Contract(
-        "DeadLetter", DeadLetter, "Record of the dead-letter topic: a __consumer_offsets record kagent could not apply, and why."
+        "DeadLetter",
+        DeadLetter,
+        "Record of the dead-letter topic: a __consumer_offsets record kagent could not apply, and why.",
     ),
 }
 """Every contract by name (its file is ``<name>.schema.json``)."""

@@ -24,13 +24,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import ClassVar
 
 import click
 
-from kagent.tools.demo import watch_recommendations
-from kagent.tools.embedded import EmbeddedBroker, create_topics, die_with_parent, stop_process
 from kagent.core.contracts import write_schemas
 from kagent.settings import Settings, SettingsError, load_settings
+from kagent.tools.demo import watch_recommendations
+from kagent.tools.embedded import EmbeddedBroker, create_topics, die_with_parent, stop_process
 from kagent.tools.simulator.cli import simulate
 from kagent.tools.simulator.runner import run_simulation
 from kagent.tools.simulator.scenario import Scenario, default_scenario
@@ -86,7 +87,9 @@ def _wait_web_ready(process: subprocess.Popen[bytes], url: str, timeout: float) 
 class _Commands(click.Group):
     """kagent's command group; ``pipeline`` is imported only when used, since it needs PySpark."""
 
-    LAZY = {"pipeline": ("kagent.tools.pipeline.cli", "pipeline", "pipeline")}
+    LAZY: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "pipeline": ("kagent.tools.pipeline.cli", "pipeline", "pipeline"),
+    }
     """Command name -> (module, attribute, the package extra it needs)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -128,7 +131,9 @@ def main() -> None:
     default=None,
     help="Run the simulator's skewed and balanced groups (default: on the embedded broker only).",
 )
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
+)
 def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
     """Run kagent's main job: a broker (embedded unless --broker or KAGENT_BROKER), a worker and,
     on the embedded broker, the simulator; recommendations are shown as they arrive."""
@@ -270,7 +275,9 @@ def schemas(directory: Path) -> None:
 
 
 @main.command()
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option(
+    "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
+)
 def worker(log_level: str) -> None:
     """Run one Faust worker against KAGENT_BROKER (the deployment entry point)."""
     _settings_or_exit({})

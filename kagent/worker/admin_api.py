@@ -34,10 +34,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import faust
-from faust.types import TopicT
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, KafkaError, for_code
 from aiokafka.structs import TopicPartition
+from faust.types import TopicT
 
 from kagent.core.events import DerivedEvents, by_group, encode_events
 from kagent.core.group_polling import (
@@ -51,9 +51,9 @@ from kagent.core.group_polling import (
     tracked_groups,
 )
 from kagent.settings import Settings
-from kagent.worker.stage import Stage
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.metrics import Metrics
+from kagent.worker.stage import Stage
 
 __all__ = ["AdminApiSource", "GroupPoller"]
 
@@ -152,9 +152,7 @@ class GroupPoller:
                 raise result
         return dict(zip(calls, results, strict=True))
 
-    async def _describe(
-        self, admin: AIOKafkaAdminClient, coordinators: Mapping[str, int]
-    ) -> dict[str, DescribedGroup]:
+    async def _describe(self, admin: AIOKafkaAdminClient, coordinators: Mapping[str, int]) -> dict[str, DescribedGroup]:
         """DescribeGroups of ``coordinators``' groups, one request per coordinator.
 
         When a coordinator's request fails, its groups are asked one by one, so a
@@ -181,9 +179,7 @@ class GroupPoller:
             self._take_described(groups, responses, described)
         return described
 
-    def _take_described(
-        self, groups: tuple[str, ...], responses: Any, described: dict[str, DescribedGroup]
-    ) -> None:
+    def _take_described(self, groups: tuple[str, ...], responses: Any, described: dict[str, DescribedGroup]) -> None:
         """Add what one DescribeGroups request answered for ``groups`` to ``described``; count failures."""
         if isinstance(responses, BaseException):
             self._failed("DescribeGroups", f"of {', '.join(map(repr, groups))}", responses)

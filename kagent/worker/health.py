@@ -70,7 +70,9 @@ class Health(Stage):
                     self._logged[stage.name] = now
                     log.error(
                         "stage %s has stalled: %d records wait and none was applied for %.0f s",
-                        stage.name, backlog, now - since,
+                        stage.name,
+                        backlog,
+                        now - since,
                     )
             elif self._logged.pop(stage.name, None) is not None:
                 log.info("stage %s makes progress again (%d records applied)", stage.name, applied)

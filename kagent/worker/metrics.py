@@ -21,15 +21,19 @@ class Metrics:
             "kagent_source_records", "Records read from the group-state source", ["source"], registry=r
         )
         self.malformed = Counter(
-            "kagent_malformed_records", "Records that failed to decode and went to the dead-letter topic",
-            ["topic"], registry=r,
+            "kagent_malformed_records",
+            "Records that failed to decode and went to the dead-letter topic",
+            ["topic"],
+            registry=r,
         )
         self.derived_events = Counter(
             "kagent_derived_events", "Derived events applied to the tables", ["kind"], registry=r
         )
         self.stale_events = Counter(
-            "kagent_stale_events", "Derived events older than the state they would overwrite (read again), skipped",
-            ["kind"], registry=r,
+            "kagent_stale_events",
+            "Derived events older than the state they would overwrite (read again), skipped",
+            ["kind"],
+            registry=r,
         )
         self.groups = Gauge("kagent_groups", "Groups this worker holds", registry=r)
         self.group_partitions = Gauge(
@@ -40,7 +44,8 @@ class Metrics:
         )
         self.malformed_member_metadata = Counter(
             "kagent_malformed_member_metadata",
-            "Member blobs from DescribeGroups that failed to decode (source admin-api), by part", ["part"],
+            "Member blobs from DescribeGroups that failed to decode (source admin-api), by part",
+            ["part"],
             registry=r,
         )
         self.end_offset_polls = Counter(
@@ -49,16 +54,14 @@ class Metrics:
         self.evaluations = Counter("kagent_evaluations", "Group evaluations", registry=r)
         self.recommendations = Counter("kagent_recommendations", "Recommendations published", registry=r)
         self.stage_applied = Gauge(
-            "kagent_stage_applied_records", "Records a stage has applied since the worker started", ["stage"],
+            "kagent_stage_applied_records",
+            "Records a stage has applied since the worker started",
+            ["stage"],
             registry=r,
         )
-        self.stage_backlog = Gauge(
-            "kagent_stage_backlog_records", "Records waiting for a stage", ["stage"], registry=r
-        )
+        self.stage_backlog = Gauge("kagent_stage_backlog_records", "Records waiting for a stage", ["stage"], registry=r)
         self.stage_stalled = Gauge(
             "kagent_stage_stalled", "1 while a stage has records waiting and applies none", ["stage"], registry=r
         )
         self.stage_stalls = Counter("kagent_stage_stalls", "Stalls of a stage", ["stage"], registry=r)
-        self.evaluation_seconds = Histogram(
-            "kagent_evaluation_seconds", "Time to evaluate one group", registry=r
-        )
+        self.evaluation_seconds = Histogram("kagent_evaluation_seconds", "Time to evaluate one group", registry=r)

@@ -25,19 +25,19 @@ import logging
 from dataclasses import dataclass
 
 import faust
-from faust.types import TopicT
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
+from faust.types import TopicT
 
 from kagent.core.consumer_offsets import compiled_decoders
 from kagent.core.events import encode_events
 from kagent.core.ingest import ingest
 from kagent.settings import Settings
-from kagent.worker.dead_letters import DeadLetters
-from kagent.worker.stage import Stage
 from kagent.worker.changelog import PRODUCER_ERRORS
+from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.metrics import Metrics
+from kagent.worker.stage import Stage
 
 __all__ = ["OffsetsTopicSource"]
 

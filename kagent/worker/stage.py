@@ -23,7 +23,7 @@ import faust
 __all__ = ["Stage"]
 
 
-class Stage(ABC):  # noqa: B024 - every method has a default; a stage overrides what it needs
+class Stage(ABC):
     """One job of the worker, with a start and a stop.
 
     Contract:

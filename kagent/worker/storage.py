@@ -168,7 +168,10 @@ class Storage(Stage, GroupStateReader):
                 self._metrics.malformed.labels(message.topic).inc()
                 log.warning(
                     "malformed derived-events record at %s partition %d offset %d: %s",
-                    message.topic, message.partition, message.offset, exc.errors()[0]["msg"],
+                    message.topic,
+                    message.partition,
+                    message.offset,
+                    exc.errors()[0]["msg"],
                 )
                 letters.append(
                     await self._dead_letters.send(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+
 import faust
 from faust.web import Request, Response, View
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -45,7 +46,6 @@ def _pages(app: faust.App, reader: GroupStateReader, stalls: StallDetector, metr
             stalled = stalls.stalled()
             body = {"ready": not stalled, "stalled_stages": sorted(stalled)}
             return self.json(body, status=503 if stalled else 200)
-
 
     @app.page("/groups/")
     class GroupsView(View):

@@ -158,13 +158,17 @@ async def test_the_admin_source_reports_a_real_groups_members_and_commits(
         await assigned([first], 4)
         await events.until(
             lambda: [m["member_id"] for m in events.of("group-assigned")[-1]["members"]] == [member_id(first)],
-            30, "the assignment after the rebalance", explain,
+            30,
+            "the assignment after the rebalance",
+            explain,
         )
 
         # The storage stage took the events: the worker holds the group with its one member.
-        body = await wait_json(worker.url + "groups/", lambda b: list(b["groups"].get(GROUP, {}).get("member_lag", {})) == [
-            member_id(first)
-        ], 30)
+        body = await wait_json(
+            worker.url + "groups/",
+            lambda b: list(b["groups"].get(GROUP, {}).get("member_lag", {})) == [member_id(first)],
+            30,
+        )
         assert body["groups"][GROUP]["generation"] == UNKNOWN_GENERATION
         metrics = await asyncio.to_thread(worker.metrics)
         assert metrics is not None and metric_total(metrics, "kagent_group_api_errors_total") == 0

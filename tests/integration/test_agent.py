@@ -91,7 +91,10 @@ async def test_a_skewed_group_gets_a_recommendation_and_a_balanced_one_none(
 
     worker = start_worker("agent-e2e", **FAST)
     recommendations = await read_until(
-        bootstrap, "agent-e2e-recommendations", lambda values: any(v["group"] == "skewed-app" for v in values), 90,
+        bootstrap,
+        "agent-e2e-recommendations",
+        lambda values: any(v["group"] == "skewed-app" for v in values),
+        90,
         worker,
     )
     recommendation = next(r for r in recommendations if r["group"] == "skewed-app")
@@ -127,9 +130,11 @@ async def test_malformed_records_go_to_the_dead_letter_topic_and_the_worker_keep
     )
     worker = start_worker("agent-dlq-test", **FAST)
     letters = await read_until(
-        bootstrap, "agent-dlq-test-dead-letters", lambda values: any(
-            base64.b64decode(v["key"]) == bad_key for v in values
-        ), 90, worker
+        bootstrap,
+        "agent-dlq-test-dead-letters",
+        lambda values: any(base64.b64decode(v["key"]) == bad_key for v in values),
+        90,
+        worker,
     )
     letter = next(v for v in letters if base64.b64decode(v["key"]) == bad_key)
     assert letter["topic"] == OFFSETS_TOPIC and letter["partition"] == 0
@@ -237,7 +242,9 @@ async def test_a_surviving_worker_takes_over_a_killed_workers_groups(
         return len(held) == 2 and all(held) and set().union(*held) == set(groups)
 
     async def sharing() -> bool:
-        return shared(await asyncio.gather(*(asyncio.to_thread(get_json, w.url + "groups/") for w in (survivor, doomed))))
+        return shared(
+            await asyncio.gather(*(asyncio.to_thread(get_json, w.url + "groups/") for w in (survivor, doomed)))
+        )
 
     await wait_until_async(sharing, 90, "the two workers to share the groups", interval=0.3)
 
@@ -261,9 +268,7 @@ async def test_a_kip848_consumer_group_is_measured_from_its_member_records(
     records: list[Record] = [
         # A member's current assignment can come before its metadata record.
         *(
-            ConsumerGroupCurrentMemberAssignment(
-                group, member, 5, 4, 0, (TopicPartitions(topic_id, partitions),), ()
-            )
+            ConsumerGroupCurrentMemberAssignment(group, member, 5, 4, 0, (TopicPartitions(topic_id, partitions),), ())
             for member, partitions in members.items()
         ),
         ConsumerGroupMetadata(group, 5),
@@ -316,7 +321,10 @@ async def test_a_skewed_kip848_group_subscribed_by_regex_only_gets_a_recommendat
     worker = start_worker("agent-kip848-regex-test", **FAST)
 
     recommendations = await read_until(
-        bootstrap, "agent-kip848-regex-test-recommendations", lambda values: any(v["group"] == group for v in values), 90,
+        bootstrap,
+        "agent-kip848-regex-test-recommendations",
+        lambda values: any(v["group"] == group for v in values),
+        90,
         worker,
     )
     ours = [r for r in recommendations if r["group"] == group]

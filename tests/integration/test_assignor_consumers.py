@@ -59,15 +59,10 @@ def settled(histories: list[History], partitions: set[TopicPartition]) -> bool:
     """Every consumer has been given its assignment in the generation the group
     is in, and together those assignments cover every partition once."""
     generations = {h.consumer._coordinator.generation for h in histories}
-    if len(generations) != 1 or not all(
-        h.generations and h.generations[-1] in generations for h in histories
-    ):
+    if len(generations) != 1 or not all(h.generations and h.generations[-1] in generations for h in histories):
         return False
     latest = [h.assignments[-1] for h in histories]
-    return (
-        sum(len(current) for current in latest) == len(partitions)
-        and frozenset().union(*latest) == partitions
-    )
+    return sum(len(current) for current in latest) == len(partitions) and frozenset().union(*latest) == partitions
 
 
 async def test_consumers_get_the_lag_sticky_assignment(kafka_broker: EmbeddedBroker) -> None:
@@ -111,7 +106,10 @@ async def test_consumers_get_the_lag_sticky_assignment(kafka_broker: EmbeddedBro
             return settled(histories, set(partitions))
 
         await wait_until_async(
-            group_settled, JOIN_TIMEOUT, f"the group of {len(histories)} to settle", interval=0.2,
+            group_settled,
+            JOIN_TIMEOUT,
+            f"the group of {len(histories)} to settle",
+            interval=0.2,
             detail=lambda: f"assignments so far: {[h.assignments for h in histories]}",
         )
 

@@ -74,7 +74,10 @@ class S3Broker:
 
             try:
                 boto3.client(
-                    "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                    "s3",
+                    endpoint_url=endpoint,
+                    aws_access_key_id="test",
+                    aws_secret_access_key="test",
                     region_name="us-east-1",
                 ).create_bucket(Bucket=BUCKET)
             except Exception:  # noqa: BLE001 - not listening yet
@@ -96,8 +99,16 @@ class S3Broker:
     def start(self) -> None:
         listener = f"tcp://{self.bootstrap_servers}"
         self._tansu = subprocess.Popen(
-            [str(tansu_binary()), "broker", "--listener-url", listener, "--advertised-listener-url", listener,
-             "--storage-engine", f"s3://{BUCKET}/"],
+            [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url",
+                listener,
+                "--advertised-listener-url",
+                listener,
+                "--storage-engine",
+                f"s3://{BUCKET}/",
+            ],
             env=self._env,
             stdout=(self._log_dir / "tansu.log").open("ab"),
             stderr=subprocess.STDOUT,
@@ -136,7 +147,9 @@ async def test_the_worker_reconnects_after_its_broker_restarts(s3_broker: S3Brok
     suffix = uuid.uuid4().hex[:6]
     topic, group, later = f"restart-{suffix}", f"restart-group-{suffix}", f"after-restart-{suffix}"
     await create_topics(s3_broker.bootstrap_servers, {OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, topic: 2})
-    worker = Worker(s3_broker.bootstrap_servers, tmp_path, f"restart-{suffix}", end_offset_interval="0.5", evaluate_interval="0.5")
+    worker = Worker(
+        s3_broker.bootstrap_servers, tmp_path, f"restart-{suffix}", end_offset_interval="0.5", evaluate_interval="0.5"
+    )
     worker.start()
     try:
         await produce(s3_broker.bootstrap_servers, topic, {0: 30, 1: 10})

@@ -11,10 +11,10 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
-from kagent.tools.embedded import EmbeddedBroker
 from kagent.core.table_keys import partition_of_group
-from kagent.worker.topology import GroupPartitionedTable
+from kagent.tools.embedded import EmbeddedBroker
 from kagent.worker.changelog import ChangelogWriteError, ChangelogWriter
+from kagent.worker.topology import GroupPartitionedTable
 from tests.support.faults import fail_first_send
 
 pytestmark = pytest.mark.integration
@@ -78,7 +78,7 @@ async def test_a_failed_flush_stages_its_records_again(
     writer.set(table, "billing", b"one")
     writer.set(table, "audit", b"two")
     try:
-        with pytest.raises(ChangelogWriteError, match="2 changelog records not sent: KafkaError.*refused"):
+        with pytest.raises(ChangelogWriteError, match=r"2 changelog records not sent: KafkaError.*refused"):
             await writer.flush()
         assert writer.staged == 2
         writer.set(table, "billing", b"newer")  # a newer write meanwhile wins

@@ -74,4 +74,6 @@ def test_the_broker_dies_with_a_parent_killed_without_cleanup() -> None:
     assert process_alive(broker_pid)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    wait_until(lambda: not process_alive(broker_pid), 10, f"broker pid {broker_pid} to exit after its parent was killed")
+    wait_until(
+        lambda: not process_alive(broker_pid), 10, f"broker pid {broker_pid} to exit after its parent was killed"
+    )

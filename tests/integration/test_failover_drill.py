@@ -130,6 +130,22 @@ def shown(worker: Worker) -> dict[str, dict[str, Any]]:
     return {g: {"generation": v["generation"], "member_lag": v["member_lag"]} for g, v in groups.items()}
 
 
+def showing(worker: Worker, expected: dict[str, dict[str, Any]], what: str) -> None:
+    """Wait until ``worker`` shows ``expected``; fail with the groups that differ and its log."""
+    seen: dict[str, dict[str, Any]] = {}
+
+    def matches() -> bool:
+        nonlocal seen
+        seen = shown(worker)
+        return seen == expected
+
+    def differences() -> str:
+        differ = {g: (seen.get(g), v) for g, v in expected.items() if seen.get(g) != v}
+        return f"shown vs recomputed, where they differ: {differ}\n{worker.log_tail(80)}"
+
+    wait_until(matches, 120, what, detail=differences)
+
+
 async def read_all(bootstrap: str, topic: str) -> list[Any]:
     """Every record of ``topic`` now, as JSON (None for tombstones), with its key."""
     reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
@@ -137,7 +153,7 @@ async def read_all(bootstrap: str, topic: str) -> list[Any]:
     try:
         partitions = [TopicPartition(topic, p) for p in (reader.partitions_for_topic(topic) or set())]
         if not partitions:
-            await reader._client.force_metadata_update()  # noqa: SLF001 - metadata of a topic just made
+            await reader._client.force_metadata_update()
             partitions = [TopicPartition(topic, p) for p in (reader.partitions_for_topic(topic) or set())]
         reader.assign(partitions)
         ends = await reader.end_offsets(partitions)
@@ -173,11 +189,15 @@ async def test_ten_sigkills_under_traffic_lose_no_state_and_no_recommendation(
         """A new generation of ``group``: two members, one holding the hot partitions when skewed."""
         generation[group] += 1
         members = (
-            {"a": [TopicPartition(topic, 0), TopicPartition(topic, 1), TopicPartition(topic, 2)],
-             "b": [TopicPartition(topic, 3)]}
+            {
+                "a": [TopicPartition(topic, 0), TopicPartition(topic, 1), TopicPartition(topic, 2)],
+                "b": [TopicPartition(topic, 3)],
+            }
             if skewed
-            else {"a": [TopicPartition(topic, 0), TopicPartition(topic, 1)],
-                  "b": [TopicPartition(topic, 2), TopicPartition(topic, 3)]}
+            else {
+                "a": [TopicPartition(topic, 0), TopicPartition(topic, 1)],
+                "b": [TopicPartition(topic, 2), TopicPartition(topic, 3)],
+            }
         )
         await publish(
             [encode(group_metadata(group, generation[group], {f"{m}-{group}": tps for m, tps in members.items()}))]
@@ -188,11 +208,10 @@ async def test_ten_sigkills_under_traffic_lose_no_state_and_no_recommendation(
             await rebalance(group, skewed=False)
         drill.start()
         drill.start()
-        traffic_round = 0
         kill_times = []
         for kill in range(KILLS):
             # traffic: commits move on for every group; one group is skewed anew before each kill
-            traffic_round += 1
+            traffic_round = kill + 1
             await publish(
                 [
                     encode(offset_commit(group, topic, p, min(RECORDS, traffic_round * 3 + p)))
@@ -206,19 +225,7 @@ async def test_ten_sigkills_under_traffic_lose_no_state_and_no_recommendation(
             drill.kill(victim)
             killed_at = time.monotonic()
             expected = await recompute(bootstrap, topic, groups)
-            last: list[dict[str, Any]] = [{}]
-
-            def matches(worker: Worker = survivor, seen: list[dict[str, Any]] = last) -> bool:
-                seen[0] = shown(worker)
-                return seen[0] == expected
-
-            def differences(worker: Worker = survivor, seen: list[dict[str, Any]] = last) -> str:
-                differ = {g: (seen[0].get(g), v) for g, v in expected.items() if seen[0].get(g) != v}
-                return f"shown vs recomputed, where they differ: {differ}\n{worker.log_tail(80)}"
-
-            await asyncio.to_thread(
-                wait_until, matches, 120, f"the survivor's tables after kill {kill + 1}", detail=differences
-            )
+            await asyncio.to_thread(showing, survivor, expected, f"the survivor's tables after kill {kill + 1}")
             kill_times.append(time.monotonic() - killed_at)
             drill.start()
         print(f"failover after SIGKILL (s): {', '.join(f'{t:.1f}' for t in kill_times)}")

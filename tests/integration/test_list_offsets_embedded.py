@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,11 +22,11 @@ from aiokafka import AIOKafkaClient
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.protocol.metadata import MetadataResponse_v1
 from aiokafka.structs import TopicPartition as TP
+from tests.coordinator import produce
 
 from kagent.connections import KafkaConnection
 from kagent.tools.embedded import EmbeddedBroker, create_topics, free_port
 from kagent.worker.list_offsets import ListOffsetsClient, Offsets, Reason, Unavailable
-from tests.coordinator import produce
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +144,10 @@ async def test_a_dead_leader_delays_and_fails_only_its_own_partitions(
         assert (await lister.list_offsets([TP(two_partitions, 0)])).log_end == {TP(two_partitions, 0): 3}
         (real,) = client.cluster.brokers()
         stuck = unique("a-stuck")  # before the real topic: node 5's request is started first
-        partition: Callable[[int, int], tuple[Any, ...]] = lambda p, node: (0, p, node, [node], [node])
+
+        def partition(p: int, node: int) -> tuple[Any, ...]:
+            return (0, p, node, [node], [node])
+
         client.cluster.update_metadata(
             MetadataResponse_v1(
                 [(5, "127.0.0.1", port, None), (7, real.host, real.port, None)],

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
+from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce, publish
 
 from kagent.core.consumer_offsets import OffsetCommit, encode
 from kagent.tools.embedded import EmbeddedBroker
 from tests.conftest import Worker, get_json
-from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce, publish
 
 pytestmark = pytest.mark.integration
 

@@ -64,12 +64,16 @@ async def test_sigterm_during_ingest_and_evaluation_stops_cleanly(
     await asyncio.to_thread(worker.wait_serving)
     topic = f"orders-{suffix}"
     load: list[GroupMetadata | OffsetCommit] = [
-        group_metadata(f"load-{suffix}-{g}", 1, {
-            f"m{m}-{g}": [TopicPartition(topic, p) for p in range(4 * m, 4 * m + 4)] for m in range(3)
-        })
+        group_metadata(
+            f"load-{suffix}-{g}",
+            1,
+            {f"m{m}-{g}": [TopicPartition(topic, p) for p in range(4 * m, 4 * m + 4)] for m in range(3)},
+        )
         for g in range(200)
     ]
-    load += [offset_commit(f"load-{suffix}-{g}", topic, round_ % 12, round_) for round_ in range(40) for g in range(200)]
+    load += [
+        offset_commit(f"load-{suffix}-{g}", topic, round_ % 12, round_) for round_ in range(40) for g in range(200)
+    ]
     await publish(kafka_broker.bootstrap_servers, load, by_group=True, batched=True)
 
     def holds_load_groups() -> bool:

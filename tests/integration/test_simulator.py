@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from click.testing import CliRunner
 from aiokafka.structs import TopicPartition
+from click.testing import CliRunner
 
 from kagent.core.consumer_offsets import DecodeError, GroupMetadata, OffsetCommit, decode
 from kagent.tools.embedded import EmbeddedBroker

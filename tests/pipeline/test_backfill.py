@@ -13,7 +13,6 @@ from aiokafka.structs import TopicPartition
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
-from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
 from kagent.core.events import (
     DerivedEvents,
     GroupAssigned,
@@ -23,6 +22,7 @@ from kagent.core.events import (
     PartitionRef,
     encode_events,
 )
+from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
 from kagent.tools.pipeline.backfill import TABLES, backfill
 from kagent.tools.pipeline.cli import pipeline
 from kagent.tools.simulator import (
@@ -126,7 +126,9 @@ def test_backfill_of_derived_events(spark: SparkSession, kafka_broker: EmbeddedB
         OffsetDeleted(group="g", topic="t", partition=2),
     ]
     asyncio.run(kafka_broker.create_topics({topic: 2}))
-    asyncio.run(_publish(kafka_broker, topic, [encode_events(DerivedEvents(group=e.group, events=(e,))) for e in events]))
+    asyncio.run(
+        _publish(kafka_broker, topic, [encode_events(DerivedEvents(group=e.group, events=(e,))) for e in events])
+    )
 
     summary = backfill(spark, kafka_broker.bootstrap_servers, str(tmp_path), "derived-events", topic)
 

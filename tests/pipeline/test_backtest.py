@@ -22,8 +22,14 @@ CALM = [(100, "a-1"), (100, "b-2"), (100, "a-1"), (100, "b-2")]
 
 def _history() -> pd.DataFrame:
     rows = [
-        {"group": group, "snapshot": START + pd.Timedelta(minutes=s), "topic": "t", "partition": p,
-         "lag": lag * (s + 1), "member": member}
+        {
+            "group": group,
+            "snapshot": START + pd.Timedelta(minutes=s),
+            "topic": "t",
+            "partition": p,
+            "lag": lag * (s + 1),
+            "member": member,
+        }
         for group, layout in (("hot", HOT), ("calm", CALM))
         for s in range(12)
         for p, (lag, member) in enumerate(layout)
@@ -67,15 +73,26 @@ def test_cli_backtest_prints_the_comparison(spark: SparkSession, tmp_path: Path)
 
     result = CliRunner().invoke(
         pipeline,
-        ["backtest", "--snapshots", str(tmp_path / "snapshots"), "--output", str(tmp_path / "out"),
-         "--strategy", "range", "--strategy", "lag-sticky"],
+        [
+            "backtest",
+            "--snapshots",
+            str(tmp_path / "snapshots"),
+            "--output",
+            str(tmp_path / "out"),
+            "--strategy",
+            "range",
+            "--strategy",
+            "lag-sticky",
+        ],
     )
 
     assert result.exit_code == 0, result.output
     assert "backtesting each group" in result.output
     lines = [line.split() for line in result.output.splitlines()]
     assert [line[0] for line in lines if line and line[0] in ("lag-sticky", "range", "actual")] == [
-        "lag-sticky", "actual", "range"
+        "lag-sticky",
+        "actual",
+        "range",
     ]
     assert f"report: {tmp_path}/out/report.html" in result.output
 

@@ -129,7 +129,10 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     # Generation 1: range put the two hot partitions on member r0; everyone committed at 0.
     first = _members(skewed, "r", [[0, 1], [2, 3], [4, 5]], skewed_topic)
     even_members = _members(even, "e", [[0, 1], [2, 3]], even_topic)
-    records: list[GroupMetadata | OffsetCommit] = [group_metadata(skewed, 1, first), group_metadata(even, 1, even_members)]
+    records: list[GroupMetadata | OffsetCommit] = [
+        group_metadata(skewed, 1, first),
+        group_metadata(even, 1, even_members),
+    ]
     records += [offset_commit(skewed, skewed_topic, p, 0) for p in SKEWED_LOG]
     records += [offset_commit(even, even_topic, p, 0) for p in EVEN_LOG]
     await publish(bootstrap, records)
@@ -193,7 +196,9 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     def owners(members: dict[str, list[TopicPartition]]) -> dict[int, str]:
         return {tp.partition: m for m, tps in members.items() for tp in tps}
 
-    by_snapshot = {pd.Timestamp(t): rows.set_index("partition") for t, rows in ours[ours["group"] == skewed].groupby("snapshot")}
+    by_snapshot = {
+        pd.Timestamp(t): rows.set_index("partition") for t, rows in ours[ours["group"] == skewed].groupby("snapshot")
+    }
     times = sorted(by_snapshot)
     gen1, gen2 = owners(first), owners(second)
     # A snapshot's members are the assignment current when its last entry was written (in changelog

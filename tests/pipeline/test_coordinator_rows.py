@@ -75,7 +75,13 @@ def test_every_kind_of_offsets_topic_record() -> None:
     assert rows.schema == DECODED_SCHEMA
     got = rows.to_pylist()
     assert [r["kind"] for r in got] == [
-        "offset-committed", "offset-deleted", "group-assigned", "group-deleted", "skipped", "undecodable", "skipped"
+        "offset-committed",
+        "offset-deleted",
+        "group-assigned",
+        "group-deleted",
+        "skipped",
+        "undecodable",
+        "skipped",
     ]
     assert [(r["source_partition"], r["source_offset"], r["log_timestamp"]) for r in got] == [
         (7, 100 + i, LOG_TIME) for i in range(7)

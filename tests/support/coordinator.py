@@ -65,8 +65,11 @@ def group_metadata(group: str, generation: int, members: Mapping[str, Sequence[T
         members=tuple(
             RebalancedMember(
                 MemberIdentity(
-                    member_id, member_id.rpartition("-")[0] or member_id, "/127.0.0.1",
-                    SESSION_TIMEOUT_MS, REBALANCE_TIMEOUT_MS,
+                    member_id,
+                    member_id.rpartition("-")[0] or member_id,
+                    "/127.0.0.1",
+                    SESSION_TIMEOUT_MS,
+                    REBALANCE_TIMEOUT_MS,
                 ),
                 Subscription(0, topics),
                 Assignment(0, tuple(tps)),
@@ -107,7 +110,9 @@ async def publish(
                 message = coordinator_records.offsets_topic_message(message, OFFSETS_TOPIC_PARTITIONS)
                 if not by_group:
                     message = message._replace(partition=0)
-            pending.append(await producer.send(OFFSETS_TOPIC, message.value, key=message.key, partition=message.partition))
+            pending.append(
+                await producer.send(OFFSETS_TOPIC, message.value, key=message.key, partition=message.partition)
+            )
             if len(pending) >= 20_000:  # bounds the memory of the acknowledgements awaited
                 await asyncio.gather(*pending)
                 pending.clear()

@@ -33,6 +33,9 @@ async def wait_json(url: str, predicate: Callable[[Any], bool], timeout: float, 
         return body if body is not None and predicate(body) else None
 
     return await wait_until_async(
-        probe, timeout, what or f"{url} to reach the expected state", interval=0.2,
+        probe,
+        timeout,
+        what or f"{url} to reach the expected state",
+        interval=0.2,
         detail=lambda: f"last body: {json.dumps(last[0])[:3000]}",
     )

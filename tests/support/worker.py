@@ -77,7 +77,7 @@ class Worker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
-                preexec_fn=die_with_parent,  # noqa: PLW1509 - it only calls prctl
+                preexec_fn=die_with_parent,
             )
         return self
 

@@ -13,13 +13,13 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given
 from test_assignors_invariants import Case, assert_valid, cases
 
-from kagent.core.assignors import STRATEGIES, Member, assign
 from kagent.client.assignors import (
     FairPartitionAssignor,
     KagentPartitionAssignor,
     LagPartitionAssignor,
     LagStickyPartitionAssignor,
 )
+from kagent.core.assignors import STRATEGIES, Member, assign
 
 
 def tp(topic: str, partition: int) -> TopicPartition:
@@ -90,9 +90,7 @@ def _rebalance(
 ) -> dict[str, ConsumerProtocolMemberAssignment]:
     """One rebalance as aiokafka runs it: every member's metadata goes through
     the wire format, the first member leads, every member gets its assignment."""
-    metadata = {
-        m: ConsumerProtocolMemberMetadata.decode(a.metadata(topics[m]).encode()) for m, a in assignors.items()
-    }
+    metadata = {m: ConsumerProtocolMemberMetadata.decode(a.metadata(topics[m]).encode()) for m, a in assignors.items()}
     leader = next(iter(assignors.values()))
     result = leader.assign(cluster, metadata)
     for member_id, assignor in assignors.items():
@@ -131,8 +129,7 @@ def test_lag_sticky_assignor_matches_the_pure_function_across_rebalances() -> No
     assignors["c"] = LagStickyPartitionAssignor(lag_source)
     second = _rebalance(assignors, topics, cluster)
     members = {
-        m: Member(t, owned=expected.get(m, []), generation=0 if m in expected else -1)
-        for m, t in topics.items()
+        m: Member(t, owned=expected.get(m, []), generation=0 if m in expected else -1) for m, t in topics.items()
     }
     assert {m: a.partitions() for m, a in second.items()} == assign("lag-sticky", partitions, members, lag)
 

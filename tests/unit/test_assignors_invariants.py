@@ -61,21 +61,15 @@ def cases(
     existing = all_partitions(partitions)
     members = {}
     for member_id in ids:
-        subscription = (
-            shared if identical else draw(st.lists(st.sampled_from(universe), min_size=1, unique=True))
-        )
+        subscription = shared if identical else draw(st.lists(st.sampled_from(universe), min_size=1, unique=True))
         claims = draw(st.lists(st.sampled_from(existing), unique=True)) if owned and existing else []
         members[member_id] = Member(
             topics=subscription,
             owned=claims,
             generation=draw(st.integers(-1, 3)) if claims else -1,
-            group_instance_id=draw(st.none() | st.text(alphabet="xyz", min_size=1, max_size=3))
-            if static
-            else None,
+            group_instance_id=draw(st.none() | st.text(alphabet="xyz", min_size=1, max_size=3)) if static else None,
         )
-    lag = (
-        {tp: draw(lags) for tp in draw(st.lists(st.sampled_from(existing), unique=True))} if existing else {}
-    )
+    lag = {tp: draw(lags) for tp in draw(st.lists(st.sampled_from(existing), unique=True))} if existing else {}
     return Case(partitions, members, lag)
 
 
@@ -88,9 +82,7 @@ def assert_valid(case: Case, assignment: Assignment) -> None:
     to a member subscribed to its topic; nothing else assigned; lists sorted."""
     assert set(assignment) == set(case.members)
     subscriptions = subscribed(case)
-    wanted = {
-        tp for tp in all_partitions(case.partitions) if any(tp.topic in s for s in subscriptions.values())
-    }
+    wanted = {tp for tp in all_partitions(case.partitions) if any(tp.topic in s for s in subscriptions.values())}
     assigned = Counter(tp for tps in assignment.values() for tp in tps)
     assert set(assigned) == wanted
     assert all(n == 1 for n in assigned.values())

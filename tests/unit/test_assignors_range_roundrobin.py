@@ -97,15 +97,11 @@ class TestBothKafkaExamples:
         assert result == {"consumer": [tp("topic1", 0), tp("topic2", 0), tp("topic2", 1)]}
 
     def test_two_consumers_one_topic_one_partition(self, strategy: str) -> None:
-        result = assign(
-            strategy, {"topic": 1}, {"consumer1": dynamic("topic"), "consumer2": dynamic("topic")}
-        )
+        result = assign(strategy, {"topic": 1}, {"consumer1": dynamic("topic"), "consumer2": dynamic("topic")})
         assert result == {"consumer1": [tp("topic", 0)], "consumer2": []}
 
     def test_two_consumers_one_topic_two_partitions(self, strategy: str) -> None:
-        result = assign(
-            strategy, {"topic": 2}, {"consumer1": dynamic("topic"), "consumer2": dynamic("topic")}
-        )
+        result = assign(strategy, {"topic": 2}, {"consumer1": dynamic("topic"), "consumer2": dynamic("topic")})
         assert result == {"consumer1": [tp("topic", 0)], "consumer2": [tp("topic", 1)]}
 
     def test_multiple_consumers_mixed_topics(self, strategy: str) -> None:
@@ -157,14 +153,10 @@ class TestRangeKafkaExamples:
             "consumer2": [tp("topic1", 2), tp("topic2", 1)],
             "consumer3": [tp("topic1", 3), tp("topic2", 2)],
         }
-        result = assign(
-            "range", {"topic1": 5, "topic2": 4}, {**members, "consumer4": dynamic("topic1", "topic2")}
-        )
+        result = assign("range", {"topic1": 5, "topic2": 4}, {**members, "consumer4": dynamic("topic1", "topic2")})
         assert result == {**expected, "consumer4": [tp("topic1", 4), tp("topic2", 3)]}
         # Replace dynamic member 4 with a new dynamic member 5.
-        result = assign(
-            "range", {"topic1": 5, "topic2": 4}, {**members, "consumer5": dynamic("topic1", "topic2")}
-        )
+        result = assign("range", {"topic1": 5, "topic2": 4}, {**members, "consumer5": dynamic("topic1", "topic2")})
         assert result == {**expected, "consumer5": [tp("topic1", 4), tp("topic2", 3)]}
 
     def test_static_member_assignment_persistent_after_member_id_changes(self) -> None:
@@ -277,13 +269,9 @@ class TestRoundRobinKafkaExamples:
             "consumer2": [tp("topic1", 1), tp("topic2", 2)],
             "consumer3": [tp("topic1", 2)],
         }
-        result = assign(
-            "roundrobin", {"topic1": 3, "topic2": 3}, {**members, "consumer4": dynamic("topic1", "topic2")}
-        )
+        result = assign("roundrobin", {"topic1": 3, "topic2": 3}, {**members, "consumer4": dynamic("topic1", "topic2")})
         assert result == {**expected, "consumer4": [tp("topic2", 0)]}
-        result = assign(
-            "roundrobin", {"topic1": 3, "topic2": 3}, {**members, "consumer5": dynamic("topic1", "topic2")}
-        )
+        result = assign("roundrobin", {"topic1": 3, "topic2": 3}, {**members, "consumer5": dynamic("topic1", "topic2")})
         assert result == {**expected, "consumer5": [tp("topic2", 0)]}
 
     def test_static_member_assignment_persistent_after_member_id_changes(self) -> None:

@@ -148,9 +148,7 @@ class TestAbstractStickyAssignorTestScenarios:
             "consumer4": [tp("topic2", 2)],
         }
         assert second.first_round == {**second.target, "consumer3": [], "consumer4": []}
-        third = assign(
-            "sticky", partitions, owning(second.target, {"consumer3": topics, "consumer4": topics})
-        )
+        third = assign("sticky", partitions, owning(second.target, {"consumer3": topics, "consumer4": topics}))
         assert set(second.target["consumer3"]) <= set(third["consumer3"])
         assert set(second.target["consumer4"]) <= set(third["consumer4"])
         assert sorted(len(tps) for tps in third.values()) == [3, 4]
@@ -212,15 +210,9 @@ class TestAbstractStickyAssignorTestScenarios:
     def test_partitions_go_to_the_highest_generation(self) -> None:
         topics = ["topic", "topic2", "topic3"]
         members = {
-            "consumer1": Member(
-                topics, owned=[tp("topic", 0), tp("topic2", 0), tp("topic3", 0)], generation=10
-            ),
-            "consumer2": Member(
-                topics, owned=[tp("topic", 1), tp("topic2", 1), tp("topic3", 1)], generation=9
-            ),
-            "consumer3": Member(
-                topics, owned=[tp("topic2", 1), tp("topic3", 0), tp("topic3", 2)], generation=8
-            ),
+            "consumer1": Member(topics, owned=[tp("topic", 0), tp("topic2", 0), tp("topic3", 0)], generation=10),
+            "consumer2": Member(topics, owned=[tp("topic", 1), tp("topic2", 1), tp("topic3", 1)], generation=9),
+            "consumer3": Member(topics, owned=[tp("topic2", 1), tp("topic3", 0), tp("topic3", 2)], generation=8),
         }
         result = assign_cooperative({topic: 3 for topic in topics}, members)
         assert result.target == {m: [tp(topic, i) for topic in topics] for i, m in enumerate(members)}
@@ -230,21 +222,13 @@ class TestAbstractStickyAssignorTestScenarios:
         topics = ["topic", "topic1", "topic2", "topic3"]
         members = {
             "consumer1": Member(topics),
-            "consumer2": Member(
-                topics, owned=[tp("topic", 0), tp("topic2", 0), tp("topic1", 0)], generation=9
-            ),
-            "consumer3": Member(
-                topics, owned=[tp("topic3", 2), tp("topic2", 2), tp("topic1", 1)], generation=8
-            ),
-            "consumer4": Member(
-                topics, owned=[tp("topic3", 1), tp("topic", 1), tp("topic", 2)], generation=7
-            ),
+            "consumer2": Member(topics, owned=[tp("topic", 0), tp("topic2", 0), tp("topic1", 0)], generation=9),
+            "consumer3": Member(topics, owned=[tp("topic3", 2), tp("topic2", 2), tp("topic1", 1)], generation=8),
+            "consumer4": Member(topics, owned=[tp("topic3", 1), tp("topic", 1), tp("topic", 2)], generation=7),
         }
         result = assign_cooperative({topic: 3 for topic in topics}, members)
         assert result.target["consumer1"] == [tp("topic1", 2), tp("topic2", 1), tp("topic3", 0)]
-        assert all(
-            result.target[m] == sorted(members[m].owned) for m in ("consumer2", "consumer3", "consumer4")
-        )
+        assert all(result.target[m] == sorted(members[m].owned) for m in ("consumer2", "consumer3", "consumer4"))
         assert result.first_round == result.target
 
     def test_all_consumers_reach_expected_quota(self) -> None:
@@ -260,9 +244,7 @@ class TestAbstractStickyAssignorTestScenarios:
         }
 
     def test_assignment_updated_for_deleted_topic(self) -> None:
-        result = assign(
-            "sticky", {"topic1": 1, "topic3": 100}, {"consumer": Member(["topic1", "topic2", "topic3"])}
-        )
+        result = assign("sticky", {"topic1": 1, "topic3": 100}, {"consumer": Member(["topic1", "topic2", "topic3"])})
         assert len(result["consumer"]) == 101
 
     def test_no_exception_when_only_subscribed_topic_deleted(self) -> None:

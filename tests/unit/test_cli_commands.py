@@ -21,4 +21,6 @@ def test_a_command_whose_extra_is_missing_is_listed_and_says_what_to_install(mon
     assert listing.exit_code == 0 and "pipeline  (needs the 'pipeline' extra)" in listing.output
     result = CliRunner().invoke(main, ["pipeline", "backfill", "--broker", "x"])
     assert result.exit_code == 1
-    assert result.output.startswith("Error: 'kagent pipeline' needs the 'pipeline' extra: pip install 'kagent[pipeline]'")
+    assert result.output.startswith(
+        "Error: 'kagent pipeline' needs the 'pipeline' extra: pip install 'kagent[pipeline]'"
+    )

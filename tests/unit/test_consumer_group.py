@@ -1,4 +1,5 @@
-"""KIP-848 consumer group records -> derived events (kagent.core.events.derive) -> folded state (kagent.core.consumer_group_state)."""
+"""KIP-848 consumer group records -> derived events (kagent.core.events.derive)
+-> folded state (kagent.core.consumer_group_state)."""
 
 from __future__ import annotations
 

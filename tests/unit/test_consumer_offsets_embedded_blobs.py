@@ -167,9 +167,7 @@ def test_identical_and_differing_blobs_of_consecutive_members() -> None:
     assert [member.subscription for member in record.members] == [
         SUBSCRIPTION.decode(s) if s else None for s, _ in members
     ]
-    assert [member.assignment for member in record.members] == [
-        ASSIGNMENT.decode(x) if x else None for _, x in members
-    ]
+    assert [member.assignment for member in record.members] == [ASSIGNMENT.decode(x) if x else None for _, x in members]
 
 
 def test_blobs_of_other_protocol_types_stay_raw() -> None:

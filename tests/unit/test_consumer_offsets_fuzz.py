@@ -167,9 +167,7 @@ def _mutations(data: bytes, rng: random.Random) -> list[bytes]:
     return out
 
 
-@pytest.mark.parametrize(
-    "index", range(len(ENCODED)), ids=[type(r).__name__ + str(i) for i, r in enumerate(SEEDS)]
-)
+@pytest.mark.parametrize("index", range(len(ENCODED)), ids=[type(r).__name__ + str(i) for i, r in enumerate(SEEDS)])
 def test_mutated_records_raise_only_decode_error(index: int) -> None:
     key, value = ENCODED[index]
     assert value is not None
@@ -292,9 +290,7 @@ def test_forged_length_allocates_at_most_the_input(name: str) -> None:
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        assert peak < len(candidate) + 64 * 1024, (
-            f"{name}: peak {peak} bytes for {len(candidate)} input bytes"
-        )
+        assert peak < len(candidate) + 64 * 1024, f"{name}: peak {peak} bytes for {len(candidate)} input bytes"
 
 
 def test_decode_error_names_record_type_version_and_offset() -> None:

@@ -41,9 +41,7 @@ def test_legacy_offset_commit_value_is_offset_commit_value_v0() -> None:
     # Why type 0 can be read with OffsetCommitValue (see _bindings).
     legacy = _layouts.LEGACY_OFFSET_COMMIT_VALUE.versions[0]
     assert legacy.fields == _layouts.OFFSET_COMMIT_VALUE.versions[0].fields
-    assert (
-        _layouts.LEGACY_OFFSET_COMMIT_KEY.versions[0].fields == _layouts.OFFSET_COMMIT_KEY.versions[0].fields
-    )
+    assert _layouts.LEGACY_OFFSET_COMMIT_KEY.versions[0].fields == _layouts.OFFSET_COMMIT_KEY.versions[0].fields
 
 
 def test_every_spec_record_type_is_bound() -> None:
@@ -100,8 +98,6 @@ def test_generator_refuses_what_the_codec_does_not_implement(tmp_path: Path) -> 
         _specgen.resolve_message(_specgen.load_spec(path))
 
 
-@pytest.mark.parametrize(
-    ("text", "versions"), [("none", []), ("3", [3]), ("0-2", [0, 1, 2]), ("4+", [4, 5, 6])]
-)
+@pytest.mark.parametrize(("text", "versions"), [("none", []), ("3", [3]), ("0-2", [0, 1, 2]), ("4+", [4, 5, 6])])
 def test_version_ranges(text: str, versions: list[int]) -> None:
     assert list(_specgen.parse_versions(text))[:3] == versions

@@ -76,10 +76,7 @@ def outcomes() -> list[Outcome]:
             value = rng.randrange(6).to_bytes(2, "big") + rng.randbytes(rng.randrange(120))
             results.append(_outcome(decode, key, value))
     blobs = [
-        *(
-            (decode_subscription, encode_subscription(_subscription(version)))
-            for version in range(4)
-        ),
+        *((decode_subscription, encode_subscription(_subscription(version))) for version in range(4)),
         *((decode_assignment, encode_assignment(ASG._replace(version=version))) for version in range(4)),
     ]
     for decoder, data in blobs:

@@ -160,11 +160,7 @@ KIP_848: dict[str, st.SearchStrategy[object]] = {
     "consumer group partition metadata": st.builds(
         ConsumerGroupPartitionMetadata,
         text,
-        tuples(
-            st.builds(
-                TopicMetadata, uuids, text, int32, tuples(st.builds(PartitionMetadata, int32, tuples(text)))
-            )
-        ),
+        tuples(st.builds(TopicMetadata, uuids, text, int32, tuples(st.builds(PartitionMetadata, int32, tuples(text))))),
         **V0,
     ),
     "consumer group member metadata": st.builds(
@@ -197,9 +193,7 @@ KIP_848: dict[str, st.SearchStrategy[object]] = {
         tuples(st.builds(TopicPartitions, uuids, tuples(int32, 5), maybe(tuples(int32, 5)))),
         **V0,
     ),
-    "regular expression": st.builds(
-        ConsumerGroupRegularExpression, text, text, tuples(text), int64, int64, **V0
-    ),
+    "regular expression": st.builds(ConsumerGroupRegularExpression, text, text, tuples(text), int64, int64, **V0),
 }
 
 TOMBSTONES: dict[str, st.SearchStrategy[object]] = {

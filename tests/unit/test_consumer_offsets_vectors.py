@@ -207,12 +207,7 @@ VECTORS: list[tuple[str, bytes, bytes | None, Record]] = [
 # blobs embedded in the members are built here too.
 SUBSCRIPTION_V0 = i16(0) + arr(s16("orders"), s16("payments")) + b32(None)
 SUBSCRIPTION_V3 = (
-    i16(3)
-    + arr(s16("orders"))
-    + b32(b"\x01\x02")
-    + arr(s16("orders") + arr(i32(0), i32(1)))
-    + i32(5)
-    + s16("rack-a")
+    i16(3) + arr(s16("orders")) + b32(b"\x01\x02") + arr(s16("orders") + arr(i32(0), i32(1))) + i32(5) + s16("rack-a")
 )
 ASSIGNMENT_V0 = i16(0) + arr(s16("orders") + arr(i32(0), i32(2)), s16("payments") + arr(i32(1))) + b32(None)
 ASSIGNMENT_V3 = i16(3) + arr(s16("orders") + arr(i32(1))) + b32(b"ud")
@@ -233,14 +228,7 @@ VECTORS += [
         + i32(3)
         + s16("range")
         + s16("m-1")
-        + arr(
-            s16("m-1")
-            + s16("client")
-            + s16("/10.0.0.1")
-            + i32(10_000)
-            + b32(SUBSCRIPTION_V0)
-            + b32(ASSIGNMENT_V0)
-        ),
+        + arr(s16("m-1") + s16("client") + s16("/10.0.0.1") + i32(10_000) + b32(SUBSCRIPTION_V0) + b32(ASSIGNMENT_V0)),
         GroupMetadata(
             "orders-app",
             "consumer",
@@ -260,9 +248,7 @@ VECTORS += [
         + i32(3)
         + s16("range")
         + s16("m-1")
-        + arr(
-            s16("m-1") + s16("c") + s16("h") + i32(300_000) + i32(10_000) + b32(SUBSCRIPTION_V0) + b32(b"")
-        ),
+        + arr(s16("m-1") + s16("c") + s16("h") + i32(300_000) + i32(10_000) + b32(SUBSCRIPTION_V0) + b32(b"")),
         GroupMetadata(
             "orders-app",
             "consumer",
@@ -298,14 +284,7 @@ VECTORS += [
             + i32(2)
             + b32(SUBSCRIPTION_V3)
             + b32(ASSIGNMENT_V3),
-            s16("m-2")
-            + s16(None)
-            + s16("c")
-            + s16("h")
-            + i32(1)
-            + i32(2)
-            + b32(SUBSCRIPTION_V3)
-            + b32(ASSIGNMENT_V0),
+            s16("m-2") + s16(None) + s16("c") + s16("h") + i32(1) + i32(2) + b32(SUBSCRIPTION_V3) + b32(ASSIGNMENT_V0),
         ),
         GroupMetadata(
             "orders-app",
@@ -330,9 +309,7 @@ VECTORS += [
         + s16("sessioned")
         + s16("w-1")
         + i64(9)
-        + arr(
-            s16("w-1") + s16(None) + s16("c") + s16("h") + i32(1) + i32(2) + b32(b"\x00\x01abc") + b32(b"")
-        ),
+        + arr(s16("w-1") + s16(None) + s16("c") + s16("h") + i32(1) + i32(2) + b32(b"\x00\x01abc") + b32(b"")),
         GroupMetadata(
             "orders-app",
             "connect",
@@ -407,11 +384,7 @@ VECTORS += [
         + NO_TAGS,
         ConsumerGroupPartitionMetadata(
             "g",
-            (
-                TopicMetadata(
-                    TOPIC_A, "orders", 2, (PartitionMetadata(0, ("r1", "r2")), PartitionMetadata(1, ()))
-                ),
-            ),
+            (TopicMetadata(TOPIC_A, "orders", 2, (PartitionMetadata(0, ("r1", "r2")), PartitionMetadata(1, ()))),),
         ),
     ),
     (
@@ -491,12 +464,8 @@ VECTORS += [
     (
         "target assignment member",
         i16(7) + s16("g") + s16("m"),
-        i16(0)
-        + carr(TOPIC_A.bytes + carr(i32(0), i32(3)) + NO_TAGS, TOPIC_B.bytes + carr() + NO_TAGS)
-        + NO_TAGS,
-        ConsumerGroupTargetAssignmentMember(
-            "g", "m", (TopicPartitions(TOPIC_A, (0, 3)), TopicPartitions(TOPIC_B, ()))
-        ),
+        i16(0) + carr(TOPIC_A.bytes + carr(i32(0), i32(3)) + NO_TAGS, TOPIC_B.bytes + carr() + NO_TAGS) + NO_TAGS,
+        ConsumerGroupTargetAssignmentMember("g", "m", (TopicPartitions(TOPIC_A, (0, 3)), TopicPartitions(TOPIC_B, ()))),
     ),
     (
         "target assignment member tombstone",
@@ -619,10 +588,6 @@ def test_unknown_tagged_fields_are_skipped() -> None:
 
 def test_partitions_of_one_topic_are_written_as_one_entry_when_adjacent() -> None:
     grouped = Assignment(0, (TP("a", 0), TP("a", 1), TP("b", 0), TP("a", 2)))
-    expected = (
-        i16(0)
-        + arr(s16("a") + arr(i32(0), i32(1)), s16("b") + arr(i32(0)), s16("a") + arr(i32(2)))
-        + b32(None)
-    )
+    expected = i16(0) + arr(s16("a") + arr(i32(0), i32(1)), s16("b") + arr(i32(0)), s16("a") + arr(i32(2))) + b32(None)
     assert encode_assignment(grouped) == expected
     assert decode_assignment(expected) == grouped

@@ -10,8 +10,8 @@ import tomllib
 
 import yaml
 
-from kagent.tools.cli import main as cli
 from kagent.settings import load_settings
+from kagent.tools.cli import main as cli
 from tests.support import REPO
 
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())

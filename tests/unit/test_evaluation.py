@@ -11,12 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kagent.core.evaluation import EvaluationState, evaluate, triggers
-from kagent.core.policy import EvaluationPolicy
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
+from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.core.recommendation import Recommendation, propose
-from kagent.core.policy import LagUnit, SkewMetric
-from kagent.settings import Settings
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.settings import Settings
 
 POLICY = EvaluationPolicy(
     lag_unit=LagUnit.MESSAGES,

@@ -52,8 +52,8 @@ from kagent.core.group_polling import (
     tracked_groups,
 )
 from kagent.core.recommendation import propose
-from kagent.settings import Settings
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.settings import Settings
 
 T0 = 1_700_000_000_000
 TOPIC = "orders"
@@ -112,7 +112,10 @@ def test_a_first_poll_announces_the_group_and_every_committed_offset() -> None:
     assigned = events[0]
     assert isinstance(assigned, GroupAssigned)
     assert (assigned.group, assigned.generation, assigned.protocol, assigned.leader) == (
-        "billing", UNKNOWN_GENERATION, "range", None,
+        "billing",
+        UNKNOWN_GENERATION,
+        "range",
+        None,
     )
     assert [m.member_id for m in assigned.members] == ["billing-0-a", "billing-1-b"]  # ordered by member id
     first = assigned.members[0]
@@ -143,8 +146,15 @@ def test_an_unchanged_group_keeps_its_recommendation_id_from_poll_to_poll() -> N
         lags = {0: 9000, 1: 9000, 2: 10, 3: 10}
         lag = {
             TopicPartition(TOPIC, p): PartitionLag(
-                group="billing", topic=TOPIC, partition=p, committed=0, log_start=0, log_end=n,
-                offset_lag=n, time_lag=None, polled_at=0.0,
+                group="billing",
+                topic=TOPIC,
+                partition=p,
+                committed=0,
+                log_start=0,
+                log_end=n,
+                offset_lag=n,
+                time_lag=None,
+                polled_at=0.0,
             )
             for p, n in lags.items()
         }
@@ -184,9 +194,7 @@ def test_a_rebalance_to_other_members_sends_a_new_assignment() -> None:
 @pytest.mark.parametrize("state", ["PreparingRebalance", "CompletingRebalance"])
 def test_a_rebalancing_group_keeps_its_last_settled_assignment(state: str) -> None:
     view, _, _ = poll({}, STABLE)
-    joining = answers(
-        {"billing": described("billing", [member("billing-0-a", [])], state=state)}, {"billing": {0: 11}}
-    )
+    joining = answers({"billing": described("billing", [member("billing-0-a", [])], state=state)}, {"billing": {0: 11}})
     next_view, events, _ = poll(view, joining)
     assert next_view["billing"].assignment == view["billing"].assignment
     assert [type(e) for e in events] == [OffsetDeleted, OffsetDeleted, OffsetDeleted, OffsetCommitted]
@@ -223,12 +231,19 @@ def test_what_an_api_did_not_answer_stands() -> None:
 
 def test_groups_of_other_protocol_types_get_offsets_but_no_assignment() -> None:
     connect = DescribedGroup(
-        group="connect-sink", state="Stable", protocol_type="connect", protocol="sessioned",
+        group="connect-sink",
+        state="Stable",
+        protocol_type="connect",
+        protocol="sessioned",
         members=(DescribedMember("worker-1", "connect-1", "/10.0.0.9", b"\x00\x01junk", b"\x00\x01junk"),),
     )
     _, events, malformed = poll(
-        {}, answers({"connect-sink": connect}, {"connect-sink": {0: 5}, "legacy": {1: 7}},
-                    listed={"connect-sink": "connect", "legacy": ""}),
+        {},
+        answers(
+            {"connect-sink": connect},
+            {"connect-sink": {0: 5}, "legacy": {1: 7}},
+            listed={"connect-sink": "connect", "legacy": ""},
+        ),
     )
     assert not malformed
     assert events == [
@@ -283,12 +298,21 @@ def test_members_without_blobs_are_kept_without_topics_or_partitions() -> None:
 
 def test_the_assignment_is_the_one_the_offsets_topic_source_derives_but_for_what_describe_lacks() -> None:
     record = GroupMetadata(
-        group="billing", protocol_type="consumer", generation=12, protocol="range", leader="billing-0-a",
-        state_timestamp=T0, value_version=3,
+        group="billing",
+        protocol_type="consumer",
+        generation=12,
+        protocol="range",
+        leader="billing-0-a",
+        state_timestamp=T0,
+        value_version=3,
         members=tuple(
             GroupMember(
-                member_id=m.member_id, group_instance_id=None, client_id=m.client_id, client_host=m.client_host,
-                rebalance_timeout=30000, session_timeout=10000,
+                member_id=m.member_id,
+                group_instance_id=None,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=30000,
+                session_timeout=10000,
                 subscription=Subscription(3, (TOPIC,), None, (), -1, None),
                 assignment=Assignment(3, tuple(TopicPartition(TOPIC, p) for p in parts)),
             )
@@ -301,7 +325,9 @@ def test_the_assignment_is_the_one_the_offsets_topic_source_derives_but_for_what
     assert from_describe == derived.model_copy(
         update={"generation": UNKNOWN_GENERATION, "leader": None, "state_timestamp": None}
     )
-    assert decode_events(encode_events(DerivedEvents(group="billing", events=(from_describe,)))).events == (from_describe,)
+    assert decode_events(encode_events(DerivedEvents(group="billing", events=(from_describe,)))).events == (
+        from_describe,
+    )
 
 
 def test_kagents_own_group_is_not_tracked() -> None:
@@ -325,7 +351,11 @@ def test_offset_fetch_answers_without_a_commit_or_of_an_impossible_partition_are
 def test_describe_groups_responses_of_every_version_aiokafka_speaks_are_read(response_type: type) -> None:
     billing = member("billing-0-a", [0, 1], version=0)
     wire_member = (
-        billing.member_id, billing.client_id, billing.client_host, billing.member_metadata, billing.member_assignment
+        billing.member_id,
+        billing.client_id,
+        billing.client_host,
+        billing.member_metadata,
+        billing.member_assignment,
     )
     groups = [
         (0, "billing", "Stable", "consumer", "range", [wire_member]),

@@ -201,7 +201,13 @@ def _valid_records() -> list[tuple[bytes, bytes | None]]:
     """One encoded record of each kind kagent derives events from."""
     orders = UUID("0f9d2c1e-6a4b-4f3e-9d1c-2b3a4c5d6e7f")
     member = GroupMember(
-        "m1", None, "client", "/10.0.0.1", 30_000, 10_000, Subscription(0, ("orders",)),
+        "m1",
+        None,
+        "client",
+        "/10.0.0.1",
+        30_000,
+        10_000,
+        Subscription(0, ("orders",)),
         Assignment(0, (TopicPartition("orders", 0), TopicPartition("orders", 1))),
     )
     records: list[Record] = [
@@ -273,7 +279,7 @@ def test_ingest_never_raises_and_accounts_for_every_record(batch: list[tuple[byt
 
     result = ingest(records, skip_groups=())
 
-    for record, error in result.malformed:
+    for _record, error in result.malformed:
         assert isinstance(error, DecodeError | RecordRejected) and str(error)
         assert getattr(error, "rule", None) != "invalid-event", error  # a rule is missing
     # A record not returned as malformed derived its events (possibly none): together they are the batch.

@@ -83,8 +83,17 @@ METADATA = cluster(
 
 def test_partitions_are_grouped_by_leader_and_the_impossible_ones_are_answered_without_asking() -> None:
     routing = route(
-        [TP("orders", 2), TP("orders", 0), TP("orders", 1), TP("billing", 0), TP("orders", 0),
-         TP("orders", 5), TP("missing", 0), TP("billing", 1), TP("creating", 0)],
+        [
+            TP("orders", 2),
+            TP("orders", 0),
+            TP("orders", 1),
+            TP("billing", 0),
+            TP("orders", 0),
+            TP("orders", 5),
+            TP("missing", 0),
+            TP("billing", 1),
+            TP("creating", 0),
+        ],
         METADATA,
     )
 
@@ -118,7 +127,9 @@ def test_the_request_names_each_topic_once_with_its_partitions_in_order() -> Non
     assert isinstance(request.prepare({2: (1, 1)}), OffsetRequest_v1)
     v0 = offset_request([TP("orders", 0)], EARLIEST).prepare({2: (0, 0)})
     assert isinstance(v0, OffsetRequest_v0)
-    assert v0.to_object()["topics"] == [{"topic": "orders", "partitions": [{"partition": 0, "timestamp": -2, "max_offsets": 1}]}]
+    assert v0.to_object()["topics"] == [
+        {"topic": "orders", "partitions": [{"partition": 0, "timestamp": -2, "max_offsets": 1}]}
+    ]
 
 
 @pytest.mark.parametrize(
@@ -140,7 +151,10 @@ def test_an_answer_gives_each_partition_its_offset_or_its_own_error() -> None:
         OffsetResponse_v3(
             0,
             [
-                ("orders", [(0, 0, -1, 42), (1, NOT_LEADER_OR_FOLLOWER, -1, -1), (2, UNKNOWN_TOPIC_OR_PARTITION, -1, -1)]),
+                (
+                    "orders",
+                    [(0, 0, -1, 42), (1, NOT_LEADER_OR_FOLLOWER, -1, -1), (2, UNKNOWN_TOPIC_OR_PARTITION, -1, -1)],
+                ),
                 ("billing", [(0, TOPIC_AUTHORIZATION_FAILED, -1, -1), (7, 0, -1, 99)]),  # 7 was not asked
             ],
         )

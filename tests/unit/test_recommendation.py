@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from kagent.core.assignors import STRATEGIES
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
-from kagent.core.recommendation import Proposal, Recommendation, propose
 from kagent.core.policy import LagUnit, SkewMetric
-from kagent.settings import Settings
+from kagent.core.recommendation import Proposal, Recommendation, propose
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.settings import Settings
 
 POLICY = Settings().evaluation_policy
 

@@ -12,6 +12,7 @@ import pytest
 from aiokafka.structs import TopicPartition
 from jsonschema import Draft202012Validator, ValidationError
 
+from kagent.core.contracts import DeadLetter, schema_text, schemas, write_schemas
 from kagent.core.evaluation import evaluate
 from kagent.core.events import (
     DerivedEvent,
@@ -24,10 +25,9 @@ from kagent.core.events import (
     by_group,
     encode_events,
 )
-from kagent.core.contracts import DeadLetter, schema_text, schemas, write_schemas
-from kagent.settings import Settings
 from kagent.core.snapshot import GroupSnapshot
 from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
+from kagent.settings import Settings
 
 TABLES = Path(__file__).resolve().parents[2] / "tables"
 REGENERATE = (

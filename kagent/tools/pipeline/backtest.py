@@ -25,10 +25,10 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from kagent.core.policy import SkewMetric
 from kagent.tools.pipeline.backtest_kernel import ACTUAL, STRATEGIES, backtest_group
 from kagent.tools.pipeline.kafka_source import FORMAT
 from kagent.tools.pipeline.report import render_report
-from kagent.core.policy import SkewMetric
 
 __all__ = [
     "RESULT_SCHEMA",
@@ -46,6 +46,7 @@ RESULT_SCHEMA = (
 """Spark's schema of ``backtest_kernel.RESULT_COLUMNS``."""
 
 _SNAPSHOT_SCHEMA = "group string, snapshot timestamp, topic string, partition int, lag bigint, member string"
+
 
 @dataclass(frozen=True)
 class BacktestSummary:
@@ -118,20 +119,22 @@ def snapshots_from_changelogs(
 
     lag_key = F.from_json("key", "array<string>")
     lag_value = F.from_json("value", "polled_at double, offset_lag bigint")
-    entries = changelog("partition-lag").select(
-        lag_key[0].alias("group"),
-        lag_key[1].alias("topic"),
-        lag_key[2].cast("int").alias("partition"),
-        "written",
-        "log_partition",
-        "offset",
-        lag_value["polled_at"].alias("polled_at"),
-        lag_value["offset_lag"].alias("lag"),
-    ).where(F.col("group").isNotNull())
+    entries = (
+        changelog("partition-lag")
+        .select(
+            lag_key[0].alias("group"),
+            lag_key[1].alias("topic"),
+            lag_key[2].cast("int").alias("partition"),
+            "written",
+            "log_partition",
+            "offset",
+            lag_value["polled_at"].alias("polled_at"),
+            lag_value["offset_lag"].alias("lag"),
+        )
+        .where(F.col("group").isNotNull())
+    )
     polls = (
-        entries.where(F.col("polled_at").isNotNull())
-        .groupBy("group", "polled_at")
-        .agg(F.max("written").alias("as_of"))
+        entries.where(F.col("polled_at").isNotNull()).groupBy("group", "polled_at").agg(F.max("written").alias("as_of"))
     )
     grid = polls.join(entries.select("group", "topic", "partition").distinct(), "group")
     key_cols = ["group", "topic", "partition"]
@@ -238,4 +241,3 @@ def backtest(
     report = Path(base) / "report.html"
     report.write_text(render_report(summary, series, worst, threshold, metric.value))
     return BacktestSummary(paths["snapshot_results"], paths["strategy_summary"], str(report), summary)
-

@@ -29,8 +29,8 @@ import pandas as pd
 from aiokafka.structs import TopicPartition
 
 from kagent.core.assignors import Member, assign
-from kagent.core.recommendation import skew
 from kagent.core.policy import SkewMetric
+from kagent.core.recommendation import skew
 from kagent.core.skew import member_lag, moves
 
 __all__ = ["ACTUAL", "RESULT_COLUMNS", "SNAPSHOT_COLUMNS", "STRATEGIES", "backtest_group", "summarise"]

@@ -176,9 +176,7 @@ async def _bounds(
                 f"within {connection.timeout:g} s"
             )
         await consumer.getmany(*unknown, timeout_ms=_PROBE_WAIT_MS)
-    return {
-        tp: Bounds(earliest[tp], consumer.highwater(tp) if tp in nonempty else earliest[tp]) for tp in partitions
-    }
+    return {tp: Bounds(earliest[tp], consumer.highwater(tp) if tp in nonempty else earliest[tp]) for tp in partitions}
 
 
 async def _with_consumer(connection: Connection, use: Callable[[AIOKafkaConsumer], Awaitable[_T]]) -> _T:

@@ -16,9 +16,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
 
 __all__ = ["render_report", "strategy_comparison"]
 

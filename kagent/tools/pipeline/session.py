@@ -22,8 +22,9 @@ def spark_session(
 
     Python workers run this interpreter unless ``PYSPARK_PYTHON`` says
     otherwise (on a cluster, set it to the executors' Python, which needs
-    kagent installed). A ``local`` master binds the driver to 127.0.0.1. ``config`` entries are set on the builder; Arrow is
-    on, as the jobs move data between the JVM and Python in Arrow batches.
+    kagent installed). A ``local`` master binds the driver to 127.0.0.1.
+    ``config`` entries are set on the builder; Arrow is on, as the jobs move
+    data between the JVM and Python in Arrow batches.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -39,9 +39,7 @@ class _Printer:
         if isinstance(event, OffsetsCommitted):
             self.commits[event.group] += 1
         elif isinstance(event, GroupRebalanced):
-            click.echo(
-                f"{event.group}: generation {event.generation} ({event.protocol}), leader {event.leader}"
-            )
+            click.echo(f"{event.group}: generation {event.generation} ({event.protocol}), leader {event.leader}")
             for member_id, partitions in event.assignment.items():
                 click.echo(f"  {member_id}: {describe_partitions(partitions)}")
 

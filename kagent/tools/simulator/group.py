@@ -54,9 +54,7 @@ class SimulatedGroup:
             for member in self.members:
                 members.create_task(member.run(stop))
         if self._publisher is not None and self._last_generation is not None:
-            await self._publisher.publish(
-                [empty_group_metadata(self.spec.group, self._last_generation + 1, _now_ms())]
-            )
+            await self._publisher.publish([empty_group_metadata(self.spec.group, self._last_generation + 1, _now_ms())])
 
     async def adopted(self, generation: int, member: MemberIdentity, plan: LeaderPlan | None) -> None:
         """`member` adopted its assignment of `generation`; `plan` is the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from aiokafka import AIOKafkaProducer
 
@@ -39,7 +40,5 @@ async def produce_traffic(
             ]
             await asyncio.gather(*deliveries)
             sent += due
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), TICK_SECONDS)
-        except TimeoutError:
-            pass
