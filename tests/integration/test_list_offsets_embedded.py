@@ -22,11 +22,11 @@ from aiokafka import AIOKafkaClient
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.protocol.metadata import MetadataResponse_v1
 from aiokafka.structs import TopicPartition as TP
-from tests.coordinator import produce
 
 from kagent.connections import KafkaConnection
 from kagent.tools.embedded import EmbeddedBroker, create_topics, free_port
 from kagent.worker.list_offsets import ListOffsetsClient, Offsets, Reason, Unavailable
+from tests.support.coordinator import produce
 
 pytestmark = pytest.mark.integration
 

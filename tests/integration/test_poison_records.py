@@ -8,21 +8,28 @@ dead-letter.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
-from tests.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce, publish
 
 from kagent.core.consumer_offsets import OffsetCommit, encode
 from kagent.tools.embedded import EmbeddedBroker
-from tests.conftest import Worker, get_json
+from kagent.tools.simulator.coordinator_records import OffsetsTopicMessage
+from tests.support.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    group_metadata,
+    offset_commit,
+    produce,
+    publish,
+)
+from tests.support.topics import TopicReader
+from tests.support.web import wait_json
+from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
 
@@ -38,35 +45,17 @@ def kafka_broker() -> Iterator[EmbeddedBroker]:
 
 async def _letter_for(bootstrap: str, topic: str, key: bytes, worker: Worker, timeout: float) -> dict[str, Any]:
     """The first letter of ``topic`` whose record key is ``key``; fails at once if ``worker`` exits."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-    await consumer.start()
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                assert worker.process is not None
-                if worker.process.poll() is not None:
-                    pytest.fail(f"the worker exited with {worker.process.returncode}; log:\n{worker.log()[-3000:]}")
-                batches = await consumer.getmany(timeout_ms=500)
-                for record in (r for records in batches.values() for r in records):
-                    letter: dict[str, Any] = json.loads(record.value)
-                    if base64.b64decode(letter["key"]) == key:
-                        return letter
-    except TimeoutError:
-        pytest.fail(f"no dead letter for the poison record in {timeout:g} s; log:\n{worker.log()[-3000:]}")
-    finally:
-        await consumer.stop()
 
+    def letters() -> list[dict[str, Any]]:
+        return [json.loads(r.value) for r in reader.records if r.value is not None]
 
-async def _wait_groups(worker: Worker, predicate: Callable[[Any], bool], timeout: float) -> Any:
-    """Poll the worker's ``/groups/`` until ``predicate`` holds; fails with the last body after ``timeout``."""
-    body = None
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        body = await asyncio.to_thread(get_json, worker.url + "groups/")
-        if body is not None and predicate(body):
-            return body
-        await asyncio.sleep(0.2)  # poll interval of a deadline-bounded wait
-    pytest.fail(f"/groups/ did not reach the expected state in {timeout:g} s; last body: {json.dumps(body)[:3000]}")
+    def found() -> bool:
+        worker.check_alive()
+        return any(base64.b64decode(letter["key"]) == key for letter in letters())
+
+    async with TopicReader(bootstrap, topic) as reader:
+        await reader.until(found, timeout, "a dead letter for the poison record", detail=worker.log_tail)
+    return next(letter for letter in letters() if base64.b64decode(letter["key"]) == key)
 
 
 async def test_a_partition_minus_one_commit_is_dead_lettered_and_the_group_after_it_applied(
@@ -85,9 +74,9 @@ async def test_a_partition_minus_one_commit_is_dead_lettered_and_the_group_after
     await publish(
         bootstrap,
         [
-            (poison_key, poison_value),
-            encode(group_metadata("skewed-app", 4, members)),
-            *(encode(offset_commit("skewed-app", "poison-skewed", p, 0)) for p in range(6)),
+            OffsetsTopicMessage(0, poison_key, poison_value),
+            group_metadata("skewed-app", 4, members),
+            *(offset_commit("skewed-app", "poison-skewed", p, 0) for p in range(6)),
         ],
     )
 
@@ -98,8 +87,8 @@ async def test_a_partition_minus_one_commit_is_dead_lettered_and_the_group_after
     assert "partition" in letter["error"] and "-1" in letter["error"], letter["error"]
 
     # The records behind the poison one were applied: the hot partitions 0 and 1 sit on one member.
-    body = await _wait_groups(
-        worker,
+    body = await wait_json(
+        worker.url + "groups/",
         lambda b: (
             b["groups"].get("skewed-app", {}).get("member_lag")
             == {"skewed-app-0": 600, "skewed-app-1": 200, "skewed-app-2": 200}
@@ -108,7 +97,6 @@ async def test_a_partition_minus_one_commit_is_dead_lettered_and_the_group_after
     )
     assert body["groups"]["skewed-app"]["generation"] == 4
     assert "poison-app" not in body["groups"]
-    metrics = await asyncio.to_thread(lambda: urllib.request.urlopen(worker.url + "metrics").read())
-    assert b'kagent_malformed_records_total{topic="__consumer_offsets"} 1.0' in metrics
+    assert (worker.metrics() or {}).get('kagent_malformed_records_total{topic="__consumer_offsets"}') == 1.0
     assert "malformed record at __consumer_offsets partition 0 offset 0" in worker.log()
     assert worker.stop() == 0

@@ -13,7 +13,7 @@ import ast
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 CORE = REPO / "kagent" / "core"
 

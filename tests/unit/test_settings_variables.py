@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from kagent.settings import ENV_PREFIX, Settings, SettingsError, load_settings
 from kagent.tools.cli import main
-from tests.conftest import REPO
+from tests.support import REPO
 
 #: Where the project (not its tests, which spell bad names on purpose) names its variables.
 SOURCES = [
