@@ -125,9 +125,19 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
     ]
 
 
+class _App(faust.App):
+    """Faust's app, its shutdown bounded from the moment it begins (:func:`arm_watchdog`): Faust's
+    own hooks (``on_before_shutdown``) come only after the consumer and the tables have stopped,
+    which is where an unbounded wait would be."""
+
+    async def on_stop(self) -> None:
+        arm_watchdog(crashed=lambda: self.crash_reason is not None)
+        await super().on_stop()
+
+
 def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     """Build the Faust app for ``settings`` with all its stages (no I/O until a worker starts it)."""
-    app = faust.App(
+    app = _App(
         settings.app_id,
         **settings.kafka.faust_options(),
         store="memory://",
@@ -140,6 +150,11 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
         topic_partitions=settings.topic_partitions,
         topic_replication_factor=1,
         consumer_auto_offset_reset="earliest",
+        # Faust's default waits at shutdown until every event its streams took is acknowledged,
+        # unbounded: a SIGTERM under load hung there (and Robinhood's own apps turned it off,
+        # faust#117). Events not acknowledged are read again by the next holder; storage's
+        # writes are idempotent and never undo newer state.
+        stream_wait_empty=False,
         **({"producer_max_batch_size": ONE_RECORD_BATCH} if settings.one_record_batches else {}),
     )
     topology = declare(app, settings)
@@ -155,7 +170,6 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
 
     @app.on_before_shutdown.connect
     async def stop_stages(sender: Any, **kwargs: Any) -> None:
-        arm_watchdog(crashed=lambda: app.crash_reason is not None)
         for stage in reversed(stages):
             try:
                 async with asyncio.timeout(STAGE_STOP_TIMEOUT):
