@@ -11,9 +11,10 @@ and waits until the broker has it. The records are the ones Faust would
 write (same topic, partition, key and value serialization), so Faust's
 recovery and standbys read them as their own.
 
-Who writes flushes: the storage agent after each batch of derived events
-(before those events are acknowledged), the end-offset poll after each
-round, the evaluation after each run.
+Each stage that writes tables has a writer of its own. Storage's two tasks
+share one: the derived-events agent flushes after each batch (before those
+events are acknowledged), the end-offsets task after each poll it applies;
+their flushes go one at a time, in the order they were called.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class ChangelogWriter:
     def __init__(self, app: faust.App) -> None:
         self._app = app
         self._staged: dict[tuple[str, Any], tuple[faust.Table, bytes | None]] = {}
+        self._sending = asyncio.Lock()
 
     @property
     def staged(self) -> int:
@@ -62,10 +64,20 @@ class ChangelogWriter:
     async def flush(self) -> None:
         """Send every staged changelog record and wait until the broker has each.
 
+        Flushes go one at a time: a flush called while another is sending
+        waits for it, then sends what is staged by then. So when a flush
+        returns, everything staged before it was called is in the changelog,
+        and records staged later are sent after (in time, on every
+        partition) those staged earlier.
+
         If the producer fails, what this flush took is staged again (unless
         a newer write of the same key was staged meanwhile), so the next
         flush sends it, and :class:`ChangelogWriteError` is raised.
         """
+        async with self._sending:
+            await self._send_staged()
+
+    async def _send_staged(self) -> None:
         if not self._staged:
             return
         staged, self._staged = self._staged, {}

@@ -245,9 +245,15 @@ class Storage(Stage, GroupStateReader):
             self._changed[group] = change
 
     async def _flush(self) -> None:
-        """Flush the writes, then tell the other stages which groups changed."""
-        await self._writer.flush()
+        """Flush the writes, then tell the other stages which groups changed: only the changes
+        noted before the flush began, whose writes it has made durable."""
         changed, self._changed = self._changed, {}
+        try:
+            await self._writer.flush()
+        except BaseException:
+            for group, change in changed.items():
+                self._note(group, change)
+            raise
         for group, change in changed.items():
             self._changes.put(GroupChanged(group, change))
 

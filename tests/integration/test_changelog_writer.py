@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import faust
 import pytest
@@ -22,13 +25,16 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 4
 
 
-async def _states_table(kafka_broker: EmbeddedBroker, prefix: str) -> tuple[faust.App, GroupPartitionedTable, str]:
-    """A fresh app with one group-partitioned table, and its changelog topic (created)."""
+async def _states_table(
+    kafka_broker: EmbeddedBroker, prefix: str, group_of: Callable[[str], str] = lambda key: key
+) -> tuple[faust.App, GroupPartitionedTable, str]:
+    """A fresh app with one group-partitioned table (keys in the group ``group_of`` names), and its
+    changelog topic (created)."""
     app_id = f"{prefix}-{uuid.uuid4().hex[:6]}"
     app = faust.App(app_id, broker=kafka_broker.url, store="memory://", topic_partitions=PARTITIONS)
     table = GroupPartitionedTable(
         app,
-        group_of=lambda key: key,
+        group_of=group_of,
         name="states",
         beacon=app.tables.beacon,
         partitions=PARTITIONS,
@@ -92,19 +98,61 @@ async def test_a_failed_flush_stages_its_records_again(
     ]
 
 
-async def _read(kafka_broker: EmbeddedBroker, topic: str, count: int) -> list[tuple[int, str, bytes | None]]:
-    """The first ``count`` records of ``topic``: (partition, JSON-decoded key, value)."""
+async def _read(
+    kafka_broker: EmbeddedBroker, topic: str, count: int, with_timestamps: bool = False
+) -> list[tuple[Any, ...]]:
+    """The first ``count`` records of ``topic``: (partition, JSON-decoded key, value), and the
+    record's timestamp ``with_timestamps``."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=kafka_broker.bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
     )
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-        records: list[tuple[int, str, bytes | None]] = []
+        records: list[tuple[Any, ...]] = []
         while len(records) < count:
             fetched = await consumer.getmany(timeout_ms=5_000)
             assert fetched, f"{topic} holds only {records}"
-            records += [(tp.partition, json.loads(r.key), r.value) for tp, rs in fetched.items() for r in rs]
+            records += [
+                (tp.partition, json.loads(r.key), r.value, *((r.timestamp,) if with_timestamps else ()))
+                for tp, rs in fetched.items()
+                for r in rs
+            ]
         return records
     finally:
         await consumer.stop()
+
+
+async def test_a_flush_started_during_another_sends_after_it(kafka_broker: EmbeddedBroker) -> None:
+    """Two tasks of storage flush one writer: its batches and its end-offset polls. A flush begun
+    while another is sending returns only once that one's records are sent too (a change is
+    announced only when durable), and its records follow the other's in time (changelog order
+    is what the pipeline reads snapshots by), even on a partition the other is not waiting on."""
+    app, table, changelog = await _states_table(kafka_broker, "changelog-order", group_of=lambda key: key.split("/")[0])
+    busy, other = (
+        "orders",
+        next(g for g in ("billing", "audit", "payments", "search") if _partition(g) != _partition("orders")),
+    )
+    writer = ChangelogWriter(app)
+    many = 3_000  # several producer batches: the first flush waits on the producer between sends
+    for i in range(many):
+        writer.set(table, f"{busy}/{i}", b"x" * 20)
+    writer.set(table, f"{other}/first", b"first")  # the first flush's last record, on another partition
+    try:
+        first = asyncio.create_task(writer.flush())
+        while writer.staged:  # until the first flush has taken its records
+            await asyncio.sleep(0)
+        writer.set(table, f"{other}/late", b"late")
+        await writer.flush()
+        assert first.done(), "the second flush returned before the first one's records were sent"
+        await first
+    finally:
+        await app.producer.stop()
+    records = await _read(kafka_broker, changelog, many + 2, with_timestamps=True)
+    written = {key: timestamp for _, key, _, timestamp in records}
+    assert written[f"{other}/first"] <= written[f"{other}/late"]
+    assert [key for p, key, _, _ in records if p == _partition(other)] == [f"{other}/first", f"{other}/late"]
+
+
+def _partition(group: str) -> int:
+    return partition_of_group(group, PARTITIONS)
