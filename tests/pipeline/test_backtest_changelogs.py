@@ -97,11 +97,6 @@ async def _polls(worker: Worker) -> float:
     return (samples or {}).get('kagent_end_offset_polls_total{outcome="ok"}', 0.0)
 
 
-def _written(record: Record) -> tuple[int, int, int]:
-    """Where a changelog record stands in write order, as ``snapshots_from_changelogs`` orders them."""
-    return record.timestamp, record.partition, record.offset
-
-
 def _at(polled_at: float) -> pd.Timestamp:
     """A ``polled_at`` as the snapshot time Spark gives it: naive UTC, to the microsecond.
 
@@ -177,7 +172,6 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
 
     # What Faust wrote: keys are the table keys JSON-encoded, values the records' JSON.
     lag_records = [r for r in await _changelog(bootstrap, lag_topic) if r.value and r.value["group"] in (skewed, even)]
-    assignments = await _changelog(bootstrap, assignments_topic)
     for r in lag_records:
         assert r.key == json.dumps(partition_key(r.value["group"], r.value["topic"], r.value["partition"])).encode()
     assert assignment_2.key == json.dumps(skewed).encode()
@@ -201,33 +195,18 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     }
     times = sorted(by_snapshot)
     gen1, gen2 = owners(first), owners(second)
-    # A snapshot's members are the assignment current when its last entry was written (in changelog
-    # order: record timestamp, then partition and offset). The worker holds a group as soon as it
-    # has staged its assignment, so the first poll's entries can go out in the same flush and the
-    # same millisecond as the assignment, and sort before it: such a snapshot has no members yet.
-    assigned_1 = min(_written(r) for r in assignments if r.value and r.value["group"] == skewed)
-    skewed_records = [r for r in lag_records if r.value["group"] == skewed]
-    last_write = {t: max(_written(r) for r in skewed_records if _at(r.value["polled_at"]) == t) for t in times}
-    held_from = min(t for t in times if last_write[t] > assigned_1)
-    nobody = dict.fromkeys(SKEWED_LOG)
-    for t in times:
-        if t < held_from:
-            assert by_snapshot[t]["member"].to_dict() == nobody, t
+    # The first snapshot: generation 1 and the lag of the log ends, all committed at 0.
+    assert by_snapshot[times[0]]["member"].to_dict() == gen1
+    assert by_snapshot[times[0]]["lag"].to_dict() == SKEWED_LOG
     # The commit's snapshot: partition 2 at 100, the others carried forward from the first poll.
-    committed_at = _at(commit_entry.value["polled_at"])
-    assert by_snapshot[committed_at]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
-    # The first snapshot with members: generation 1, and the lag of the log ends, all committed at 0
-    # (if the polls' entries all went out before the assignment, it is the commit's snapshot).
-    first_lag = {**SKEWED_LOG, 2: 100} if held_from == committed_at else SKEWED_LOG
-    assert by_snapshot[held_from]["member"].to_dict() == gen1
-    assert by_snapshot[held_from]["lag"].to_dict() == first_lag
+    assert by_snapshot[_at(commit_entry.value["polled_at"])]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
     # The rebalance rewrote every entry with the last poll's polled_at: that snapshot, and
     # every later one, is held by generation 2's members.
     rebalanced = _at(rewritten[0].value["polled_at"])
     assert rebalanced in by_snapshot
     for t in times:
         held = by_snapshot[t]["member"].to_dict()
-        assert held == (gen2 if t >= rebalanced else gen1 if t >= held_from else nobody), (t, held)
+        assert held == (gen2 if t >= rebalanced else gen1), (t, held)
     assert by_snapshot[times[-1]]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
     even_rows = ours[ours["group"] == even]
     assert set(even_rows["lag"]) == {300}
@@ -242,7 +221,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     assert f"report: {out}/report.html" in cli.output
     summary = spark.read.parquet(str(out / "strategy_summary")).toPandas().set_index(["group", "strategy"])
     assert set(summary.loc[skewed].index) == {"actual", "range", "roundrobin", "sticky", "fair", "lag", "lag-sticky"}
-    assert (summary.loc[skewed, "snapshots"] == len([t for t in times if t >= held_from])).all()  # with members
+    assert (summary.loc[skewed, "snapshots"] == len(times)).all()
     # Range, like the actual assignments, keeps the hot pair together; lag-sticky never lets skew reach 1.5.
     assert summary.loc[(skewed, "actual"), "share_above"] == summary.loc[(skewed, "range"), "share_above"] == 1.0
     assert summary.loc[(skewed, "lag-sticky"), "share_above"] == 0.0
@@ -251,6 +230,6 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     assert summary.loc[(even, "actual"), "share_above"] == 0.0
     results = spark.read.parquet(str(out / "snapshot_results")).where(f"group = '{skewed}'").toPandas()
     actual = results[results["strategy"] == "actual"].set_index("snapshot")["skew"]
-    # The first snapshot with members: 1200 on r0 (of 2000, or 1900 after the commit); the last: 1200 of 1900 on s0.
-    assert actual[held_from] == pytest.approx(1200 * 3 / sum(first_lag.values()))
+    # The first snapshot: 1200 of 2000 on r0; the last: 1200 of 1900 on s0.
+    assert actual.sort_index().iloc[0] == pytest.approx(1200 * 3 / 2000)
     assert actual.sort_index().iloc[-1] == pytest.approx(1200 * 3 / 1900)
