@@ -40,6 +40,8 @@ class Health(Stage):
         self._metrics = metrics
         self._interval = min(5.0, detector.stall_after / 4)
         self._logged: dict[str, float] = {}
+        self._unsampled: dict[str, float] = {}
+        """Stage -> when a failed sample of it was last logged."""
         self._stopped = False
 
     def register(self, app: faust.App) -> None:
@@ -52,10 +54,18 @@ class Health(Stage):
         self._stopped = True
 
     async def sample(self) -> None:
-        """Sample every watched stage once."""
+        """Sample every watched stage once. A stage whose backlog cannot be read this time
+        (its consumer is mid-rebalance, say) is skipped and the failure logged; it never raises,
+        because Faust's timers crash the whole worker on an exception."""
         now = time.time()
         for stage in self._stages:
-            backlog = await stage.backlog()
+            try:
+                backlog = await stage.backlog()
+            except Exception as exc:  # noqa: BLE001 -- whatever a sample raises must not stop the worker
+                if now - self._unsampled.get(stage.name, float("-inf")) >= REPEAT_AFTER:
+                    self._unsampled[stage.name] = now
+                    log.warning("stage %s: backlog not sampled: %r", stage.name, exc)
+                continue
             applied = stage.applied
             self._metrics.stage_applied.labels(stage.name).set(applied)
             if backlog is not None:

@@ -140,7 +140,8 @@ class Storage(Stage, GroupStateReader):
         return self._applied
 
     async def backlog(self) -> int | None:
-        """Derived-events records of this worker's partitions not yet applied; None before it has any."""
+        """Derived-events records of this worker's partitions not yet applied; None before it has
+        any, or before the consumer has fetched from any of them (their end is not known yet)."""
         if self._app is None:
             return None
         consumer = self._app.consumer
@@ -148,12 +149,15 @@ class Storage(Stage, GroupStateReader):
         partitions = [tp for tp in consumer.assignment() if tp.topic == topic]
         if not partitions:
             return None
-        waiting = 0
+        waiting: int | None = None
         for tp in partitions:
+            highwater = consumer.highwater(tp)
+            if highwater is None:  # no fetch response for it yet (just assigned)
+                continue
             applied_to = self._next.get(TopicPartition(tp.topic, tp.partition))
             if applied_to is None:
                 applied_to = await consumer.position(tp) or 0
-            waiting += max(0, consumer.highwater(tp) - applied_to)
+            waiting = (waiting or 0) + max(0, highwater - applied_to)
         return waiting
 
     # -- writes --------------------------------------------------------------------------------
