@@ -10,8 +10,9 @@ writes tens of thousands of commits per second to ``__consumer_offsets``.
 Each fetched batch is decoded and derived (:func:`kagent.core.ingest.ingest`);
 each group's events go to the derived-events topic as one record keyed by
 the group. kagent's own consumer groups are skipped. A record that fails to
-decode is counted, logged with its partition and offset, and sent with its
-raw bytes to the dead-letter topic; the batch goes on. The batch's offsets
+decode or breaks a rule is counted and sent with its raw bytes, partition,
+offset and reason to the dead-letter topic, and the batch goes on; the log
+gets one line a batch, naming the first such record and how many followed. The batch's offsets
 are committed once the broker has every record sent for it, while the next
 batch is fetched and processed. At least once: a batch whose sends fail is
 read again from its start, one cut short by a rebalance is read again by
@@ -156,11 +157,20 @@ class OffsetsTopicSource(Stage):
             await producer.send(topic, events.group.encode(), encode_events(events), None, None, None)
             for events in result.events
         ]
+        if result.malformed:
+            # One line a batch however many (a flood of them must not flood the log); each is in the dead letters.
+            record, exc = result.malformed[0]
+            more = len(result.malformed) - 1
+            log.warning(
+                "malformed record at %s partition %d offset %d: %s%s",
+                record.topic,
+                record.partition,
+                record.offset,
+                exc,
+                f" (and {more} more in this batch, each in the dead-letter topic)" if more else "",
+            )
         for record, exc in result.malformed:
             self._metrics.malformed.labels(record.topic).inc()
-            log.warning(
-                "malformed record at %s partition %d offset %d: %s", record.topic, record.partition, record.offset, exc
-            )
             pending.append(
                 await self._dead_letters.send(
                     topic=record.topic,
