@@ -19,6 +19,24 @@ def kafka_broker() -> Iterator[EmbeddedBroker]:
         yield broker
 
 
+_DRILL_FIGURES = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture
+def drill_figures(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """``drill_figures(line)``: a figure a drill measured, printed in the run's summary (so CI's log has it)."""
+    return request.config.stash.setdefault(_DRILL_FIGURES, []).append
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The drills' figures, after the results."""
+    figures = config.stash.get(_DRILL_FIGURES, [])
+    if figures:
+        terminalreporter.section("drill figures")
+        for line in figures:
+            terminalreporter.write_line(line)
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Keep each phase's report on the item, so a fixture's teardown knows whether the test failed."""
