@@ -73,9 +73,9 @@ class LagFigures:
         assigned = [ref.topic_partition for member in assignment.members for ref in member.partitions]
         return sorted(set(known) | set(assigned))
 
-    def record(self, polled: EndOffsetsPolled, groups: dict[str, GroupAssigned]) -> int:
-        """Take one poll's answers; rewrite the lag entries of ``groups`` that are due.
-        Returns how many group-partitions have end offsets."""
+    def take(self, polled: EndOffsetsPolled) -> None:
+        """Take one poll's answers: end offsets, their history (for time lag) and partition counts.
+        Cheap; the lag entries they make due are rewritten apart (:meth:`due`)."""
         now = polled.polled_at
         for tp, end in polled.log_end.items():
             self._log_end[tp] = end
@@ -83,14 +83,20 @@ class LagFigures:
             self._polled_at[tp] = now
             self._history[tp] = self._history.get(tp, EndOffsetHistory()).add(end, now)
         self._partition_counts.update(polled.partition_counts)
+
+    def due(self, groups: dict[str, GroupAssigned], now: float) -> tuple[list[tuple[str, TopicPartition]], int]:
+        """The lag entries of ``groups`` a poll taken at ``now`` makes due for a rewrite (see
+        :meth:`_due`), and how many group-partitions have end offsets. Forgets what it wrote for
+        groups not among ``groups``."""
         self._written = {key: value for key, value in self._written.items() if key[0] in groups}
         tracked = 0
+        due = []
         for group, assignment in groups.items():
             for tp in self.group_partitions(assignment):
                 tracked += tp in self._log_end
                 if self._due(group, tp, now):
-                    self.refresh_partition(group, tp, now)
-        return tracked
+                    due.append((group, tp))
+        return due, tracked
 
     def _due(self, group: str, tp: TopicPartition, now: float) -> bool:
         """Whether a poll should rewrite this lag entry: never written here, data loss newly

@@ -66,6 +66,9 @@ BATCH_WITHIN = 0.02
 FLUSH_RETRY = 1.0
 """Seconds between attempts to flush a batch's changelog records while the producer fails."""
 
+REFRESH_CHUNK = 2_000
+"""Lag entries an end-offsets poll rewrites between two flushes, at most."""
+
 STOP_FLUSH_TIMEOUT = 5.0
 """Seconds the flush at stop may take before what is left is given up (a successor re-derives it)."""
 
@@ -262,20 +265,35 @@ class Storage(Stage, GroupStateReader):
             self._changes.put(GroupChanged(group, change))
 
     async def _take_end_offsets(self) -> None:
-        """Apply each poll's end offsets as it comes; KIP-848 groups waiting for a name ask again."""
+        """Apply the end offsets of each poll; rewrite the lag entries they make due, a chunk of
+        :data:`REFRESH_CHUNK` at a time, each flushed before the next is written, so that a batch
+        of derived events waits for one chunk's flush at most, never for a whole cluster's lag
+        entries (100,000 of them stalled storage for minutes on the embedded broker). Polls that
+        arrived meanwhile are taken together. KIP-848 groups waiting for a name ask again."""
         while True:
-            polled = await self._end_offsets.get()
+            polls = [await self._end_offsets.get(), *self._end_offsets.drain()]
+            for polled in polls:  # each one's end offsets join the time-lag history
+                self._lag.take(polled)
+            now = polls[-1].polled_at
             groups = {group: a for group in self.held_groups() if (a := self.assignment(group)) is not None}
-            tracked = self._lag.record(polled, groups)
+            due, tracked = self._lag.due(groups, now)
             self._metrics.groups.set(len(groups))
             self._metrics.group_partitions.set(tracked)
-            now = time.time()
+            for start in range(0, len(due), REFRESH_CHUNK):
+                held = set(self.held_groups())  # a group deleted meanwhile gets no entry
+                for group, tp in due[start : start + REFRESH_CHUNK]:
+                    if group in held:
+                        self._lag.refresh_partition(group, tp, now)
+                await self._flush_end_offsets()
             for group in await self._consumer_groups.store():
-                self._assigned(group, now)
-            try:
-                await self._flush()
-            except ChangelogWriteError as exc:
-                log.warning("end offsets: %s; the next flush sends them", exc)
+                self._assigned(group, time.time())
+            await self._flush_end_offsets()
+
+    async def _flush_end_offsets(self) -> None:
+        try:
+            await self._flush()
+        except ChangelogWriteError as exc:
+            log.warning("end offsets: %s; the next flush sends them", exc)
 
     # -- reads (GroupStateReader) --------------------------------------------------------------
 
