@@ -28,6 +28,7 @@ from typing import ClassVar
 
 import click
 
+from kagent.connections import ClusterUnreachable
 from kagent.core.contracts import write_schemas
 from kagent.settings import Settings, SettingsError, load_settings
 from kagent.tools.demo import watch_recommendations
@@ -37,6 +38,8 @@ from kagent.tools.simulator.runner import run_simulation
 from kagent.tools.simulator.scenario import Scenario, default_scenario
 
 WORKER_READY_TIMEOUT = 120.0
+REACH_TIMEOUT = 5.0
+"""Seconds ``kagent run --broker`` waits for the cluster to answer before it gives up."""
 
 
 def _settings_or_exit(overrides: dict[str, str]) -> Settings:
@@ -145,6 +148,7 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
         try:
             if external:
                 settings = _settings_or_exit({"KAGENT_BROKER": external})
+                asyncio.run(_reachable_or_exit(settings))
                 click.echo(_say(banner, f"broker: {settings.bootstrap_servers} (external)"))
             else:
                 _settings_or_exit({})  # validate everything before starting anything
@@ -178,12 +182,22 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
         except KeyboardInterrupt:
             pass
         finally:
-            click.echo("stopping...")
+            if worker is not None or embedded is not None:
+                click.echo("stopping...")
             if worker is not None:
                 stop_process(worker, timeout=15.0)
             if embedded is not None:
                 embedded.stop()
     click.echo("stopped.")
+
+
+async def _reachable_or_exit(settings: Settings) -> None:
+    """Return once the cluster answers; else one line on stderr and exit code 1."""
+    try:
+        await settings.kafka.check_reachable(REACH_TIMEOUT, quiet=True)
+    except ClusterUnreachable as exc:
+        click.echo(f"kagent: {exc}", err=True)
+        raise SystemExit(1) from None
 
 
 def _say(banner: list[str], line: str) -> str:

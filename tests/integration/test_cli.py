@@ -88,6 +88,41 @@ def test_a_bad_setting_stops_start_up_with_one_line(command: list[str], tmp_path
     assert not (tmp_path / ".kagent").exists()  # nothing was started or written
 
 
+def test_run_with_an_unreachable_broker_says_so_in_one_line(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    result = subprocess.run(
+        [sys.executable, "-m", "kagent.tools.cli", "run", "--broker", f"127.0.0.1:{port}"],
+        env=_clean_env(data_dir=str(tmp_path / "data")),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"kagent: cannot reach the Kafka cluster at 127.0.0.1:{port} within 5 s (no broker accepted a connection)"
+    ]
+
+
+def test_a_worker_without_its_broker_exits_with_one_error_line_and_no_traceback(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    result = subprocess.run(
+        [sys.executable, "-m", "kagent.tools.cli", "worker"],
+        env=_clean_env(broker=f"127.0.0.1:{port}", web_port=str(free_port()), data_dir=str(tmp_path)),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    errors = [line for line in output.splitlines() if "kagent: cannot reach the Kafka cluster" in line]
+    assert len(errors) == 1, output[-3000:]
+    assert f"127.0.0.1:{port} within 15 s (no broker accepted a connection); not starting" in errors[0]
+
+
 def test_worker_command_runs_the_faust_worker(tmp_path: Path) -> None:
     """``kagent worker`` execs the same Faust worker the tests run; it answers on its web port."""
     web_port = free_port()
