@@ -155,7 +155,7 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
                 embedded = EmbeddedBroker().start()
                 settings = _settings_or_exit({"KAGENT_BROKER": embedded.bootstrap_servers})
                 click.echo(_say(banner, f"broker: {embedded.bootstrap_servers} (embedded Tansu, pid {embedded.pid})"))
-            asyncio.run(create_topics(settings.bootstrap_servers, _own_topics(settings)))
+            asyncio.run(create_topics(settings.kafka, _own_topics(settings)))
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             log_path = settings.data_dir / "worker.log"
             with log_path.open("ab") as log:
@@ -233,7 +233,7 @@ async def _watch(
     tasks = [
         watch_worker(),
         watch_recommendations(
-            settings.bootstrap_servers,
+            settings.kafka,
             f"{settings.app_id}-recommendations",
             stop,
             lambda text: click.echo(text, nl=False),
@@ -242,7 +242,7 @@ async def _watch(
         ),
     ]
     if scenario is not None:
-        tasks.append(run_simulation(settings.bootstrap_servers, scenario, stop))
+        tasks.append(run_simulation(settings.kafka, scenario, stop))
     try:
         await asyncio.gather(*tasks)
     finally:

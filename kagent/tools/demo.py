@@ -13,8 +13,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 
-from aiokafka import AIOKafkaConsumer
-
+from kagent.connections import KafkaConnection
 from kagent.core.recommendation import Recommendation
 
 __all__ = ["render", "summary", "watch_recommendations"]
@@ -63,7 +62,7 @@ def render(latest: Mapping[str, Recommendation], now: float) -> str:
 
 
 async def watch_recommendations(
-    bootstrap_servers: str,
+    kafka: KafkaConnection,
     topic: str,
     stop: asyncio.Event,
     write: Callable[[str], None],
@@ -79,7 +78,7 @@ async def watch_recommendations(
     """
     latest: dict[str, Recommendation] = {}
     shown: set[str] = set()
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap_servers, auto_offset_reset="earliest")
+    consumer = kafka.consumer(topic, auto_offset_reset="earliest")
     await consumer.start()
     try:
         drawn = 0.0

@@ -30,10 +30,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 from aiokafka.errors import TopicAlreadyExistsError, for_code
 from aiokafka.protocol.admin import ApiVersionRequest_v0, ApiVersionResponse_v0
 from aiokafka.protocol.api import RequestHeader_v1, ResponseHeader_v0
+
+from kagent.connections import KafkaConnection
 
 __all__ = [
     "ONE_RECORD_BATCH",
@@ -124,12 +126,12 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-async def create_topics(bootstrap_servers: str, topics: Mapping[str, int], timeout: float = 10.0) -> None:
+async def create_topics(kafka: KafkaConnection, topics: Mapping[str, int], timeout: float = 10.0) -> None:
     """Create each topic with its partition count (replication 1); existing ones are left alone.
 
     Raises :class:`BrokerError` naming the topic for any other error the broker returns.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=int(timeout * 1000))
+    admin = kafka.admin(request_timeout_ms=int(timeout * 1000))
     await admin.start()
     try:
         response = await admin.create_topics(
@@ -236,9 +238,14 @@ class EmbeddedBroker:
             return "(no log)"
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
+    @property
+    def kafka(self) -> KafkaConnection:
+        """How kagent's clients reach this broker."""
+        return KafkaConnection(self.bootstrap_servers)
+
     async def create_topics(self, topics: Mapping[str, int]) -> None:
         """Create topics on this broker: see :func:`create_topics`."""
-        await create_topics(self.bootstrap_servers, topics)
+        await create_topics(self.kafka, topics)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the broker by its pid: SIGTERM, then SIGKILL after ``timeout`` seconds."""

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from aiokafka.structs import TopicPartition
 
+from kagent.connections import KafkaConnection
 from kagent.tools.embedded import (
     answers_api_versions,
     create_topics,
@@ -146,7 +147,9 @@ async def test_the_worker_reconnects_after_its_broker_restarts(s3_broker: S3Brok
     on it: records written after the restart reach the tables, and end-offset polls succeed again."""
     suffix = uuid.uuid4().hex[:6]
     topic, group, later = f"restart-{suffix}", f"restart-group-{suffix}", f"after-restart-{suffix}"
-    await create_topics(s3_broker.bootstrap_servers, {OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, topic: 2})
+    await create_topics(
+        KafkaConnection(s3_broker.bootstrap_servers), {OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, topic: 2}
+    )
     worker = Worker(
         s3_broker.bootstrap_servers, tmp_path, f"restart-{suffix}", end_offset_interval="0.5", evaluate_interval="0.5"
     )

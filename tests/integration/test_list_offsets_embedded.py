@@ -42,7 +42,7 @@ def unique(name: str) -> str:
 async def two_partitions(kafka_broker: EmbeddedBroker) -> str:
     """A real 2-partition topic holding 3 records in partition 0 and 5 in partition 1."""
     topic = unique("two")
-    await create_topics(kafka_broker.bootstrap_servers, {topic: 2})
+    await create_topics(kafka_broker.kafka, {topic: 2})
     await produce(kafka_broker.bootstrap_servers, topic, {0: 3, 1: 5})
     return topic
 
@@ -98,7 +98,7 @@ async def test_metadata_is_refreshed_for_unknown_partitions_at_a_bounded_rate(
     assert len(refreshes) == 1  # the first call refreshes: bootstrap's metadata may name no topic
     assert first.unavailable[TP(late, 0)].reason is Reason.UNKNOWN_PARTITION
 
-    await create_topics(kafka_broker.bootstrap_servers, {late: 1})
+    await create_topics(kafka_broker.kafka, {late: 1})
     await produce(kafka_broker.bootstrap_servers, late, {0: 2})
     now[0] = 29.0
     again = await lister.list_offsets(asked)

@@ -85,7 +85,7 @@ async def _simulate_until(
         if done(events):
             stop.set()
 
-    await asyncio.wait_for(run_simulation(broker.bootstrap_servers, scenario, stop, publish, on_event), deadline)
+    await asyncio.wait_for(run_simulation(broker.kafka, scenario, stop, publish, on_event), deadline)
     return events
 
 
@@ -209,7 +209,7 @@ async def test_cancellation_stops_the_simulation(kafka_broker: EmbeddedBroker) -
     committed = asyncio.Event()
     task = asyncio.create_task(
         run_simulation(
-            kafka_broker.bootstrap_servers,
+            kafka_broker.kafka,
             scenario,
             asyncio.Event(),
             on_event=lambda e: committed.set() if isinstance(e, OffsetsCommitted) else None,

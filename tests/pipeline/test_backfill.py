@@ -74,7 +74,7 @@ def simulated(kafka_broker: EmbeddedBroker) -> list[SimulationEvent]:
         if _committed_everywhere_twice(events):
             stop.set()
 
-    asyncio.run(asyncio.wait_for(run_simulation(kafka_broker.bootstrap_servers, SCENARIO, stop, True, on_event), 60))
+    asyncio.run(asyncio.wait_for(run_simulation(kafka_broker.kafka, SCENARIO, stop, True, on_event), 60))
     return events
 
 

@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from kagent.connections import KafkaConnection
 from kagent.tools.pipeline.kafka_offsets import Bounds, OffsetRange
 
 __all__ = ["Connection", "KafkaSourceError", "offsets_at", "partition_bounds", "read_range"]
@@ -45,11 +46,16 @@ class KafkaSourceError(RuntimeError):
 
 @dataclass(frozen=True)
 class Connection:
-    """How to reach the cluster: its bootstrap servers and a timeout, in seconds, for each operation."""
+    """How to reach the cluster (plain data a Spark task receives), and a timeout, in seconds, for each operation."""
 
-    bootstrap_servers: str
+    kafka: KafkaConnection
     timeout: float = 10.0
     client_id: str = "kagent-pipeline"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The cluster's bootstrap servers, as messages name it."""
+        return self.kafka.bootstrap_servers
 
 
 def partition_bounds(connection: Connection, topics: Collection[str]) -> dict[TopicPartition, Bounds]:
@@ -188,8 +194,7 @@ async def _with_consumer(connection: Connection, use: Callable[[AIOKafkaConsumer
 
 
 async def _started(connection: Connection) -> AIOKafkaConsumer:
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=connection.bootstrap_servers,
+    consumer = connection.kafka.consumer(
         client_id=connection.client_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",

@@ -34,6 +34,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kagent.connections import KafkaConnection
 from kagent.tools.pipeline.kafka_client import Connection, offsets_at, partition_bounds, read_range
 from kagent.tools.pipeline.kafka_offsets import (
     EARLIEST,
@@ -108,7 +109,7 @@ class _Options:
             raise SourceOptionError("option kafka.bootstrap.servers is required")
         if not topics:
             raise SourceOptionError("option subscribe (comma-separated topics) is required")
-        self.connection = Connection(bootstrap, timeout=int(options.get("timeoutMs", "10000")) / 1000)
+        self.connection = Connection(KafkaConnection(bootstrap), timeout=int(options.get("timeoutMs", "10000")) / 1000)
         self.topics = tuple(topics)
         self.starting = parse_offsets(options.get("startingOffsets"), "startingOffsets", "earliest")
         self.ending = parse_offsets(options.get("endingOffsets"), "endingOffsets", "latest")

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import click
 from aiokafka.structs import TopicPartition
 
+from kagent.connections import KafkaConnection
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator.runner import run_simulation
 from kagent.tools.simulator.scenario import Scenario, default_scenario
@@ -44,7 +45,7 @@ class _Printer:
                 click.echo(f"  {member_id}: {describe_partitions(partitions)}")
 
 
-async def _simulate(bootstrap_servers: str, scenario: Scenario, duration: float | None, records: bool) -> _Printer:
+async def _simulate(kafka: KafkaConnection, scenario: Scenario, duration: float | None, records: bool) -> _Printer:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -53,7 +54,7 @@ async def _simulate(bootstrap_servers: str, scenario: Scenario, duration: float 
         loop.call_later(duration, stop.set)
     printer = _Printer()
     try:
-        await run_simulation(bootstrap_servers, scenario, stop, publish_coordinator_records=records, on_event=printer)
+        await run_simulation(kafka, scenario, stop, publish_coordinator_records=records, on_event=printer)
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
@@ -90,7 +91,9 @@ def simulate(broker: str | None, duration: float | None, no_coordinator_records:
     try:
         click.echo(f"broker: {bootstrap_servers} ({kind})")
         click.echo(f"scenario: {scenario_name}; groups: {', '.join(g.group for g in scenario.groups)}")
-        printer = asyncio.run(_simulate(bootstrap_servers, scenario, duration, not no_coordinator_records))
+        printer = asyncio.run(
+            _simulate(KafkaConnection(bootstrap_servers), scenario, duration, not no_coordinator_records)
+        )
     finally:
         if embedded is not None:
             embedded.stop()

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from aiokafka.structs import TopicPartition
 
+from kagent.connections import KafkaConnection
 from kagent.tools.simulator.coordinator_records import empty_group_metadata, group_metadata, offset_commit
 from kagent.tools.simulator.member import SimulatedMember
 from kagent.tools.simulator.publisher import CoordinatorRecordPublisher
@@ -35,7 +36,7 @@ class SimulatedGroup:
     def __init__(
         self,
         spec: GroupSpec,
-        bootstrap_servers: str,
+        kafka: KafkaConnection,
         client_host: str,
         publisher: CoordinatorRecordPublisher | None,
         on_event: StatusCallback | None = None,
@@ -45,7 +46,7 @@ class SimulatedGroup:
         self._on_event = on_event
         self._tracker = GenerationTracker(spec.group)
         self._last_generation: int | None = None
-        self.members = tuple(SimulatedMember(self, member, bootstrap_servers, client_host) for member in spec.members)
+        self.members = tuple(SimulatedMember(self, member, kafka, client_host) for member in spec.members)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run all members until `stop` is set (each commits and leaves);

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka import ConsumerRebalanceListener
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
@@ -24,6 +24,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, Cons
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
+from kagent.connections import KafkaConnection
 from kagent.tools.simulator.coordinator_records import assignment_of, subscription_of
 from kagent.tools.simulator.rebalance import LeaderPlan, MemberIdentity
 from kagent.tools.simulator.scenario import AssignorName, GroupSpec, MemberSpec
@@ -92,13 +93,12 @@ class SimulatedMember(ConsumerRebalanceListener):
     processed again by the partition's next owner.
     """
 
-    def __init__(self, group: MemberReports, spec: MemberSpec, bootstrap_servers: str, client_host: str) -> None:
+    def __init__(self, group: MemberReports, spec: MemberSpec, kafka: KafkaConnection, client_host: str) -> None:
         self.group = group
         self.spec = spec
         self.client_id = group.spec.client_id(spec)
         group_spec: GroupSpec = group.spec
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
+        self.consumer = kafka.consumer(
             group_id=group_spec.group,
             client_id=self.client_id,
             enable_auto_commit=False,

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from aiokafka import AIOKafkaProducer
 
+from kagent.connections import KafkaConnection
 from kagent.core.consumer_offsets import GroupMetadata, OffsetCommit
 from kagent.tools.embedded import ONE_RECORD_BATCH, create_topics
 from kagent.tools.simulator.coordinator_records import offsets_topic_message
@@ -23,7 +24,7 @@ __all__ = ["CoordinatorRecordPublisher"]
 class CoordinatorRecordPublisher:
     """Publishes group coordinator records to the cluster's `__consumer_offsets`.
 
-    Use `await CoordinatorRecordPublisher.start(bootstrap_servers)` and
+    Use `await CoordinatorRecordPublisher.start(kafka)` and
     `await publisher.stop()`. Records go to the partition Kafka's rule gives
     for the topic's actual partition count (50, Kafka's default, when the
     publisher creates it).
@@ -34,13 +35,12 @@ class CoordinatorRecordPublisher:
         self.partitions = partitions
 
     @classmethod
-    async def start(cls, bootstrap_servers: str) -> CoordinatorRecordPublisher:
+    async def start(cls, kafka: KafkaConnection) -> CoordinatorRecordPublisher:
         """Create `__consumer_offsets` with 50 partitions unless it exists,
         and start the producer (acks=all, one record per batch so that
         Tansu's ListOffsets answers the true log-end offset)."""
-        await create_topics(bootstrap_servers, {OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
-        producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap_servers,
+        await create_topics(kafka, {OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
+        producer = kafka.producer(
             acks="all",
             client_id="kagent-simulator",
             max_batch_size=ONE_RECORD_BATCH,

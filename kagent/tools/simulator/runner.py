@@ -6,8 +6,7 @@ import asyncio
 import random
 import socket
 
-from aiokafka import AIOKafkaProducer
-
+from kagent.connections import KafkaConnection
 from kagent.tools.embedded import ONE_RECORD_BATCH, create_topics
 from kagent.tools.simulator.group import SimulatedGroup
 from kagent.tools.simulator.key_skew import KeySampler
@@ -31,13 +30,13 @@ def client_host(bootstrap_servers: str) -> str:
 
 
 async def run_simulation(
-    bootstrap_servers: str,
+    kafka: KafkaConnection,
     scenario: Scenario,
     stop: asyncio.Event,
     publish_coordinator_records: bool = True,
     on_event: StatusCallback | None = None,
 ) -> None:
-    """Run `scenario` against the cluster at `bootstrap_servers` until `stop` is set.
+    """Run `scenario` against the cluster `kafka` reaches until `stop` is set.
 
     Creates the scenario's topics (replication 1; existing ones are left
     alone), produces its traffic and runs its groups' members. With
@@ -54,15 +53,13 @@ async def run_simulation(
     last commits. An error in any part stops the others and is raised (in an
     ExceptionGroup).
     """
-    await create_topics(bootstrap_servers, {topic.name: topic.partitions for topic in scenario.topics})
-    host = client_host(bootstrap_servers)
-    publisher = await CoordinatorRecordPublisher.start(bootstrap_servers) if publish_coordinator_records else None
+    await create_topics(kafka, {topic.name: topic.partitions for topic in scenario.topics})
+    host = client_host(kafka.bootstrap_servers)
+    publisher = await CoordinatorRecordPublisher.start(kafka) if publish_coordinator_records else None
     try:
         # One record per batch: Tansu's ListOffsets(latest) is the last batch's base offset + 1,
         # the true log-end offset (which lag is measured against) only for one-record batches.
-        producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap_servers, client_id="kagent-simulator", max_batch_size=ONE_RECORD_BATCH
-        )
+        producer = kafka.producer(client_id="kagent-simulator", max_batch_size=ONE_RECORD_BATCH)
         await producer.start()
         try:
             async with asyncio.TaskGroup() as tasks:
@@ -71,7 +68,7 @@ async def run_simulation(
                     sampler = KeySampler(traffic, scenario.partitions(traffic.topic), rng)
                     tasks.create_task(produce_traffic(producer, traffic, sampler, stop))
                 for spec in scenario.groups:
-                    group = SimulatedGroup(spec, bootstrap_servers, host, publisher, on_event)
+                    group = SimulatedGroup(spec, kafka, host, publisher, on_event)
                     tasks.create_task(group.run(stop))
         finally:
             await producer.stop()
