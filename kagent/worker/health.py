@@ -1,9 +1,9 @@
 """Health: samples each record-applying stage's progress and notices a stall.
 
 Every ``interval`` seconds it asks each watched stage how many records it
-has applied and how many wait (:class:`~kagent.worker.progress.ReportsProgress`),
+has applied and how many wait (:class:`~kagent.worker.stalls.ReportsProgress`),
 exports both (``kagent_stage_applied_records``, ``kagent_stage_backlog_records``),
-and feeds them to the :class:`~kagent.worker.progress.StallDetector`. A stage
+and feeds them to the :class:`~kagent.worker.stalls.StallDetector`. A stage
 that stalls is logged as an error (once, then once a minute while it lasts),
 counted (``kagent_stage_stalls``), marked (``kagent_stage_stalled`` = 1) and
 turns the worker's readiness false (``GET /readyz``); its recovery is logged.
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import faust
 
 from kagent.worker.metrics import Metrics
-from kagent.worker.progress import ReportsProgress, StallDetector
+from kagent.worker.stalls import ReportsProgress, StallDetector
 from kagent.worker.stage import Stage
 
 __all__ = ["Health"]

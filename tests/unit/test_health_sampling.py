@@ -4,7 +4,7 @@ Faust crashes the whole app when a timer raises, so a stage whose backlog
 cannot be read at one sample (its consumer mid-rebalance: ``highwater`` is
 None right after an assignment, ``position`` raises for a partition just
 revoked) must be skipped, not let through. The stages here are stand-ins of
-the :class:`~kagent.worker.progress.ReportsProgress` interface: the real
+the :class:`~kagent.worker.stalls.ReportsProgress` interface: the real
 fault is a race that cannot be caused on demand.
 """
 
@@ -18,7 +18,7 @@ from aiokafka.errors import IllegalStateError
 
 from kagent.worker.health import Health
 from kagent.worker.metrics import Metrics
-from kagent.worker.progress import StallDetector
+from kagent.worker.stalls import StallDetector
 
 
 class _Stage:

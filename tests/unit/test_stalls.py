@@ -1,8 +1,8 @@
-"""When a stage counts as stalled (kagent.worker.progress.StallDetector)."""
+"""When a stage counts as stalled (kagent.worker.stalls.StallDetector)."""
 
 from __future__ import annotations
 
-from kagent.worker.progress import StallDetector
+from kagent.worker.stalls import StallDetector
 
 
 def test_records_waiting_with_none_applied_for_the_bound_is_a_stall() -> None:
