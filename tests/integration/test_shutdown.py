@@ -38,7 +38,9 @@ def sigterm(worker: Worker) -> tuple[int, float]:
     return code, time.monotonic() - started
 
 
-def test_a_worker_whose_broker_is_gone_logs_at_a_bounded_rate_and_stops_on_sigterm(tmp_path: Path) -> None:
+def test_a_worker_whose_broker_is_gone_logs_at_a_bounded_rate_and_stops_on_sigterm(
+    tmp_path: Path, drill_figures: Callable[[str], None]
+) -> None:
     with EmbeddedBroker(log_dir=tmp_path) as broker:
         worker = Worker(broker.bootstrap_servers, tmp_path, f"broker-gone-{uuid.uuid4().hex[:6]}").start()
         worker.wait_serving()
@@ -53,10 +55,11 @@ def test_a_worker_whose_broker_is_gone_logs_at_a_bounded_rate_and_stops_on_sigte
     log = worker.log()
     assert code == 0, log[-3000:]
     assert took <= SIGTERM_BOUND
+    drill_figures(f"broker gone: {lines} log lines in 10 s; SIGTERM -> exit {code} in {took:.1f} s")
 
 
 async def test_sigterm_during_ingest_and_evaluation_stops_cleanly(
-    kafka_broker: EmbeddedBroker, start_worker: Callable[..., Worker]
+    kafka_broker: EmbeddedBroker, start_worker: Callable[..., Worker], drill_figures: Callable[[str], None]
 ) -> None:
     suffix = uuid.uuid4().hex[:6]
     await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, f"orders-{suffix}": 12})
@@ -87,3 +90,4 @@ async def test_sigterm_during_ingest_and_evaluation_stops_cleanly(
     assert took <= SIGTERM_BOUND
     assert "We experienced a crash" not in log, log[-5000:]
     assert "Traceback" not in log, log[-5000:]
+    drill_figures(f"SIGTERM under ingest and evaluation -> exit {code} in {took:.1f} s")
