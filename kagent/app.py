@@ -33,9 +33,9 @@ from kagent.worker.health import Health
 from kagent.worker.lag_figures import LagFigures
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
-from kagent.worker.stalls import StallDetector
 from kagent.worker.shutdown import STAGE_STOP_TIMEOUT, arm_watchdog, limit_repeated_errors
 from kagent.worker.stage import Stage
+from kagent.worker.stalls import StallDetector
 from kagent.worker.storage import Storage
 from kagent.worker.topology import HeldGroups, Topology, declare
 from kagent.worker.views import Views

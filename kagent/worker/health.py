@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import faust
 
 from kagent.worker.metrics import Metrics
-from kagent.worker.stalls import ReportsProgress, StallDetector
 from kagent.worker.stage import Stage
+from kagent.worker.stalls import ReportsProgress, StallDetector
 
 __all__ = ["Health"]
 
@@ -78,11 +78,16 @@ class Health(Stage):
                     self._metrics.stage_stalls.labels(stage.name).inc()
                 if now - self._logged.get(stage.name, float("-inf")) >= REPEAT_AFTER:
                     self._logged[stage.name] = now
+                    try:
+                        where = await stage.where()
+                    except Exception as exc:  # noqa: BLE001 -- a diagnostic must not stop the worker
+                        where = f"(not described: {exc!r})"
                     log.error(
-                        "stage %s has stalled: %d records wait and none was applied for %.0f s",
+                        "stage %s has stalled: %d records wait and none was applied for %.0f s; %s",
                         stage.name,
                         backlog,
                         now - since,
+                        where,
                     )
             elif self._logged.pop(stage.name, None) is not None:
                 log.info("stage %s makes progress again (%d records applied)", stage.name, applied)

@@ -93,6 +93,18 @@ class OffsetsTopicSource(Stage):
                 waiting += max(0, highwater - await consumer.position(tp))
         return waiting
 
+    async def where(self) -> str:
+        """Each assigned partition with records waiting: its position and high watermark."""
+        consumer = self._consumer
+        if consumer is None:
+            return "no consumer"
+        parts = []
+        for tp in sorted(consumer.assignment()):
+            highwater, position = consumer.highwater(tp), await consumer.position(tp)
+            if highwater is None or highwater > position:
+                parts.append(f"{tp.topic}[{tp.partition}] at {position} of {highwater}")
+        return ", ".join(parts) or "nothing waits"
+
     async def start(self) -> None:
         self._running = asyncio.create_task(self.run(), name=self.name)
 

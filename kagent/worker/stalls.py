@@ -30,6 +30,10 @@ class ReportsProgress(Protocol):
         """Records waiting to be applied now; None while it cannot be told (not yet assigned)."""
         ...
 
+    async def where(self) -> str:
+        """Where the records wait, partition by partition (what a stall's log line says)."""
+        ...
+
 
 @dataclass
 class _Watch:

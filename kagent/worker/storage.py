@@ -163,6 +163,28 @@ class Storage(Stage, GroupStateReader):
             waiting = (waiting or 0) + max(0, highwater - applied_to)
         return waiting
 
+    async def where(self) -> str:
+        """Each of this worker's derived-events partitions with records waiting: the offset after the
+        last record applied, the consumer's position and high watermark, and whether Faust's consumer
+        fetches it (a partition Faust keeps paused is never fetched)."""
+        if self._app is None:
+            return "not registered"
+        consumer = self._app.consumer
+        topic = self._derived_events.get_topic_name()
+        active = getattr(consumer, "_active_partitions", None) or set()
+        paused = getattr(consumer, "_paused_partitions", None) or set()
+        parts = []
+        for tp in sorted(tp for tp in consumer.assignment() if tp.topic == topic):
+            highwater, position = consumer.highwater(tp), await consumer.position(tp)
+            applied_to = self._next.get(TopicPartition(tp.topic, tp.partition))
+            if highwater is None or highwater > (applied_to if applied_to is not None else position or 0):
+                fetching = "paused" if tp in paused else "fetched" if tp in active else "not fetched"
+                parts.append(
+                    f"{tp.topic}[{tp.partition}] applied to {applied_to}, position {position}, "
+                    f"high watermark {highwater}, {fetching}"
+                )
+        return ", ".join(parts) or "nothing waits"
+
     # -- writes --------------------------------------------------------------------------------
 
     async def _apply_batch(self, messages: list[faust.types.Message]) -> None:

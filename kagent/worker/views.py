@@ -11,8 +11,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from kagent.core.skew import member_lag
 from kagent.worker.group_state import GroupStateReader
 from kagent.worker.metrics import Metrics
-from kagent.worker.stalls import StallDetector
 from kagent.worker.stage import Stage
+from kagent.worker.stalls import StallDetector
 
 __all__ = ["Views"]
 

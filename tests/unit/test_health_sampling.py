@@ -33,6 +33,9 @@ class _Stage:
             raise IllegalStateError("No current assignment for partition derived-events-0")
         return self._backlog
 
+    async def where(self) -> str:
+        return "derived-events[2] applied to 120, position 120, high watermark 150, paused"
+
 
 def test_a_stage_whose_backlog_cannot_be_read_is_skipped_and_the_others_sampled(
     caplog: pytest.LogCaptureFixture,
@@ -50,3 +53,16 @@ def test_a_stage_whose_backlog_cannot_be_read_is_skipped_and_the_others_sampled(
     failures = [r.getMessage() for r in caplog.records]
     assert len(failures) == 1, failures  # logged once, not at every sample
     assert failures[0].startswith("stage storage: backlog not sampled: IllegalStateError"), failures
+
+
+def test_a_stall_is_logged_with_where_its_records_wait(caplog: pytest.LogCaptureFixture) -> None:
+    metrics = Metrics()
+    health = Health([_Stage("storage", applied=5, backlog=30)], StallDetector(stall_after=0), metrics)
+    with caplog.at_level(logging.ERROR, logger="kagent.worker.health"):
+        asyncio.run(health.sample())
+        asyncio.run(health.sample())
+    assert [r.getMessage() for r in caplog.records] == [
+        "stage storage has stalled: 30 records wait and none was applied for 0 s; "
+        "derived-events[2] applied to 120, position 120, high watermark 150, paused"
+    ]
+    assert metrics.registry.get_sample_value("kagent_stage_stalls_total", {"stage": "storage"}) == 1
