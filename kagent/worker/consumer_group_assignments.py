@@ -9,12 +9,16 @@ to the consumer-group-state table and, when every topic id its members hold
 has a name, its assignment to the assignments table, as a classic group's
 would be. Names come from the group's type-4 records (Kafka 3.7-4.0) or from
 the cluster's Metadata v12 (:mod:`kagent.core.topic_ids`), asked at most once
-per ``ask_interval`` while some group waits for a name; a waiting group is
-stored again after each answer.
+per ``ask_interval`` while some group waits for a name, in the background: a
+batch of storage never waits for the cluster's answer (one that took its
+40 s request timeout, asked again at once, stalled storage for good). A
+waiting group is stored again at the first :meth:`store` after an answer
+(storage calls it after each batch and each end-offsets poll).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -32,6 +36,9 @@ from kagent.worker.topology import HeldGroups
 __all__ = ["ConsumerGroupAssignments"]
 
 log = logging.getLogger(__name__)
+
+ASK_TIMEOUT = 10.0
+"""Seconds one Metadata request for topic ids may take."""
 
 
 class ConsumerGroupAssignments:
@@ -61,6 +68,9 @@ class ConsumerGroupAssignments:
         """Held groups whose assignment waits for a topic name."""
         self._names: dict[str, str] = {}
         self._asked_at = float("-inf")
+        self._asking: asyncio.Task[None] | None = None
+        self._answered = False
+        """Names arrived since the last :meth:`store` looked."""
         self._client: AIOKafkaClient | None = None
 
     def apply(self, event: DerivedEvent) -> None:
@@ -72,8 +82,9 @@ class ConsumerGroupAssignments:
         self._touched[group] = fold(self._touched[group], event)
 
     async def store(self) -> list[str]:
-        """Write the touched groups' states and the assignments that can be named; ask the
-        cluster for names if some group waits for one and the last answer is old enough.
+        """Write the touched groups' states and the assignments that can be named (with the names
+        of every answer so far); start asking the cluster for names, in the background, if some
+        group waits for one and the last question is old enough. Never waits for the cluster.
         Returns the groups whose assignment was written."""
         assigned: list[str] = []
         touched, self._touched = self._touched, {}
@@ -85,17 +96,24 @@ class ConsumerGroupAssignments:
                 self._writer.set(self._states, group, state.model_dump_json().encode())
                 if self._assign(group, state):
                     assigned.append(group)
-        if self._waiting and time.monotonic() - self._asked_at >= self._ask_interval:
-            await self._ask_names()
+        if self._answered:
+            self._answered = False
             for group in list(self._waiting):
                 raw = self._states.get(group)
                 if raw is None or not self._held.holds(group):
                     self._waiting.discard(group)
                 elif self._assign(group, ConsumerGroupState.model_validate_json(raw)):
                     assigned.append(group)
+        asking = self._asking is not None and not self._asking.done()
+        if self._waiting and not asking and time.monotonic() - self._asked_at >= self._ask_interval:
+            self._asked_at = time.monotonic()
+            self._asking = asyncio.create_task(self._ask_names(), name="topic-ids")
         return assigned
 
     async def stop(self) -> None:
+        if self._asking is not None:
+            self._asking.cancel()
+            await asyncio.gather(self._asking, return_exceptions=True)
         if self._client is not None:
             await self._client.close()
             self._client = None
@@ -114,16 +132,21 @@ class ConsumerGroupAssignments:
         return True
 
     async def _ask_names(self) -> None:
-        self._asked_at = time.monotonic()
         try:
-            if self._client is None:
-                client = self._kafka.client(client_id=self._client_id)
-                await client.bootstrap()
-                self._client = client
-            response = await self._client.send(self._client.get_random_node(), MetadataWithTopicIds())
-        except (KafkaError, NotImplementedError, OSError) as exc:
+            async with asyncio.timeout(ASK_TIMEOUT):
+                if self._client is None:
+                    client = self._kafka.client(client_id=self._client_id, request_timeout_ms=int(ASK_TIMEOUT * 1000))
+                    try:
+                        await client.bootstrap()
+                    except BaseException:
+                        await client.close()
+                        raise
+                    self._client = client
+                response = await self._client.send(self._client.get_random_node(), MetadataWithTopicIds())
+        except (KafkaError, NotImplementedError, OSError, TimeoutError) as exc:
             log.warning(
-                "asking the cluster for topic ids failed (%d groups wait for names): %s", len(self._waiting), exc
+                "asking the cluster for topic ids failed (%d groups wait for names): %r", len(self._waiting), exc
             )
             return
         self._names.update(topic_names(response))
+        self._answered = True
