@@ -20,13 +20,20 @@ their flushes go one at a time, in the order they were called.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import faust
 from aiokafka.errors import KafkaError
 from faust.exceptions import ProducerSendError
 
-__all__ = ["PRODUCER_ERRORS", "ChangelogWriteError", "ChangelogWriter"]
+__all__ = ["FLUSH_TIMEOUT", "PRODUCER_ERRORS", "ChangelogWriteError", "ChangelogWriter"]
+
+FLUSH_TIMEOUT = 30.0
+"""Seconds a flush waits for the broker to acknowledge one more of its records before it counts as
+failed (its records staged again, for the caller's retry): a send whose answer never comes must not
+hold every later flush, and the stage behind them, for the producer's 20-minute request timeout. A
+large flush that makes progress is never cut short."""
 
 PRODUCER_ERRORS = (KafkaError, ProducerSendError)
 """What a send through Faust's producer raises when the broker or the producer fails
@@ -44,6 +51,16 @@ class ChangelogWriter:
         self._app = app
         self._staged: dict[tuple[str, Any], tuple[faust.Table, bytes | None]] = {}
         self._sending = asyncio.Lock()
+        self._flushing: tuple[float, int] | None = None
+        """(since when, how many records) of the flush sending now."""
+
+    @property
+    def flushing(self) -> str | None:
+        """The flush under way, said in words (records and seconds); None if none is."""
+        if self._flushing is None:
+            return None
+        since, records = self._flushing
+        return f"a flush of {records} changelog records waiting {time.monotonic() - since:.0f} s for the broker"
 
     @property
     def staged(self) -> int:
@@ -81,6 +98,7 @@ class ChangelogWriter:
         if not self._staged:
             return
         staged, self._staged = self._staged, {}
+        self._flushing = (time.monotonic(), len(staged))
         try:
             producer = self._app.producer
             await producer.maybe_start()
@@ -97,9 +115,27 @@ class ChangelogWriter:
                         topic.get_topic_name(), key_bytes, value_bytes, table.partition_for_key(key), None, headers
                     )
                 )
-            await asyncio.gather(*pending)
+            await _acknowledged(pending)
         except BaseException as exc:
             self._staged = {**staged, **self._staged}
+            if isinstance(exc, TimeoutError):
+                raise ChangelogWriteError(
+                    f"{len(staged)} changelog records not acknowledged within {FLUSH_TIMEOUT:g} s"
+                ) from exc
             if isinstance(exc, PRODUCER_ERRORS):
                 raise ChangelogWriteError(f"{len(staged)} changelog records not sent: {exc!r}") from exc
             raise
+        finally:
+            self._flushing = None
+
+
+async def _acknowledged(pending: list[asyncio.Future[Any]]) -> None:
+    """Wait until every send in ``pending`` is acknowledged; raise the first send's error, or
+    :class:`TimeoutError` once :data:`FLUSH_TIMEOUT` seconds pass with none acknowledged."""
+    waiting: set[asyncio.Future[Any]] = set(pending)
+    while waiting:
+        done, waiting = await asyncio.wait(waiting, timeout=FLUSH_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        if not done:
+            raise TimeoutError
+        for future in done:
+            future.result()

@@ -183,7 +183,8 @@ class Storage(Stage, GroupStateReader):
                     f"{tp.topic}[{tp.partition}] applied to {applied_to}, position {position}, "
                     f"high watermark {highwater}, {fetching}"
                 )
-        return ", ".join(parts) or "nothing waits"
+        flushing = self._writer.flushing
+        return ", ".join([*parts, *([flushing] if flushing else [])]) or "nothing waits"
 
     # -- writes --------------------------------------------------------------------------------
 
