@@ -34,6 +34,7 @@ from kagent.core.consumer_offsets import (
     Subscription,
     encode,
 )
+from kagent.core.consumer_offsets._wire import uvarint
 from kagent.tools.simulator.coordinator_records import OffsetsTopicMessage
 from kagent.tools.simulator.partitioners import OFFSETS_TOPIC_PARTITIONS, offsets_partition_for
 
@@ -232,20 +233,10 @@ def _with_64_kib_client_id(group: GroupMetadata, first: GroupMember) -> HostileM
     members = (first._replace(client_id=marker), *group.members[1:])
     message = _message(group._replace(members=members, value_version=4), "").message
     assert message.value is not None
-    forged = _unsigned_varint(len(marker) + 1) + marker.encode()
+    forged = uvarint(len(marker) + 1) + marker.encode()
     assert message.value.count(forged) == 1
-    value = message.value.replace(forged, _unsigned_varint(65_536 + 1) + b"c" * 65_536)
+    value = message.value.replace(forged, uvarint(65_536 + 1) + b"c" * 65_536)
     return HostileMessage(message._replace(value=value), "rejected:exceeds 32767")
-
-
-def _unsigned_varint(number: int) -> bytes:
-    """Kafka's unsigned varint (the length of a compact string, plus one)."""
-    out = bytearray()
-    while number >= 0x80:
-        out.append((number & 0x7F) | 0x80)
-        number >>= 7
-    out.append(number)
-    return bytes(out)
 
 
 def _message(record: Record, expect: str) -> HostileMessage:
