@@ -65,6 +65,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         derived_events=topology.derived_events,
         assignments=topology.assignments,
         committed=topology.committed,
+        applied_offsets=topology.applied_offsets,
         lag=LagFigures(
             topology.committed,
             topology.partition_lag,

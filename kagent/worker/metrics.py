@@ -64,4 +64,11 @@ class Metrics:
             "kagent_stage_stalled", "1 while a stage has records waiting and applies none", ["stage"], registry=r
         )
         self.stage_stalls = Counter("kagent_stage_stalls", "Stalls of a stage", ["stage"], registry=r)
+        self.derived_events_reread = Counter(
+            "kagent_derived_events_reread",
+            "Derived-events records read again, by why: lost by Faust before storage applied them (seeks back), "
+            "or applied before (skipped)",
+            ["reason"],
+            registry=r,
+        )
         self.evaluation_seconds = Histogram("kagent_evaluation_seconds", "Time to evaluate one group", registry=r)

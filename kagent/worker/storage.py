@@ -13,7 +13,10 @@ memory the end offsets and partition counts behind the lag. It applies:
   Events read again (at least once: a source that crashed re-reads from its
   last committed position) never undo newer state: an assignment of an older
   generation, or a commit older than the one stored, is counted
-  (``kagent_stale_events``) and skipped;
+  (``kagent_stale_events``) and skipped. How far each derived-events
+  partition is applied is storage's own (the ``applied-offsets`` table), not
+  Faust's committed offset, and records Faust lost on the way are read again
+  (:mod:`kagent.worker.applied_offsets`);
 - end offsets, as :class:`~kagent.worker.group_state.EndOffsetsPolled` on its
   channel from the end-offsets stage.
 
@@ -31,7 +34,7 @@ import time
 
 import faust
 from aiokafka.structs import TopicPartition
-from faust.types import TopicT
+from faust.types import TP, TopicT
 from pydantic import ValidationError
 
 from kagent.core.events import (
@@ -44,6 +47,7 @@ from kagent.core.events import (
 )
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
 from kagent.core.table_keys import partition_key
+from kagent.worker.applied_offsets import AppliedOffsets, Verdict
 from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
 from kagent.worker.channel import Channel
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
@@ -69,6 +73,9 @@ FLUSH_RETRY = 1.0
 REFRESH_CHUNK = 2_000
 """Lag entries an end-offsets poll rewrites between two flushes, at most."""
 
+REPAIR_CHECK = 1.0
+"""Seconds between two looks for derived-events records fetched but never delivered to storage."""
+
 STOP_FLUSH_TIMEOUT = 5.0
 """Seconds the flush at stop may take before what is left is given up (a successor re-derives it)."""
 
@@ -84,6 +91,7 @@ class Storage(Stage, GroupStateReader):
         derived_events: TopicT,
         assignments: faust.Table,
         committed: faust.Table,
+        applied_offsets: faust.Table,
         lag: LagFigures,
         consumer_groups: ConsumerGroupAssignments,
         writer: ChangelogWriter,
@@ -96,6 +104,8 @@ class Storage(Stage, GroupStateReader):
         self._derived_events = derived_events
         self._assignments = assignments
         self._committed = committed
+        self._applied_offsets = applied_offsets
+        self._offsets = AppliedOffsets()
         self._lag = lag
         self._consumer_groups = consumer_groups
         self._writer = writer
@@ -106,11 +116,11 @@ class Storage(Stage, GroupStateReader):
         self._end_offsets = end_offsets
         self._changed: dict[str, GroupChange] = {}
         """Groups changed since the last flush -> the weightiest change (notices go out after it)."""
-        self._taking_end_offsets: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._app: faust.App | None = None
         self._applied = 0
-        self._next: dict[TopicPartition, int] = {}
-        """Derived-events partition -> the offset after the last record applied from it."""
+        self._applying = False
+        """Whether a batch of derived events is being applied now."""
 
     # -- the stage -----------------------------------------------------------------------------
 
@@ -124,12 +134,15 @@ class Storage(Stage, GroupStateReader):
                 await self._apply_batch([event.message for event in batch])
 
     async def start(self) -> None:
-        self._taking_end_offsets = asyncio.create_task(self._take_end_offsets(), name="storage-end-offsets")
+        self._tasks = [
+            asyncio.create_task(self._take_end_offsets(), name="storage-end-offsets"),
+            asyncio.create_task(self._repair_lost_records(), name="storage-repair"),
+        ]
 
     async def stop(self) -> None:
-        if self._taking_end_offsets is not None:
-            self._taking_end_offsets.cancel()
-            await asyncio.gather(self._taking_end_offsets, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._consumer_groups.stop()
         try:
             async with asyncio.timeout(STOP_FLUSH_TIMEOUT):
@@ -157,7 +170,7 @@ class Storage(Stage, GroupStateReader):
             highwater = consumer.highwater(tp)
             if highwater is None:  # no fetch response for it yet (just assigned)
                 continue
-            applied_to = self._next.get(TopicPartition(tp.topic, tp.partition))
+            applied_to = self._position(tp.partition)
             if applied_to is None:
                 applied_to = await consumer.position(tp) or 0
             waiting = (waiting or 0) + max(0, highwater - applied_to)
@@ -176,7 +189,7 @@ class Storage(Stage, GroupStateReader):
         parts = []
         for tp in sorted(tp for tp in consumer.assignment() if tp.topic == topic):
             highwater, position = consumer.highwater(tp), await consumer.position(tp)
-            applied_to = self._next.get(TopicPartition(tp.topic, tp.partition))
+            applied_to = self._position(tp.partition)
             if highwater is None or highwater > (applied_to if applied_to is not None else position or 0):
                 fetching = "paused" if tp in paused else "fetched" if tp in active else "not fetched"
                 parts.append(
@@ -189,9 +202,38 @@ class Storage(Stage, GroupStateReader):
     # -- writes --------------------------------------------------------------------------------
 
     async def _apply_batch(self, messages: list[faust.types.Message]) -> None:
-        now = time.time()
+        self._applying = True
+        try:
+            await self._apply_records(messages)
+        finally:
+            self._applying = False
+
+    async def _apply_records(self, messages: list[faust.types.Message]) -> None:
+        now, judged_at = time.time(), time.monotonic()
         letters = []
+        applied_to: dict[int, int] = {}
+        """Partition -> the offset after the last record of this batch applied from it."""
+        seeks: dict[int, int] = {}
         for message in messages:
+            partition = message.partition
+            position = applied_to.get(partition, self._position(partition))
+            verdict, seek = self._offsets.judge(partition, message.offset, position, judged_at)
+            if seek is not None:
+                seeks[partition] = seek
+            if verdict is Verdict.DUPLICATE:
+                self._metrics.derived_events_reread.labels("applied-before").inc()
+                continue
+            if verdict is Verdict.EARLY:
+                continue
+            if position is not None and message.offset > position:
+                log.error(
+                    "derived-events partition %d: offsets %d to %d never arrived when read again; going on from %d",
+                    partition,
+                    position,
+                    message.offset - 1,
+                    message.offset,
+                )
+            applied_to[partition] = message.offset + 1
             try:
                 derived = decode_events(message.value)
             except ValidationError as exc:
@@ -231,8 +273,54 @@ class Storage(Stage, GroupStateReader):
         except PRODUCER_ERRORS as exc:
             log.error("%d dead letters not sent: %r", len(letters), exc)
         self._applied += len(messages)
-        for message in messages:
-            self._next[TopicPartition(message.topic, message.partition)] = message.offset + 1
+        # The positions go out with the next flush, so a position in the changelog never runs
+        # ahead of the state it describes (a successor at worst applies a batch again).
+        for partition, offset in applied_to.items():
+            self._writer.set(self._applied_offsets, str(partition), str(offset).encode())
+        self._offsets.delivered({message.partition for message in messages}, time.monotonic())
+        for partition, offset in seeks.items():
+            await self._read_again(partition, offset, "later records came first (a rebalance, or lost records)")
+
+    def _position(self, partition: int) -> int | None:
+        """The offset after the last record storage applied from derived-events ``partition``;
+        None if it never applied one (as far as the restored table tells)."""
+        raw = self._applied_offsets.get(str(partition))
+        return int(raw) if raw is not None else None
+
+    async def _repair_lost_records(self) -> None:
+        """Every :data:`REPAIR_CHECK` s: seek back each held derived-events partition whose records
+        the consumer fetched but never delivered (:meth:`AppliedOffsets.due`)."""
+        while True:
+            await asyncio.sleep(REPAIR_CHECK)
+            app = self._app
+            if app is None or app.rebalancing or self._applying:
+                continue
+            consumer = app.consumer
+            topic = self._derived_events.get_topic_name()
+            try:
+                held = [tp for tp in consumer.assignment() if tp.topic == topic]
+                fetched = {tp.partition: (await consumer.position(tp), self._position(tp.partition)) for tp in held}
+            except Exception as exc:  # noqa: BLE001 -- mid-rebalance, say: the next look tries again
+                log.debug("derived-events positions not read: %r", exc)
+                continue
+            for partition, offset in self._offsets.due(fetched, time.monotonic()).items():
+                await self._read_again(partition, offset, "records fetched after it never arrived")
+
+    async def _read_again(self, partition: int, offset: int, why: str) -> None:
+        """Seek the consumer back to ``offset`` of derived-events ``partition``, the first offset
+        storage has not applied there; ``why`` is said in the log line."""
+        assert self._app is not None
+        tp = TP(self._derived_events.get_topic_name(), partition)
+        if tp not in self._app.consumer.assignment():
+            return
+        log.warning(
+            "derived-events partition %d: reading again from offset %d, the first not applied: %s",
+            partition,
+            offset,
+            why,
+        )
+        self._metrics.derived_events_reread.labels("lost").inc()
+        await self._app.consumer.seek_wait({tp: offset})  # in the consumer's thread, as Faust's own seeks
 
     def _apply(self, event: DerivedEvent, now: float) -> None:
         self._metrics.derived_events.labels(event.kind).inc()

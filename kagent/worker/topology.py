@@ -1,10 +1,13 @@
 """kagent's topics and changelog tables, declared on a Faust app.
 
-Every table is keyed by group (or by a :func:`kagent.core.table_keys.partition_key`
+Every group table is keyed by group (or by a :func:`kagent.core.table_keys.partition_key`
 holding the group) and its changelog partition is the group's partition of
 the derived-events topic, so one worker holds all of a group's state and a
 worker that takes the group over restores all of it. Values are the JSON of
 the records in ``tables/``: the changelog topics carry exactly that contract.
+One more table, ``applied-offsets``, is keyed by a derived-events partition
+(its number, as text) and lives on that partition: how far storage has
+applied it, restored with the state it describes.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_s
 
 
 class GroupPartitionedTable(faust.Table):  # type: ignore[misc]
-    """A table whose changelog partition is always its key's group's partition.
+    """A table whose changelog partition is always its key's group's partition (or, given
+    ``partition_of``, the partition that function names for the key).
 
     Faust otherwise takes the partition of the event being processed and
     refuses writes outside stream iteration; kagent's timers (end-offset poll,
@@ -33,11 +37,24 @@ class GroupPartitionedTable(faust.Table):  # type: ignore[misc]
     group's stream does.
     """
 
-    def __init__(self, app: faust.App, *, group_of: Callable[[str], str], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        app: faust.App,
+        *,
+        group_of: Callable[[str], str] | None = None,
+        partition_of: Callable[[str], int] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if (group_of is None) == (partition_of is None):
+            raise TypeError("give exactly one of group_of and partition_of")
         self._group_of = group_of
+        self._partition_of = partition_of
         super().__init__(app, **kwargs)
 
     def partition_for_key(self, key: Any) -> int:
+        if self._partition_of is not None:
+            return self._partition_of(key)
+        assert self._group_of is not None
         return partition_of_group(self._group_of(key), self.app.conf.topic_partitions)
 
 
@@ -67,6 +84,20 @@ class Topology:
     """group -> ``EvaluationState`` JSON: hold count, arming and cooldown of the trigger."""
     consumer_group_state: GroupPartitionedTable
     """group -> ``ConsumerGroupState`` JSON: a KIP-848 group's epoch, topics and members, folded from its records."""
+    applied_offsets: GroupPartitionedTable
+    """derived-events partition (decimal text) -> the offset after the last record storage applied
+    from it (decimal text), on that partition."""
+
+    def tables(self) -> list[GroupPartitionedTable]:
+        """Every table, in declaration order."""
+        return [
+            self.assignments,
+            self.committed,
+            self.partition_lag,
+            self.evaluation_state,
+            self.consumer_group_state,
+            self.applied_offsets,
+        ]
 
 
 def declare(app: faust.App, settings: Settings) -> Topology:
@@ -74,10 +105,16 @@ def declare(app: faust.App, settings: Settings) -> Topology:
     prefix = settings.app_id
     own = {"partitions": settings.topic_partitions, "internal": True, **RAW}
 
-    def table(name: str, group_of: Callable[[str], str], help: str) -> GroupPartitionedTable:
+    def table(
+        name: str,
+        group_of: Callable[[str], str] | None,
+        help: str,
+        partition_of: Callable[[str], int] | None = None,
+    ) -> GroupPartitionedTable:
         created = GroupPartitionedTable(
             app,
             group_of=group_of,
+            partition_of=partition_of,
             name=name,
             beacon=app.tables.beacon,
             partitions=settings.topic_partitions,
@@ -98,6 +135,7 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         partition_lag=table("partition-lag", group_of_partition_key, "Lag per group-partition"),
         evaluation_state=table("evaluation-state", _identity, "Trigger state per group"),
         consumer_group_state=table("consumer-group-state", _identity, "KIP-848 consumer group state per group"),
+        applied_offsets=table("applied-offsets", None, "Derived-events offset storage applied to, per partition", int),
     )
 
 
