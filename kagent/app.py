@@ -33,6 +33,7 @@ from kagent.worker.health import Health
 from kagent.worker.lag_figures import LagFigures
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
+from kagent.worker.output_topics import prepare_output_topics
 from kagent.worker.shutdown import STAGE_STOP_TIMEOUT, arm_watchdog, limit_repeated_errors
 from kagent.worker.stage import Stage
 from kagent.worker.stalls import StallDetector
@@ -183,6 +184,11 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
 
     @app.task
     async def start_stages() -> None:
+        await prepare_output_topics(
+            app,
+            [topology.derived_events, topology.recommendations, topology.dead_letters],
+            topology.tables(),
+        )
         for stage in stages:
             await stage.start()
 
