@@ -20,6 +20,8 @@ possible on any cluster:
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterable
 
 import faust
@@ -27,16 +29,31 @@ from faust.types import TopicT
 
 __all__ = ["prepare_output_topics"]
 
+log = logging.getLogger(__name__)
+
+
+DECLARE_TIMEOUT = 10.0
+"""Seconds creating one topic at start may take before it is left to its first send."""
+
 
 async def prepare_output_topics(app: faust.App, topics: Iterable[TopicT], tables: Iterable[faust.Table]) -> None:
-    """Create ``topics`` if missing, and have the producer track them and ``tables``' changelogs."""
-    names = []
+    """Create ``topics`` if missing, then have the producer track them and ``tables``' changelogs
+    (in that order: a metadata request for a missing topic auto-creates it, where the cluster
+    allows, with the broker's partition count). A topic that cannot be created now (the cluster
+    is unreachable, say) is logged and left to its first send."""
+    topics = list(topics)
     for topic in topics:
-        await topic.maybe_declare()
-        names.append(topic.get_topic_name())
-    names += [table.changelog_topic.get_topic_name() for table in tables]
+        try:
+            async with asyncio.timeout(DECLARE_TIMEOUT):
+                await topic.maybe_declare()
+        except Exception as exc:  # noqa: BLE001 -- a broker gone at start must not crash the worker
+            log.warning(
+                "topic %s not created at start (%r): its first send creates it, if the cluster allows",
+                topic.get_topic_name(),
+                exc,
+            )
     producer = app.producer
     await producer.maybe_start()
     client = producer._ensure_producer().client  # Faust exposes no public handle on aiokafka's client
-    for name in names:
+    for name in [topic.get_topic_name() for topic in topics] + [t.changelog_topic.get_topic_name() for t in tables]:
         client.add_topic(name)

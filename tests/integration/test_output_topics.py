@@ -10,6 +10,7 @@ import pytest
 from aiokafka import AIOKafkaClient
 
 from kagent.tools.embedded import EmbeddedBroker
+from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS
 from tests.support.waiting import wait_until_async
 from tests.support.worker import Worker
 
@@ -20,6 +21,8 @@ async def test_the_topics_a_worker_writes_exist_before_it_writes_them(
     kafka_broker: EmbeddedBroker, start_worker: Callable[..., Worker]
 ) -> None:
     app_id = f"topics-{uuid.uuid4().hex[:6]}"
+    # As Kafka's coordinator would have it (a worker's source would otherwise auto-create it with four).
+    await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
     # Two partitions: Tansu's auto-creation would give four.
     worker = start_worker(app_id, topic_partitions="2")
     wanted = {f"{app_id}-{name}" for name in ("derived-events", "recommendations", "dead-letters")}
