@@ -25,6 +25,7 @@ import logging
 from collections.abc import Iterable
 
 import faust
+from faust.exceptions import NotReady
 from faust.types import TopicT
 
 __all__ = ["prepare_output_topics"]
@@ -40,7 +41,7 @@ async def prepare_output_topics(app: faust.App, topics: Iterable[TopicT], tables
     """Create ``topics`` if missing, then have the producer track them and ``tables``' changelogs
     (in that order: a metadata request for a missing topic auto-creates it, where the cluster
     allows, with the broker's partition count). A topic that cannot be created now (the cluster
-    is unreachable, say) is logged and left to its first send."""
+    is unreachable, say) is logged and left to its first send. Does nothing once the worker stops."""
     topics = list(topics)
     for topic in topics:
         try:
@@ -52,8 +53,13 @@ async def prepare_output_topics(app: faust.App, topics: Iterable[TopicT], tables
                 topic.get_topic_name(),
                 exc,
             )
+    if app.should_stop:  # a SIGTERM during start-up: the producer is stopping
+        return
     producer = app.producer
     await producer.maybe_start()
-    client = producer._ensure_producer().client  # Faust exposes no public handle on aiokafka's client
+    try:
+        client = producer._ensure_producer().client  # Faust exposes no public handle on aiokafka's client
+    except NotReady:  # stopped meanwhile
+        return
     for name in [topic.get_topic_name() for topic in topics] + [t.changelog_topic.get_topic_name() for t in tables]:
         client.add_topic(name)

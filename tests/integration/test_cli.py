@@ -128,20 +128,21 @@ def test_worker_command_runs_the_faust_worker(tmp_path: Path) -> None:
     web_port = free_port()
     from kagent.tools.embedded import EmbeddedBroker
 
-    with EmbeddedBroker() as broker:
+    log = tmp_path / "worker.log"
+    with EmbeddedBroker() as broker, log.open("wb") as output:
         worker = subprocess.Popen(
             [sys.executable, "-m", "kagent.tools.cli", "worker"],
             env=_clean_env(
                 broker=broker.bootstrap_servers, web_port=str(web_port), session_timeout="2", data_dir=str(tmp_path)
             ),
             cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
         )
         try:
             wait_until(lambda: get_json(f"http://127.0.0.1:{web_port}/groups/"), 60, "the worker's web view")
             worker.send_signal(signal.SIGTERM)
-            assert worker.wait(30) == 0
+            assert worker.wait(30) == 0, log.read_text(errors="replace")[-4000:]
         finally:
             if worker.poll() is None:
                 worker.kill()
