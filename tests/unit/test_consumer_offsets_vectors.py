@@ -267,7 +267,7 @@ VECTORS += [
         GroupMetadata("orders-app", "consumer", 4, None, None, 1_700_000_000_000, (), 2),
     ),
     (
-        "group metadata v3 (group instance id)",
+        "group metadata v3 (group instance id); state timestamp -1 reads as None",
         GROUP_KEY,
         i16(3)
         + s16("consumer")
@@ -292,7 +292,7 @@ VECTORS += [
             5,
             "cooperative-sticky",
             "m-1",
-            -1,
+            None,
             (
                 GroupMember("m-1", "static-1", "c", "h", 1, 2, SUB3, ASG3),
                 GroupMember("m-2", None, "c", "h", 1, 2, SUB3, ASG0),

@@ -76,6 +76,8 @@ BINDINGS: Mapping[int, Binding] = {
         RecordShape(
             GroupMetadata,
             renames={"state_timestamp": "current_state_timestamp"},
+            # Kafka's coordinator reads -1 as "no timestamp" (Optional.empty()).
+            none_if={"state_timestamp": -1},
             nested={
                 "members": RecordShape(
                     GroupMember,

@@ -134,7 +134,9 @@ class GroupMember(NamedTuple):
 class GroupMetadata(NamedTuple):
     """The state of a classic group after a rebalance.
 
-    `state_timestamp` (Kafka's currentStateTimestamp) is value v2+.
+    `state_timestamp` (Kafka's currentStateTimestamp) is value v2+; -1 on the
+    wire (no timestamp) reads as None, as Kafka's coordinator reads it, and
+    None is written as -1.
     """
 
     group: str
