@@ -10,17 +10,20 @@ that names no setting (a typo must not silently fall back to a default).
 from __future__ import annotations
 
 import difflib
+import functools
 import os
+import ssl
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from kagent.connections import KafkaConnection
 from kagent.core.assignors import STRATEGIES
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
+from kagent.security import OAuthProvider, SaslMechanism, Security, SecurityProtocol
 
 __all__ = ["ENV_PREFIX", "Codec", "LagUnit", "Settings", "SettingsError", "SkewMetric", "Source", "load_settings"]
 
@@ -141,6 +144,45 @@ class Settings(BaseModel):
     auto_offset_reset: str = Field(default="latest", pattern=r"^(latest|earliest|none)$")
     """The ``auto.offset.reset`` assumed for a partition a group has not committed on."""
 
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    """Kafka's ``security.protocol``: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``."""
+
+    ssl_cafile: Path | None = None
+    """PEM file of the certificate authorities that sign the brokers' certificates (default: the system's)."""
+
+    ssl_certfile: Path | None = None
+    """PEM file of kagent's client certificate, for brokers that require mutual TLS."""
+
+    ssl_keyfile: Path | None = None
+    """PEM file of the client certificate's private key (if not in ``ssl_certfile``)."""
+
+    ssl_key_password: SecretStr | None = None
+    """Password of an encrypted ``ssl_keyfile``."""
+
+    ssl_check_hostname: bool = True
+    """Whether a broker's certificate must name the host kagent connects to."""
+
+    sasl_mechanism: SaslMechanism | None = None
+    """``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` or ``OAUTHBEARER``; required with a SASL protocol."""
+
+    sasl_username: str | None = None
+    """The SASL user (PLAIN and SCRAM)."""
+
+    sasl_password: SecretStr | None = None
+    """The SASL user's password; or give ``sasl_password_file``."""
+
+    sasl_password_file: Path | None = None
+    """A file holding the SASL password (a mounted secret); read once at start-up, trailing newline dropped."""
+
+    sasl_oauthbearer_provider: OAuthProvider | None = None
+    """Where OAUTHBEARER tokens come from: ``aws-msk-iam`` (Amazon MSK IAM, needs ``kagent[msk]``) or ``file``."""
+
+    sasl_oauthbearer_token_file: Path | None = None
+    """With the ``file`` provider: the file a token is read from on every connection."""
+
+    aws_region: str | None = None
+    """With the ``aws-msk-iam`` provider: the AWS region of the MSK cluster, ``us-east-1`` for example."""
+
     spark_master: str = Field(default="local[2]", min_length=1)
     """Where ``kagent pipeline``'s Spark jobs run when ``--master`` is not given: ``local[N]``,
     ``spark://host:7077``, ``yarn``, ``k8s://...`` (any master ``spark-submit`` takes). The worker ignores it."""
@@ -161,6 +203,82 @@ class Settings(BaseModel):
             )
         return self
 
+    @field_validator("ssl_cafile", "ssl_certfile", "ssl_keyfile", "sasl_password_file", "sasl_oauthbearer_token_file")
+    @classmethod
+    def _check_readable(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            try:
+                with value.open("rb"):
+                    pass
+            except OSError as exc:
+                raise ValueError(f"cannot read it: {exc.strerror or exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _check_security(self) -> Settings:
+        protocol = f"KAGENT_SECURITY_PROTOCOL={self.security_protocol.value}"
+        if not self.security_protocol.uses_tls:
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_key_password"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{_env_name(name)} is set but {protocol} does not use TLS (SSL or SASL_SSL does)")
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise ValueError("KAGENT_SSL_KEYFILE is set without KAGENT_SSL_CERTFILE, the certificate it belongs to")
+        if not self.security_protocol.uses_sasl:
+            if self.sasl_mechanism is not None:
+                raise ValueError(
+                    f"KAGENT_SASL_MECHANISM is set but {protocol} does not use SASL (SASL_PLAINTEXT or SASL_SSL does)"
+                )
+            return self
+        mechanism = self.sasl_mechanism
+        if mechanism is None:
+            raise ValueError(f"{protocol} needs KAGENT_SASL_MECHANISM ({', '.join(m.value for m in SaslMechanism)})")
+        if mechanism is SaslMechanism.OAUTHBEARER:
+            provider = self.sasl_oauthbearer_provider
+            if provider is None:
+                allowed = ", ".join(p.value for p in OAuthProvider)
+                raise ValueError(
+                    f"KAGENT_SASL_MECHANISM=OAUTHBEARER needs KAGENT_SASL_OAUTHBEARER_PROVIDER ({allowed})"
+                )
+            if provider is OAuthProvider.FILE and self.sasl_oauthbearer_token_file is None:
+                raise ValueError("KAGENT_SASL_OAUTHBEARER_PROVIDER=file needs KAGENT_SASL_OAUTHBEARER_TOKEN_FILE")
+            if provider is OAuthProvider.AWS_MSK_IAM:
+                if not self.aws_region:
+                    raise ValueError("KAGENT_SASL_OAUTHBEARER_PROVIDER=aws-msk-iam needs KAGENT_AWS_REGION")
+                try:
+                    import aws_msk_iam_sasl_signer  # noqa: F401
+                except ImportError:
+                    raise ValueError(
+                        "KAGENT_SASL_OAUTHBEARER_PROVIDER=aws-msk-iam needs Amazon's signer: "
+                        "pip install 'kagent[msk]' (aws-msk-iam-sasl-signer-python)"
+                    ) from None
+            return self
+        if not self.sasl_username:
+            raise ValueError(f"KAGENT_SASL_MECHANISM={mechanism.value} needs KAGENT_SASL_USERNAME")
+        if (self.sasl_password is None) == (self.sasl_password_file is None):
+            raise ValueError(
+                f"KAGENT_SASL_MECHANISM={mechanism.value} needs exactly one of KAGENT_SASL_PASSWORD "
+                "and KAGENT_SASL_PASSWORD_FILE"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_tls_files(self) -> Settings:
+        """Build the TLS context once, so that a file that is not what it should be stops start-up here."""
+        try:
+            self.security.ssl_context()
+        except ssl.SSLError as exc:
+            reason = f"{exc.reason or exc} (not PEM of the kind expected, or the key does not match the certificate)"
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+        else:
+            return self
+        named = ", ".join(
+            f"{_env_name(name)}={getattr(self, name)}"
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+            if getattr(self, name) is not None
+        )
+        raise ValueError(f"cannot load the TLS files {named or '(the system trust store)'}: {reason}")
+
     @field_validator("broker")
     @classmethod
     def _check_broker(cls, value: str) -> str:
@@ -175,10 +293,33 @@ class Settings(BaseModel):
         """The broker list as aiokafka takes it: ``host:port,...``."""
         return ",".join(server.strip() for server in self.broker.removeprefix("kafka://").split(","))
 
+    @functools.cached_property
+    def security(self) -> Security:
+        """The connections' TLS and SASL settings, the password read from its file (once) if given that way."""
+        password: str | None = None
+        if self.sasl_password is not None:
+            password = self.sasl_password.get_secret_value()
+        elif self.sasl_password_file is not None:
+            password = self.sasl_password_file.read_text().rstrip("\r\n")
+        return Security(
+            protocol=self.security_protocol,
+            ssl_cafile=_text(self.ssl_cafile),
+            ssl_certfile=_text(self.ssl_certfile),
+            ssl_keyfile=_text(self.ssl_keyfile),
+            ssl_key_password=self.ssl_key_password.get_secret_value() if self.ssl_key_password else None,
+            ssl_check_hostname=self.ssl_check_hostname,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_username=self.sasl_username,
+            sasl_password=password,
+            oauth_provider=self.sasl_oauthbearer_provider,
+            oauth_token_file=_text(self.sasl_oauthbearer_token_file),
+            aws_region=self.aws_region,
+        )
+
     @property
     def kafka(self) -> KafkaConnection:
         """How to reach the cluster: every Kafka client of the worker is made from this."""
-        return KafkaConnection(self.bootstrap_servers)
+        return KafkaConnection(self.bootstrap_servers, self.security)
 
     @property
     def evaluation_policy(self) -> EvaluationPolicy:
@@ -199,6 +340,10 @@ class Settings(BaseModel):
     def heartbeat_interval(self) -> float:
         """Heartbeat interval of kagent's own group: a third of the session timeout, at most 3 s."""
         return min(3.0, self.session_timeout / 3)
+
+
+def _text(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 def _env_name(field: str) -> str:

@@ -157,9 +157,19 @@ class EmbeddedBroker:
     is idempotent and safe to call from ``finally`` blocks and signal handlers.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int | None = None, log_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        log_dir: Path | None = None,
+        *,
+        advertised: str | None = None,
+    ) -> None:
+        """``advertised`` (``host:port``) is the address the broker tells clients to connect to, when
+        something stands in front of it (a TLS front in the security tests); default: its own."""
         self.host = host
         self.port = port or free_port(host)
+        self.advertised = advertised or f"{host}:{self.port}"
         self._log_dir = log_dir
         self.log_path: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -198,7 +208,7 @@ class EmbeddedBroker:
                     "--listener-url",
                     listener,
                     "--advertised-listener-url",
-                    listener,
+                    f"tcp://{self.advertised}",
                     "--storage-engine",
                     "memory://tansu/",
                 ],

@@ -81,7 +81,7 @@ def simulated(kafka_broker: EmbeddedBroker) -> list[SimulationEvent]:
 def test_backfill_of_simulated_coordinator_records(
     spark: SparkSession, kafka_broker: EmbeddedBroker, simulated: list[SimulationEvent], tmp_path: Path
 ) -> None:
-    summary = backfill(spark, kafka_broker.bootstrap_servers, str(tmp_path))
+    summary = backfill(spark, kafka_broker.kafka, str(tmp_path))
 
     assert summary.tables == {name: f"{tmp_path}/{name}" for name in TABLES}
     commits = spark.read.parquet(summary.tables["offset_commits"]).where(f"group = '{GROUP}'").orderBy("source_offset")
@@ -130,7 +130,7 @@ def test_backfill_of_derived_events(spark: SparkSession, kafka_broker: EmbeddedB
         _publish(kafka_broker, topic, [encode_events(DerivedEvents(group=e.group, events=(e,))) for e in events])
     )
 
-    summary = backfill(spark, kafka_broker.bootstrap_servers, str(tmp_path), "derived-events", topic)
+    summary = backfill(spark, kafka_broker.kafka, str(tmp_path), "derived-events", topic)
 
     assert summary.rows == {"group-assigned": 1, "offset-committed": 1, "offset-deleted": 1}
     commits = spark.read.parquet(summary.tables["offset_commits"]).orderBy("source_offset").collect()

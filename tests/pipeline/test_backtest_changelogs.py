@@ -30,6 +30,7 @@ from aiokafka.structs import TopicPartition
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from kagent.connections import KafkaConnection
 from kagent.core.consumer_offsets import GroupMetadata, OffsetCommit
 from kagent.core.table_keys import partition_key
 from kagent.tools.embedded import EmbeddedBroker
@@ -178,7 +179,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     assert assignment_2.key == json.dumps(skewed).encode()
 
     # --- the function
-    snapshots = snapshots_from_changelogs(spark, bootstrap, app_id).toPandas()
+    snapshots = snapshots_from_changelogs(spark, KafkaConnection(bootstrap), app_id).toPandas()
     ours = snapshots[snapshots["group"].isin([skewed, even])]
     assert not ours.duplicated(["group", "snapshot", "topic", "partition"]).any()
     # One snapshot per distinct polled_at of a group, at that time to the microsecond.

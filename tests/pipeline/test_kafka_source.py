@@ -6,6 +6,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,12 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kagent.tools.embedded import EmbeddedBroker, free_port
+from kagent.connections import KafkaConnection
+from kagent.security import SaslMechanism, Security, SecurityProtocol
+from kagent.tools.embedded import EmbeddedBroker, create_topics, free_port
 from kagent.tools.pipeline.kafka_source import FORMAT
+from tests.support.security_front import secured_broker
+from tests.support.tls import Authority
 
 pytestmark = pytest.mark.integration
 
@@ -158,3 +163,38 @@ def test_broker_down_fails_fast_naming_the_bootstrap_address(spark: SparkSession
 def test_unknown_topic_is_named(spark: SparkSession, kafka_broker: EmbeddedBroker) -> None:
     with pytest.raises(PySparkException, match="no topic 'pipeline-missing'"):
         _reader(spark, kafka_broker, "pipeline-missing").collect()
+
+
+def test_batch_read_over_sasl_ssl_with_the_connection_as_options(spark: SparkSession, tmp_path: Path) -> None:
+    """The tasks rebuild the connection from the options (``KafkaConnection.spark_options``): TLS with the
+    test's authority and SCRAM-SHA-512, through the security front (``tests/support/security_front.py``);
+    a wrong password fails the read with the broker's refusal, and Spark's plan never shows a password."""
+    authority = Authority(tmp_path)
+    server = authority.issue("broker")
+    users = {"SCRAM-SHA-512": {"spark": "spark-secret"}}
+    with secured_broker(tmp_path, cert=str(server.cert), key=str(server.key), users=users) as front:
+        security = Security(
+            SecurityProtocol.SASL_SSL,
+            ssl_cafile=str(authority.cafile),
+            sasl_mechanism=SaslMechanism.SCRAM_SHA_512,
+            sasl_username="spark",
+            sasl_password="spark-secret",
+        )
+        kafka = KafkaConnection(front.bootstrap_servers, security)
+        name = _topic("secure")
+
+        async def produce() -> None:
+            await create_topics(kafka, {name: 2})
+            producer = kafka.producer()
+            await producer.start()
+            try:
+                await asyncio.gather(*[await producer.send(name, b"v%d" % n, partition=n % 2) for n in range(20)])
+            finally:
+                await producer.stop()
+
+        asyncio.run(produce())
+        df = spark.read.format(FORMAT).options(**kafka.spark_options()).option("subscribe", name).load()
+        assert sorted(int(row.value[1:]) for row in df.select("value").collect()) == list(range(20))
+        wrong = KafkaConnection(front.bootstrap_servers, replace(security, sasl_password="not-it")).spark_options()
+        with pytest.raises(PySparkException, match="rejected kagent's SASL credentials"):
+            spark.read.format(FORMAT).options(**wrong).option("subscribe", name).load().count()

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from kagent.connections import KafkaConnection
 from kagent.tools.pipeline.coordinator_rows import DECODED_SCHEMA, INPUT_COLUMNS, Source, decode_batches
 from kagent.tools.pipeline.kafka_source import FORMAT
 
@@ -90,7 +91,7 @@ def group_generations(rows: DataFrame) -> DataFrame:
 
 def backfill(
     spark: SparkSession,
-    bootstrap_servers: str,
+    kafka: KafkaConnection,
     output: str,
     source: Source = "offsets-topic",
     topic: str = OFFSETS_TOPIC,
@@ -106,7 +107,7 @@ def backfill(
     on_step(f"planning the read of {topic}")
     raw = (
         spark.read.format(FORMAT)
-        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .options(**kafka.spark_options())
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("timeoutMs", str(int(timeout * 1000)))

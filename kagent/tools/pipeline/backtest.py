@@ -25,6 +25,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from kagent.connections import KafkaConnection
 from kagent.core.policy import SkewMetric
 from kagent.tools.pipeline.backtest_kernel import ACTUAL, STRATEGIES, backtest_group
 from kagent.tools.pipeline.kafka_source import FORMAT
@@ -64,7 +65,7 @@ def read_snapshots(spark: SparkSession, path: str) -> DataFrame:
 
 
 def snapshots_from_changelogs(
-    spark: SparkSession, bootstrap_servers: str, app_id: str = "kagent", timeout: float = 10.0
+    spark: SparkSession, kafka: KafkaConnection, app_id: str = "kagent", timeout: float = 10.0
 ) -> DataFrame:
     """Lag snapshots from a worker's changelogs: ``<app id>-partition-lag-changelog`` and
     ``<app id>-assignments-changelog``.
@@ -98,7 +99,7 @@ def snapshots_from_changelogs(
     def changelog(table: str) -> DataFrame:
         raw = (
             spark.read.format(FORMAT)
-            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .options(**kafka.spark_options())
             .option("subscribe", f"{app_id}-{table}-changelog")
             .option("timeoutMs", str(int(timeout * 1000)))
             .load()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import click
 from pyspark.sql import SparkSession
 
+from kagent.connections import KafkaConnection
 from kagent.settings import Settings, SettingsError, load_settings
 from kagent.tools.pipeline.backfill import OFFSETS_TOPIC, backfill
 from kagent.tools.pipeline.backtest import backtest, read_snapshots, snapshots_from_changelogs
@@ -37,6 +38,13 @@ class _Spark:
 
     master: str
     conf: dict[str, str]
+    settings: Settings
+
+    def kafka(self, broker: str) -> KafkaConnection:
+        """The cluster at ``broker``, reached with the security settings (``KAGENT_SECURITY_PROTOCOL``...)."""
+        return KafkaConnection(
+            ",".join(s.strip() for s in broker.removeprefix("kafka://").split(",")), self.settings.security
+        )
 
 
 def _parse_conf(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -60,7 +68,7 @@ def _parse_conf(ctx: click.Context, param: click.Parameter, values: tuple[str, .
 def pipeline(ctx: click.Context, master: str | None, conf: dict[str, str]) -> None:
     """Spark jobs over kagent's data: backfill history into Parquet, backtest strategies."""
     settings = _settings()  # validated even when --master is given, as the worker validates them
-    ctx.obj = _Spark(master or settings.spark_master, conf)
+    ctx.obj = _Spark(master or settings.spark_master, conf, settings)
 
 
 def _settings() -> Settings:
@@ -136,7 +144,7 @@ def backfill_command(
     with _job(spark_settings, "backfill") as (spark, progress):
         summary = backfill(
             spark,
-            broker,
+            spark_settings.kafka(broker),
             output,
             source,
             topic,
@@ -183,7 +191,7 @@ def backtest_command(
             rows = read_snapshots(spark, snapshots)
         else:
             assert broker is not None
-            rows = snapshots_from_changelogs(spark, broker, app_id)
+            rows = snapshots_from_changelogs(spark, spark_settings.kafka(broker), app_id)
         chosen = strategies or STRATEGIES
         result = backtest(rows, output, threshold, chosen, worst_groups=worst_groups, on_step=progress.step)
     click.echo(strategy_comparison(result.summary).to_string(index=False, float_format=lambda v: f"{v:.3f}"))

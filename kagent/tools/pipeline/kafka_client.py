@@ -26,7 +26,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from kagent.connections import KafkaConnection
+from kagent.connections import ClusterRejected, ClusterUnreachable, KafkaConnection
 from kagent.tools.pipeline.kafka_offsets import Bounds, OffsetRange
 
 __all__ = ["Connection", "KafkaSourceError", "offsets_at", "partition_bounds", "read_range"]
@@ -185,6 +185,10 @@ async def _bounds(
     return {tp: Bounds(earliest[tp], consumer.highwater(tp) if tp in nonempty else earliest[tp]) for tp in partitions}
 
 
+REFUSAL_CHECK = 2.0
+"""Seconds a failed connect spends asking the cluster why (a refusal answers at once)."""
+
+
 async def _with_consumer(connection: Connection, use: Callable[[AIOKafkaConsumer], Awaitable[_T]]) -> _T:
     consumer = await _started(connection)
     try:
@@ -204,6 +208,17 @@ async def _started(connection: Connection) -> AIOKafkaConsumer:
     )
     try:
         await _bounded(connection, "connect", consumer.start())
+    except KafkaSourceError as exc:
+        await consumer.stop()
+        # aiokafka's bootstrap error names no cause; a broker that refuses the connection for good
+        # (TLS, SASL) says why to a connection check, which then raises at once
+        try:
+            await connection.kafka.check_reachable(min(connection.timeout, REFUSAL_CHECK), quiet=True)
+        except ClusterRejected as rejected:
+            raise KafkaSourceError(f"Kafka at {connection.bootstrap_servers}: cannot connect: {rejected}") from exc
+        except ClusterUnreachable:
+            pass
+        raise
     except BaseException:
         await consumer.stop()
         raise

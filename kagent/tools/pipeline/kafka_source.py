@@ -12,7 +12,10 @@ a session with :func:`register` (``kagent.tools.pipeline.session`` does), then::
 Batch and streaming (``spark.readStream``) both work. Each Spark input
 partition is one topic partition's offset range, so partitions are read in
 parallel. Options (see ``kafka_offsets`` for the offsets ones):
-``kafka.bootstrap.servers`` and ``subscribe`` (required), ``startingOffsets``
+``kafka.bootstrap.servers`` and ``subscribe`` (required), the connection's
+security as :meth:`kagent.connections.KafkaConnection.spark_options` writes
+it (``kafka.security.protocol``, ``kafka.ssl.cafile``, ``kafka.sasl.mechanism``,
+``kafka.sasl.username``, ``kafka.sasl.password``...), ``startingOffsets``
 (default ``earliest``), ``endingOffsets`` (batch; default ``latest``),
 ``startingTimestamp``, ``endingTimestamp`` (batch), ``timeoutMs`` (each
 broker operation; default 10000). A streaming query's offsets are Spark's:
@@ -109,7 +112,11 @@ class _Options:
             raise SourceOptionError("option kafka.bootstrap.servers is required")
         if not topics:
             raise SourceOptionError("option subscribe (comma-separated topics) is required")
-        self.connection = Connection(KafkaConnection(bootstrap), timeout=int(options.get("timeoutMs", "10000")) / 1000)
+        try:
+            kafka = KafkaConnection.from_spark_options(options)
+        except ValueError as exc:
+            raise SourceOptionError(str(exc)) from None
+        self.connection = Connection(kafka, timeout=int(options.get("timeoutMs", "10000")) / 1000)
         self.topics = tuple(topics)
         self.starting = parse_offsets(options.get("startingOffsets"), "startingOffsets", "earliest")
         self.ending = parse_offsets(options.get("endingOffsets"), "endingOffsets", "latest")

@@ -12,6 +12,7 @@ import click
 from aiokafka.structs import TopicPartition
 
 from kagent.connections import KafkaConnection
+from kagent.settings import SettingsError, load_settings
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator.runner import run_simulation
 from kagent.tools.simulator.scenario import Scenario, default_scenario
@@ -84,16 +85,18 @@ def simulate(broker: str | None, duration: float | None, no_coordinator_records:
     external = broker or os.environ.get("KAGENT_BROKER")
     embedded: EmbeddedBroker | None = None
     if external:
-        bootstrap_servers, kind = external, "external"
+        try:
+            settings = load_settings({**os.environ, "KAGENT_BROKER": external})
+        except SettingsError as exc:
+            raise click.ClickException(str(exc)) from None
+        kafka, kind = settings.kafka, "external"
     else:
         embedded = EmbeddedBroker().start()
-        bootstrap_servers, kind = embedded.bootstrap_servers, f"embedded Tansu, pid {embedded.pid}"
+        kafka, kind = embedded.kafka, f"embedded Tansu, pid {embedded.pid}"
     try:
-        click.echo(f"broker: {bootstrap_servers} ({kind})")
+        click.echo(f"broker: {kafka.bootstrap_servers} ({kind})")
         click.echo(f"scenario: {scenario_name}; groups: {', '.join(g.group for g in scenario.groups)}")
-        printer = asyncio.run(
-            _simulate(KafkaConnection(bootstrap_servers), scenario, duration, not no_coordinator_records)
-        )
+        printer = asyncio.run(_simulate(kafka, scenario, duration, not no_coordinator_records))
     finally:
         if embedded is not None:
             embedded.stop()
