@@ -134,7 +134,8 @@ class KafkaConnection:
                                 conn.close()
                         await asyncio.sleep(RETRY_BACKOFF)
         except TimeoutError:
-            reason = "no broker accepted a connection" if isinstance(last, KafkaConnectionError) else repr(last)
+            refused = isinstance(last, (KafkaConnectionError, ConnectionError, TimeoutError))
+            reason = "no broker accepted a connection" if refused or last is None else repr(last)
             raise ClusterUnreachable(
                 f"cannot reach the Kafka cluster at {self.bootstrap_servers}{self._security_note()} "
                 f"within {timeout:g} s ({reason})"
