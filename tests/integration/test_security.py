@@ -307,7 +307,8 @@ def test_a_worker_and_the_simulator_run_on_a_secured_cluster(
     front_name: str, pki: Pki, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """The simulator's groups, topics, traffic and coordinator records, and a worker reading them: every
-    connection of both (Faust's own included) through TLS, and SASL for the second."""
+    connection of both (Faust's own, the source's and the end-offset poller's included) through TLS, and
+    SASL for the second."""
     front: SecurityFront = request.getfixturevalue(front_name)
     if front_name == "mutual_tls":
         security = mtls(pki)
@@ -337,6 +338,9 @@ def test_a_worker_and_the_simulator_run_on_a_secured_cluster(
                 return len(groups.get(group, {}).get("member_lag", {})) == 2
 
             wait_until(group_seen, 120, f"the worker to hold {group} with its members")
+            # the end-offset poller's own client got through too
+            polls = 'kagent_end_offset_polls_total{outcome="ok"}'
+            wait_until(lambda: (worker.metrics() or {}).get(polls, 0) > 0, 60, "a successful end-offset poll")
         finally:
             worker.stop()
     assert not simulation.errors, simulation.errors
