@@ -6,6 +6,7 @@ checkers themselves.
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -73,6 +74,28 @@ def cases(
     return Case(partitions, members, lag)
 
 
+def random_case(rng: random.Random, max_members: int = 7, max_partitions: int = 9) -> Case:
+    """A group drawn as `cases()` draws one (heterogeneous subscriptions, some
+    naming a missing topic; overlapping, possibly stale claims in random
+    generations; random lags), from a seeded `random.Random`: for checks over
+    thousands of groups that must draw the same groups on every run."""
+    topics = rng.sample(TOPICS, rng.randint(1, len(TOPICS)))
+    partitions = {topic: rng.randint(0, max_partitions) for topic in topics}
+    existing = all_partitions(partitions)
+    universe = [*topics, "missing"]
+    ids = rng.sample([f"{a}{b}" for a in "abcdef-" for b in "0123-"], rng.randint(1, max_members))
+    members = {}
+    for member_id in ids:
+        claims = rng.sample(existing, rng.randint(0, len(existing)))
+        members[member_id] = Member(
+            topics=rng.sample(universe, rng.randint(1, len(universe))),
+            owned=claims,
+            generation=rng.randint(-1, 3) if claims else -1,
+        )
+    lag = {tp: rng.choice((0, rng.randint(0, 50), rng.randint(0, 100_000))) for tp in existing if rng.random() < 0.5}
+    return Case(partitions, members, lag)
+
+
 def subscribed(case: Case) -> dict[str, set[str]]:
     return {m: {t for t in member.topics if t in case.partitions} for m, member in case.members.items()}
 
@@ -108,22 +131,28 @@ def assert_counts_within_one(assignment: Assignment) -> None:
     assert max(counts) - min(counts) <= 1
 
 
-def reference_owners(case: Case) -> dict[TopicPartition, str]:
-    """Claim resolution written out plainly: valid claims, highest generation
-    wins, a tie at the highest generation leaves the partition unowned."""
-    subscriptions = subscribed(case)
+def reference_holders(case: Case) -> dict[TopicPartition, str]:
+    """Claim resolution written out plainly (Kafka's rule): every claim on an
+    existing partition counts, subscribed or not; the highest generation wins;
+    a tie at the highest generation takes the partition from all claimants."""
     claims: dict[TopicPartition, list[tuple[int, str]]] = {}
     for member_id, member in case.members.items():
         for tp in set(member.owned):
-            if tp.topic in subscriptions[member_id] and tp.partition < case.partitions[tp.topic]:
+            if tp.partition < case.partitions.get(tp.topic, 0):
                 claims.setdefault(tp, []).append((member.generation, member_id))
-    owners = {}
+    holders = {}
     for tp, found in claims.items():
         top = max(generation for generation, _ in found)
         winners = [member_id for generation, member_id in found if generation == top]
         if len(winners) == 1:
-            owners[tp] = winners[0]
-    return owners
+            holders[tp] = winners[0]
+    return holders
+
+
+def reference_owners(case: Case) -> dict[TopicPartition, str]:
+    """`reference_holders` whose member still subscribes to the partition's topic."""
+    subscriptions = subscribed(case)
+    return {tp: member_id for tp, member_id in reference_holders(case).items() if tp.topic in subscriptions[member_id]}
 
 
 def kept(assignment: Assignment, owners: Mapping[TopicPartition, str]) -> int:

@@ -41,6 +41,35 @@ def java_order(text: str) -> bytes:
     return text.encode("utf-16-be", "surrogatepass")
 
 
+def java_hash_code(text: str) -> int:
+    """Java's `String.hashCode` as an unsigned 32-bit number: `s[0]*31^(n-1) + ... + s[n-1]` over UTF-16 code units."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    hashed = 0
+    for i in range(0, len(units), 2):
+        hashed = (hashed * 31 + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return hashed
+
+
+def java_hash_map_order(keys: Collection[str]) -> list[str]:
+    """`keys` in the order Java iterates a `HashMap` that was filled with them by `put`.
+
+    A `HashMap` created with the default capacity (16) doubles its table when
+    a put takes it over three quarters full, and iterates bucket by bucket;
+    a key's bucket is its `hashCode` folded (`h ^ (h >>> 16)`) and masked to
+    the table size. Keys in the same bucket iterate in the order they were
+    put, which only the caller knew: here they keep Java's string order
+    (equal 32-bit hashes of distinct member ids are rare)."""
+    capacity = 16
+    while len(keys) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(key: str) -> int:
+        hashed = java_hash_code(key)
+        return (hashed ^ (hashed >> 16)) & (capacity - 1)
+
+    return sorted(keys, key=lambda key: (bucket(key), java_order(key)))
+
+
 class Group:
     """A validated assignment problem.
 
@@ -118,15 +147,35 @@ class Group:
         return self.lag_by_topic[tp.topic][tp.partition]
 
     @cached_property
-    def owners(self) -> dict[TopicPartition, str]:
-        """Each partition's previous owner, from the members' `owned` claims.
+    def hash_order(self) -> list[str]:
+        """Member ids in the order Kafka's sticky assignors meet them: the
+        iteration order of a Java `HashMap` keyed by member id (see
+        `java_hash_map_order`)."""
+        return java_hash_map_order(self.member_ids)
 
-        A claim counts only if the partition exists and its member still
-        subscribes to the topic. When several members claim a partition, the
-        claim of the highest generation wins; if two or more members claim it
-        in that highest generation, no one owns it (Kafka invalidates such
-        claims; see `contested`).
+    @cached_property
+    def holders(self) -> dict[TopicPartition, str]:
+        """Each existing partition's previous holder, from the members' `owned` claims.
+
+        Kafka's rule (AbstractStickyAssignor): every claim on a partition that
+        exists counts, whether or not its member still subscribes to the
+        topic. When several members claim a partition, the claim of the
+        highest generation wins; if two or more members claim it in that
+        highest generation, it is taken from all of them: no one holds it
+        (see `contested`). Kafka meets the claims in its own map order and
+        also invalidates a partition whose same-generation claims it met
+        before a higher one; here the result does not depend on any order.
+        The holder may no longer subscribe to the topic: it may still be
+        consuming the partition, so the cooperative protocol must revoke it
+        before anyone else gets it.
         """
+        return self._claims.holders
+
+    @cached_property
+    def owners(self) -> dict[TopicPartition, str]:
+        """Each partition's previous owner: its holder (see `holders`), if the
+        holder still subscribes to the topic. The partitions assignments keep
+        for stickiness."""
         return self._claims.owners
 
     @cached_property
@@ -142,59 +191,69 @@ class Group:
     @cached_property
     def owned_lag(self) -> dict[str, int]:
         """Each member's total lag over its `owned` partitions."""
-        return self._claims.owned_lag
+        lags = self.lag_by_topic
+        return {
+            member_id: sum(lags[topic][partition] for topic, partition in tps) for member_id, tps in self.owned.items()
+        }
 
     @cached_property
     def _claims(self) -> _Claims:
-        claims = _Claims({}, set(), {m: [] for m in self.member_ids}, dict.fromkeys(self.member_ids, 0))
-        best = claims.owners
+        holders: dict[TopicPartition, str] = {}
+        contested: set[TopicPartition] = set()
+        held: dict[str, list[TopicPartition]] = {member_id: [] for member_id in self.member_ids}
         for member_id in self.member_ids:
             member = self.members[member_id]
-            subscribed = {topic: self.lag_by_topic[topic] for topic in self.subscriptions[member_id]}
-            mine, total = claims.owned[member_id], 0
+            mine = held[member_id]
             for tp in member.owned:
                 topic, partition = tp
-                lags = subscribed.get(topic)
+                lags = self.lag_by_topic.get(topic)
                 if lags is None or not 0 <= partition < len(lags):
                     continue
-                before = len(best)
-                rival = best.setdefault(tp, member_id)
-                if len(best) > before:  # the first claim: by far the most common case
+                before = len(holders)
+                rival = holders.setdefault(tp, member_id)
+                if len(holders) > before:  # the first claim: by far the most common case
                     mine.append(tp)
-                    total += lags[partition]
                 elif rival != member_id:
                     generation = self.members[rival].generation
                     if member.generation > generation:
-                        best[tp] = member_id
-                        claims.contested.discard(tp)
-                        claims.drop(rival, tp, lags[partition])
+                        holders[tp] = member_id
+                        contested.discard(tp)
+                        held[rival].remove(tp)
                         mine.append(tp)
-                        total += lags[partition]
                     elif member.generation == generation:
-                        claims.contested.add(tp)
-            claims.owned_lag[member_id] += total
-        for tp in claims.contested:
-            claims.drop(best.pop(tp), tp, self.lag_of(tp))
-        return claims
+                        contested.add(tp)
+        for tp in contested:
+            held[holders.pop(tp)].remove(tp)
+        unsubscribed: list[TopicPartition] = []
+        for member_id, tps in held.items():
+            subscribed = self.subscriptions[member_id]
+            if len(subscribed) < len(self.partitions):  # else every existing partition is of a subscribed topic
+                topics = set(subscribed)
+                if any(tp.topic not in topics for tp in tps):
+                    unsubscribed += (tp for tp in tps if tp.topic not in topics)
+                    held[member_id] = [tp for tp in tps if tp.topic in topics]
+        owners = holders
+        if unsubscribed:  # rare: otherwise the owners are the holders
+            owners = dict(holders)
+            for tp in unsubscribed:
+                del owners[tp]
+        return _Claims(holders, owners, contested, held)
 
     def empty_assignment(self) -> Assignment:
         return {member_id: [] for member_id in self.member_ids}
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Claims:
-    """Claims being resolved: the winning claim per partition, the contested
-    partitions, and per member its winning claims and their total lag.
-    `drop` takes back a claim that lost."""
+    """Claims resolved: the winning claim per partition (`holders`), those of
+    subscribed members (`owners`, the same mapping when every holder
+    subscribes), the contested partitions, and per member its owned
+    partitions."""
 
+    holders: dict[TopicPartition, str]
     owners: dict[TopicPartition, str]
     contested: set[TopicPartition]
     owned: dict[str, list[TopicPartition]]
-    owned_lag: dict[str, int]
-
-    def drop(self, member_id: str, tp: TopicPartition, lag: int) -> None:
-        self.owned[member_id].remove(tp)
-        self.owned_lag[member_id] -= lag
 
 
 class Assignor(Protocol):
