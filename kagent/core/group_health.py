@@ -1,0 +1,487 @@
+"""Group health: Burrow's consumer-status rules over a sliding window of commits, as pure functions.
+
+Burrow (linkedin/Burrow) judges a consumer group without a lag threshold: for
+each partition the group consumes it keeps the group's last few offset
+commits, and asks of that window whether the consumer is keeping up. kagent
+does the same here, from the commits it reads on ``__consumer_offsets`` and
+the log-end offsets it polls. The rules follow Burrow's evaluator
+(``core/internal/evaluator/caching.go``, ``calculatePartitionStatus`` and the
+rule functions it calls, read at Burrow commit
+ced55ba90f6b833a45a124d411fd5eef63a70933; the evaluator last changed in
+2676759d731365a9924869edfc589209cbd99556). Each rule is a function below,
+named after Burrow's, so that Burrow's own test cases can be checked against
+it one by one.
+
+A partition's status, the first of these that applies:
+
+1. OK when the current lag (log end minus the last committed offset) is at
+   most ``allowed_lag``: nothing to consume is never a fault, whatever the
+   window looks like. An idle partition, whose log end has not moved since
+   the consumer caught up, is OK however long ago the last commit was.
+2. STOP when no commit came for longer than the window spans (Burrow's
+   ``checkIfOffsetsStopped``), unless a recent log-end poll was at or below
+   the last committed offset (``checkIfRecentLagZero``) or the oldest unread
+   record has not waited longer than the window spans (kagent's addition).
+3. REWIND when a committed offset went below the one before it
+   (``checkIfOffsetsRewind``) and no later commit came back up to that one
+   (``checkIfRewindRecovered``).
+4. If some commit in the window had lag at most ``allowed_lag``
+   (``isLagAlwaysNotZero`` false), OK. Otherwise STALL when every commit
+   in the window is the same offset (``checkIfOffsetsStalled``), then WARN
+   when the lag never fell from one commit to the next
+   (``checkIfLagNotDecreasing``), else OK.
+
+Where kagent departs from Burrow, and why:
+
+- STOP counts the silence from when records began to wait, not from the last
+  commit. A consumer that commits only when it has read something (Faust
+  does) is silent on an idle topic; when a record finally arrives, Burrow
+  sees an hour without a commit and calls the partition STOP at once, unless
+  one of its last ``intervals`` broker-offset polls still shows the consumer
+  caught up (its fix for linkedin/Burrow#303, #338: a grace of a few minutes,
+  after which a slow topic pages again). With ``time_lag`` (how long the
+  oldest unread record has waited, :func:`kagent.core.time_lag.time_lag`),
+  the partition is STOP only once records have waited longer than the window
+  spans: a consumer is never blamed for not committing while there was
+  nothing to read. Burrow's idle-topic reports (#38, #94, #140, #185) were of
+  lag-0 partitions; rule 1 states that case as the contract.
+- Short windows. Burrow judges any window (its ``minimum-complete`` defaults
+  to 0): a single commit spans no time, so a new consumer's first commit with
+  lag is STOP the moment the clock moves, and STALL and WARN read a "trend"
+  from two or three commits. Here STOP and REWIND need ``min_commits``
+  commits (2: a span, a step), and STALL and WARN need a full window, as the
+  trend they describe is the window's. A consumer that stops committing stops
+  filling its window, so STOP does not wait for a full one. The cost: a
+  consumer that committed once and never again is not judged (OK, saying
+  why) until it commits a second time.
+- WARN needs at least two commits with a known lag: Burrow's rule holds
+  vacuously when no lag is known, which is no evidence of falling behind.
+- A group's status is its worst partition's own status, in Burrow's severity
+  order (OK < WARN < STOP < STALL < REWIND), not Burrow's ``ERR`` that folds
+  the last three together: the alert names the failure. A group that was
+  deleted, or has nothing left to judge, is OK with no culprits, so its
+  incidents resolve. Burrow forgets a group on its group tombstone (#727),
+  but a group deleted without one (assign()-only groups, #818) or a topic
+  the group no longer reads (#854) stays in its storage until
+  ``expire-group`` (a week by default), and its stale commits go on
+  alerting STOP on the ghost (#589, #797).
+
+Pure: no I/O, no Faust. Times are seconds since the epoch; offsets and lags
+are in records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from itertools import pairwise
+from typing import NamedTuple
+
+from aiokafka.structs import TopicPartition
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "DEFAULT_COMMITS",
+    "CommitObservation",
+    "CommitWindow",
+    "Culprit",
+    "GroupHealth",
+    "GroupStatus",
+    "PartitionHealth",
+    "PartitionStatus",
+    "append_commit",
+    "group_status",
+    "lag_always_not_zero",
+    "lag_not_decreasing",
+    "offsets_rewind_index",
+    "offsets_stalled",
+    "offsets_stopped",
+    "partition_status",
+    "recent_lag_zero",
+    "rewind_recovered",
+]
+
+DEFAULT_COMMITS = 10
+"""Commits a :class:`CommitWindow` keeps by default (Burrow's storage ``intervals`` default)."""
+
+
+class PartitionStatus(str, Enum):
+    """How a group is doing on one partition, in Burrow's names; :attr:`severity` orders them."""
+
+    OK = "OK"
+    """Keeping up, caught up, idle, or too little history to say otherwise."""
+    WARN = "WARN"
+    """Committing, but the lag never fell across the window: the consumer is falling behind."""
+    STOP = "STOP"
+    """Records wait and no commit came for longer than the window spans: the consumer is gone or stuck."""
+    STALL = "STALL"
+    """Committing the same offset over the whole window while records wait: alive but not progressing."""
+    REWIND = "REWIND"
+    """A committed offset went backwards and has not come back: records are being read again (or skipped)."""
+
+    @property
+    def severity(self) -> int:
+        """Burrow's ``StatusConstant`` value: the larger, the worse (3 is Burrow's group-only ``ERR``)."""
+        return _SEVERITY[self]
+
+
+_SEVERITY: Mapping[PartitionStatus, int] = {
+    PartitionStatus.OK: 1,
+    PartitionStatus.WARN: 2,
+    PartitionStatus.STOP: 4,
+    PartitionStatus.STALL: 5,
+    PartitionStatus.REWIND: 6,
+}
+
+GroupStatus = PartitionStatus
+"""A group's status: its worst partition's (see :func:`group_status`)."""
+
+
+class CommitObservation(NamedTuple):
+    """One offset commit of a group on a partition, with the log end kagent knew when it saw it."""
+
+    offset: int
+    """The committed offset: the next record the group will read."""
+    timestamp: float
+    """When the group committed it (the commit's own timestamp), seconds since the epoch."""
+    log_end_offset: int | None
+    """The partition's log-end offset at the latest poll before the commit was seen; None when unknown."""
+
+    @property
+    def lag(self) -> int | None:
+        """Records the group was behind at this commit: ``max(0, log end - offset)`` (a log end polled
+        before the commit can trail it: that counts 0, as in Burrow); None when the log end is unknown."""
+        if self.log_end_offset is None:
+            return None
+        return max(0, self.log_end_offset - self.offset)
+
+
+class CommitWindow(BaseModel):
+    """The last ``capacity`` commits of one group on one partition, oldest first (Burrow's offset ring).
+
+    Timestamps never decrease along the window. Immutable: :func:`append_commit`
+    returns a new window. JSON-serialisable, to live in a changelog table.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    capacity: int = Field(default=DEFAULT_COMMITS, ge=1)
+    """Commits kept (Burrow's ``intervals``); the oldest goes when a new one comes."""
+    min_distance: float = Field(default=0.0, ge=0)
+    """Seconds: a commit closer than this to the newest replaces it instead of taking a slot (Burrow's
+    ``min-distance``), so a consumer that commits many times a second does not shrink the window's span."""
+    commits: tuple[CommitObservation, ...] = ()
+    """Oldest first."""
+
+    @model_validator(mode="after")
+    def _fits(self) -> CommitWindow:
+        if len(self.commits) > self.capacity:
+            raise ValueError(f"{len(self.commits)} commits do not fit a window of {self.capacity}")
+        if any(later.timestamp < earlier.timestamp for earlier, later in pairwise(self.commits)):
+            raise ValueError("a window's commits must be in timestamp order")
+        return self
+
+    @property
+    def full(self) -> bool:
+        """Whether the window holds ``capacity`` commits."""
+        return len(self.commits) == self.capacity
+
+    @property
+    def complete(self) -> float:
+        """The share of the window filled, 0 to 1 (Burrow's ``Complete``)."""
+        return len(self.commits) / self.capacity
+
+    @property
+    def latest(self) -> CommitObservation | None:
+        """The newest commit; None when the window is empty."""
+        return self.commits[-1] if self.commits else None
+
+    @property
+    def span(self) -> float:
+        """Seconds from the oldest commit to the newest (0 with fewer than two)."""
+        return self.commits[-1].timestamp - self.commits[0].timestamp if self.commits else 0.0
+
+
+def append_commit(window: CommitWindow, observation: CommitObservation) -> CommitWindow:
+    """``window`` with ``observation`` added as its newest commit.
+
+    - An observation older than the newest commit, or the newest again (same
+      offset and timestamp: a replayed record), leaves the window as it is.
+    - One less than ``min_distance`` seconds after the newest replaces it,
+      keeping the newest's timestamp (so that steady frequent commits still
+      move the window on: Burrow's ``mergeFrequentCommitIntoPrevious``).
+    - Otherwise it is appended, and beyond ``capacity`` the oldest goes.
+    """
+    latest = window.latest
+    if latest is not None:
+        if observation.timestamp < latest.timestamp or (observation.offset, observation.timestamp) == (
+            latest.offset,
+            latest.timestamp,
+        ):
+            return window
+        if observation.timestamp - latest.timestamp < window.min_distance:
+            merged = observation._replace(timestamp=latest.timestamp)
+            return window.model_copy(update={"commits": (*window.commits[:-1], merged)})
+    return window.model_copy(update={"commits": (*window.commits, observation)[-window.capacity :]})
+
+
+# Burrow's rules, one function each, over a window's commits (oldest first). Burrow numbers them in
+# its comments; the names are its function names.
+
+
+def lag_always_not_zero(commits: Sequence[CommitObservation], allowed_lag: int = 0) -> bool:
+    """Burrow's ``isLagAlwaysNotZero`` (its Rule 1): no commit had a lag at most ``allowed_lag``.
+
+    A commit whose lag is unknown neither breaks nor proves it.
+    """
+    return all(commit.lag is None or commit.lag > allowed_lag for commit in commits)
+
+
+def offsets_rewind_index(commits: Sequence[CommitObservation]) -> int | None:
+    """Burrow's ``checkIfOffsetsRewind`` (Rule 2): the index of the first commit below the one before
+    it; None when the offsets never go back (Burrow's -1)."""
+    for index in range(1, len(commits)):
+        if commits[index].offset < commits[index - 1].offset:
+            return index
+    return None
+
+
+def rewind_recovered(commits: Sequence[CommitObservation], index: int) -> bool:
+    """Burrow's ``checkIfRewindRecovered`` (Rule 2, part 2): whether a commit from ``index`` (a rewind)
+    on is back at or beyond the offset committed just before the rewind."""
+    before = commits[index - 1].offset
+    return any(commit.offset >= before for commit in commits[index:])
+
+
+def offsets_stopped(commits: Sequence[CommitObservation], now: float) -> bool:
+    """Burrow's ``checkIfOffsetsStopped`` (Rule 3): the time since the newest commit is greater (strictly)
+    than the time from the oldest commit to the newest. False for an empty window."""
+    if not commits:
+        return False
+    first, last = commits[0].timestamp, commits[-1].timestamp
+    return now - last > last - first
+
+
+def offsets_stalled(commits: Sequence[CommitObservation]) -> bool:
+    """Burrow's ``checkIfOffsetsStalled`` (Rule 4): every commit is the same offset (true of one commit)."""
+    return all(commit.offset == commits[0].offset for commit in commits)
+
+
+def lag_not_decreasing(commits: Sequence[CommitObservation]) -> bool:
+    """Burrow's ``checkIfLagNotDecreasing`` (Rule 5): the known lags never fall from one to the next
+    (unknown lags are skipped; flat counts as not decreasing)."""
+    lags = _known_lags(commits)
+    return all(later >= earlier for earlier, later in pairwise(lags))
+
+
+def recent_lag_zero(commits: Sequence[CommitObservation], recent_log_end_offsets: Sequence[int]) -> bool:
+    """Burrow's ``checkIfRecentLagZero``: some recent log-end poll was at or below the newest committed
+    offset, i.e. the consumer was caught up a few polls ago. False for an empty window."""
+    if not commits:
+        return False
+    last = commits[-1].offset
+    return any(log_end <= last for log_end in recent_log_end_offsets)
+
+
+class PartitionHealth(NamedTuple):
+    """One partition's status and what an alert needs to say about it."""
+
+    status: PartitionStatus
+    reason: str = ""
+    """Why, in a sentence: e.g. ``lag grew at every one of the last 10 commits: 120 -> 950``."""
+    lag: int | None = None
+    """The current lag (log end minus the newest committed offset, at least 0); None without a commit."""
+    commits: int = 0
+    """Commits in the window."""
+    start: CommitObservation | None = None
+    """The oldest commit in the window (Burrow's ``start``)."""
+    end: CommitObservation | None = None
+    """The newest commit in the window (Burrow's ``end``)."""
+
+
+def partition_status(
+    window: CommitWindow,
+    log_end_offset: int,
+    now: float,
+    *,
+    allowed_lag: int = 0,
+    time_lag: float | None = None,
+    recent_log_end_offsets: Sequence[int] = (),
+    min_commits: int = 2,
+) -> PartitionHealth:
+    """The status of the group on one partition at ``now``, from its commit window.
+
+    ``log_end_offset`` is the partition's log end at the latest poll.
+    ``allowed_lag`` is a lag that counts as none (Burrow's ``allowed-lag``,
+    e.g. 1 on a transactional topic whose last record is a commit marker).
+    ``time_lag`` is how long the oldest unread record has waited, in seconds
+    (``PartitionLag.time_lag``); None when unknown, and then STOP is Burrow's
+    alone. ``recent_log_end_offsets`` are the partition's log ends at the last
+    few polls (Burrow's broker-offset ring), for ``checkIfRecentLagZero``.
+
+    The contract, in order (see the module's docstring for where and why it
+    departs from Burrow):
+
+    - An empty window is OK: nothing to judge.
+    - A current lag at most ``allowed_lag`` is OK, whatever the window shows
+      (an idle or caught-up partition is never STOP, STALL, REWIND or WARN).
+    - Fewer than ``min_commits`` commits is OK: too few to judge.
+    - STOP: :func:`offsets_stopped`, not :func:`recent_lag_zero`, and, when
+      ``time_lag`` is known, records have waited longer than the window spans.
+    - REWIND: :func:`offsets_rewind_index` finds a rewind and
+      :func:`rewind_recovered` does not.
+    - A window not yet full is OK: STALL and WARN describe the whole window.
+    - If :func:`lag_always_not_zero`: STALL when :func:`offsets_stalled`,
+      else WARN when :func:`lag_not_decreasing` and at least two commits have
+      a known lag. Anything else is OK.
+
+    ``reason`` says which of these decided, with the figures.
+    """
+    commits = window.commits
+    if not commits:
+        return PartitionHealth(PartitionStatus.OK, "no commit in the window yet")
+    first, last = commits[0], commits[-1]
+    lag = max(0, log_end_offset - last.offset)
+    count = len(commits)
+
+    def health(status: PartitionStatus, reason: str) -> PartitionHealth:
+        return PartitionHealth(status, reason, lag, count, first, last)
+
+    if lag <= allowed_lag:
+        if lag == 0 and last.log_end_offset == log_end_offset:
+            return health(PartitionStatus.OK, f"idle: no record since the last commit (log end {log_end_offset})")
+        if lag == 0:
+            return health(PartitionStatus.OK, "caught up: lag 0")
+        return health(PartitionStatus.OK, f"lag {lag} within the allowed {allowed_lag}")
+    if count < min_commits:
+        return health(
+            PartitionStatus.OK,
+            f"{_commits(count)} of {window.capacity}: too few to judge (needs {min_commits}); lag {lag}",
+        )
+
+    span = last.timestamp - first.timestamp
+    silence = now - last.timestamp
+    if (
+        offsets_stopped(commits, now)
+        and not recent_lag_zero(commits, recent_log_end_offsets)
+        and (time_lag is None or time_lag > span)
+    ):
+        waited = "" if time_lag is None else f", the oldest unread record has waited {_seconds(time_lag)}"
+        return health(
+            PartitionStatus.STOP,
+            f"no commit for {_seconds(silence)}, longer than the {_seconds(span)} the last {count} commits span; "
+            f"lag {lag}{waited}",
+        )
+
+    rewind = offsets_rewind_index(commits)
+    if rewind is not None and not rewind_recovered(commits, rewind):
+        before = commits[rewind - 1].offset
+        return health(
+            PartitionStatus.REWIND,
+            f"committed offset went back from {before} to {commits[rewind].offset} "
+            f"(commit {rewind + 1} of {count}) and has not come back to {before} (latest {last.offset}); lag {lag}",
+        )
+
+    if not window.full:
+        return health(
+            PartitionStatus.OK,
+            f"{_commits(count)} of {window.capacity}: no trend to judge before a full window; lag {lag}",
+        )
+    if not lag_always_not_zero(commits, allowed_lag):
+        at = next(i for i, commit in enumerate(commits) if commit.lag is not None and commit.lag <= allowed_lag)
+        return health(
+            PartitionStatus.OK,
+            f"lag was {commits[at].lag} at commit {at + 1} of the last {count}: caught up within the window",
+        )
+    lags = _known_lags(commits)
+    trend = " -> ".join(str(value) for value in (lags[0], lags[-1])) if lags else "unknown"
+    if offsets_stalled(commits):
+        return health(
+            PartitionStatus.STALL, f"committed offset stuck at {last.offset} over the last {count} commits; lag {trend}"
+        )
+    if len(lags) >= 2 and lag_not_decreasing(commits):
+        if all(later > earlier for earlier, later in pairwise(lags)):
+            return health(PartitionStatus.WARN, f"lag grew at every one of the last {len(lags)} commits: {trend}")
+        return health(PartitionStatus.WARN, f"lag never fell over the last {len(lags)} commits: {trend}")
+    return health(PartitionStatus.OK, f"lag fell within the window: {trend}; now {lag}")
+
+
+class Culprit(NamedTuple):
+    """A partition at the group's (worst) status."""
+
+    partition: TopicPartition
+    health: PartitionHealth
+
+
+class GroupHealth(NamedTuple):
+    """A group's status and the partitions that make it so."""
+
+    status: GroupStatus
+    culprits: tuple[Culprit, ...]
+    """Every partition at ``status``, sorted by topic and partition; empty when the group is OK."""
+    partitions: int
+    """How many partitions were judged (0 for a deleted or empty group)."""
+    reason: str
+    """One line for an alert: the status, how many partitions, and the first few culprits' reasons."""
+
+
+_NAMED_CULPRITS = 3
+"""Culprits :attr:`GroupHealth.reason` spells out before it counts the rest."""
+
+
+def group_status(
+    partitions: Mapping[TopicPartition, PartitionHealth | PartitionStatus], group_gone_or_empty: bool
+) -> GroupHealth:
+    """The group's status: that of its worst partition, by :attr:`PartitionStatus.severity`.
+
+    ``partitions`` maps each partition the group is judged on to its
+    :func:`partition_status` (or a bare status). ``group_gone_or_empty`` is
+    the caller's word that there is nothing left to judge: the group was
+    deleted (a group tombstone, the coordinator reports it ``Dead``, or it is
+    no longer listed), or it has no committed offset left on any partition
+    (its offsets were deleted or expired, its topics deleted).
+
+    The contract:
+
+    - A deleted or empty group is OK with no culprits, whatever
+      ``partitions`` says (stale windows of a group that is gone must not
+      keep an incident open: they resolve it).
+    - A group with no partitions is OK with no culprits.
+    - Otherwise the status is the worst partition's, and the culprits are
+      every partition at that status (none when it is OK).
+
+    A group with no members but with committed offsets is not "empty" here:
+    its consumers are all gone while records may still arrive, which is what
+    STOP is for. Whether such a group deserves alerts (a batch job that ran
+    to its end) is the caller's policy, expressed through this flag.
+    """
+    if group_gone_or_empty:
+        return GroupHealth(GroupStatus.OK, (), 0, "group deleted or empty: nothing to judge")
+    judged = {
+        tp: value if isinstance(value, PartitionHealth) else PartitionHealth(value) for tp, value in partitions.items()
+    }
+    if not judged:
+        return GroupHealth(GroupStatus.OK, (), 0, "no partition to judge")
+    status = max((health.status for health in judged.values()), key=lambda s: s.severity)
+    if status is PartitionStatus.OK:
+        return GroupHealth(status, (), len(judged), f"OK: all {len(judged)} partitions")
+    culprits = tuple(Culprit(tp, judged[tp]) for tp in sorted(judged) if judged[tp].status is status)
+    named = "; ".join(
+        f"{c.partition.topic}-{c.partition.partition}" + (f": {c.health.reason}" if c.health.reason else "")
+        for c in culprits[:_NAMED_CULPRITS]
+    )
+    more = f"; and {len(culprits) - _NAMED_CULPRITS} more" if len(culprits) > _NAMED_CULPRITS else ""
+    reason = f"{status.value} on {len(culprits)} of {len(judged)} partitions: {named}{more}"
+    return GroupHealth(status, culprits, len(judged), reason)
+
+
+def _known_lags(commits: Sequence[CommitObservation]) -> list[int]:
+    return [commit.lag for commit in commits if commit.lag is not None]
+
+
+def _commits(count: int) -> str:
+    return f"{count} commit" if count == 1 else f"{count} commits"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if abs(value) >= 10 else f"{value:.1f} s"
