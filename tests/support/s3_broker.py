@@ -1,10 +1,5 @@
-"""Tansu with ``s3://`` storage on moto's S3 server: a broker whose data survives a restart.
-
-The drills restart it under a running worker; the security tests use its
-persistence to make SCRAM users: ``tansu user create`` talks to a running
-broker, which refuses it once ``--authentication`` is on, so users are made
-while it runs without, and the broker is restarted with it on the same data.
-"""
+"""Tansu with ``s3://`` storage on moto's S3 server: a broker whose data survives a restart, which the
+drills restart under a running worker."""
 
 from __future__ import annotations
 
@@ -75,9 +70,8 @@ class S3Broker:
         self.start()
         return self
 
-    def start(self, *, authentication: bool = False, advertised: str | None = None) -> None:
-        """Start the broker on the same data; ``authentication`` makes it require SASL, ``advertised``
-        (``host:port``) is the address it gives clients (default: its own)."""
+    def start(self) -> None:
+        """Start the broker on the same data."""
         listener = f"tcp://{self.bootstrap_servers}"
         self._tansu = subprocess.Popen(
             [
@@ -86,37 +80,15 @@ class S3Broker:
                 "--listener-url",
                 listener,
                 "--advertised-listener-url",
-                f"tcp://{advertised or self.bootstrap_servers}",
+                listener,
                 "--storage-engine",
                 f"s3://{BUCKET}/",
-                *(["--authentication"] if authentication else []),
             ],
             env=self._env,
             stdout=(self._log_dir / "tansu.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
         wait_until(lambda: answers_api_versions(self.host, self.port), 15, "the broker to listen")
-
-    def create_user(self, name: str, password: str, mechanism: str) -> None:
-        """Make a SCRAM user (``mechanism``: ``scram256`` or ``scram512``) on the running broker, which must
-        not require authentication yet."""
-        subprocess.run(
-            [
-                str(tansu_binary()),
-                "user",
-                "create",
-                "--broker",
-                f"tcp://{self.bootstrap_servers}",
-                "--mechanism",
-                mechanism,
-                name,
-                password,
-            ],
-            env=self._env,
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
 
     def stop(self) -> None:
         tansu, self._tansu = self._tansu, None
