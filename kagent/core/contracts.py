@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from kagent.core.consumer_group_state import ConsumerGroupState
 from kagent.core.evaluation import EvaluationState
 from kagent.core.events import DerivedEvents, GroupAssigned, OffsetCommitted
+from kagent.core.incidents import IncidentTransition
 from kagent.core.recommendation import Recommendation
 from kagent.core.snapshot import PartitionLag
 
@@ -112,6 +113,12 @@ CONTRACTS: Mapping[str, Contract] = {
     ),
     "recommendation": Contract(
         "Recommendation", Recommendation, "Record of the kagent-recommendations topic, keyed by group."
+    ),
+    "incident": Contract(
+        "IncidentTransition",
+        IncidentTransition,
+        "Record of the <app id>-incidents topic, keyed by group: an incident opens, updates or resolves "
+        "(the alerting stage that writes it is not part of the worker yet).",
     ),
     "dead-letter": Contract(
         "DeadLetter",
