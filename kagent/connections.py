@@ -100,38 +100,24 @@ class KafkaConnection:
         command line that reports the outcome in one line of its own)."""
         last: BaseException | None = None
         closed = 0  # connections closed by a broker during the first request, in a row
-        options = self.security.aiokafka_options()
-        request_timeout_ms = max(1000, int(timeout * 1000))
+        options = {"request_timeout_ms": max(1000, int(timeout * 1000)), **self.security.aiokafka_options()}
         try:
             with _aiokafka_silenced(quiet):
                 async with asyncio.timeout(timeout):
                     while True:
-                        for server in self.bootstrap_servers.split(","):
-                            host, _, port = server.strip().rpartition(":")
-                            try:
-                                conn = await create_conn(
-                                    host, int(port), request_timeout_ms=request_timeout_ms, **options
-                                )
-                            except (KafkaError, OSError, ValueError, KeyError) as exc:
-                                self._raise_if_rejected(server, exc)
-                                last = exc
-                                closed = closed + 1 if isinstance(exc.__cause__, asyncio.IncompleteReadError) else 0
-                                if closed >= CLOSED_IN_A_ROW:
-                                    raise ClusterRejected(
-                                        f"the Kafka broker at {server}{self._security_note()} closed the connection "
-                                        f"during kagent's first request {closed} times in a row: it does not accept "
-                                        f"{self.security.protocol.value} connections like this one (check "
-                                        "KAGENT_SECURITY_PROTOCOL against the listener; with TLS, a broker that "
-                                        "requires a client certificate does this without KAGENT_SSL_CERTFILE)"
-                                    ) from exc
-                                continue
-                            try:
-                                await conn.send(MetadataRequest([]))
+                        for server in (s.strip() for s in self.bootstrap_servers.split(",")):
+                            last = await self._answer(server, options)
+                            if last is None:
                                 return
-                            except KafkaError as exc:
-                                last = exc
-                            finally:
-                                conn.close()
+                            closed = closed + 1 if isinstance(last.__cause__, asyncio.IncompleteReadError) else 0
+                            if closed >= CLOSED_IN_A_ROW:
+                                raise ClusterRejected(
+                                    f"the Kafka broker at {server}{self._security_note()} closed the connection "
+                                    f"during kagent's first request {closed} times in a row: it does not accept "
+                                    f"{self.security.protocol.value} connections like this one (check "
+                                    "KAGENT_SECURITY_PROTOCOL against the listener; with TLS, a broker that "
+                                    "requires a client certificate does this without KAGENT_SSL_CERTFILE)"
+                                ) from last
                         await asyncio.sleep(RETRY_BACKOFF)
         except TimeoutError:
             refused = isinstance(last, (KafkaConnectionError, ConnectionError, TimeoutError))
@@ -140,6 +126,23 @@ class KafkaConnection:
                 f"cannot reach the Kafka cluster at {self.bootstrap_servers}{self._security_note()} "
                 f"within {timeout:g} s ({reason})"
             ) from last
+
+    async def _answer(self, server: str, options: Mapping[str, Any]) -> BaseException | None:
+        """Connect to ``server`` as aiokafka's bootstrap does (keeping the cause it only logs) and ask for
+        metadata: None if it answered, else what went wrong; raise :class:`ClusterRejected` for a refusal."""
+        host, _, port = server.rpartition(":")
+        try:
+            conn = await create_conn(host, int(port), **options)
+        except (KafkaError, OSError, ValueError, KeyError) as exc:
+            self._raise_if_rejected(server, exc)
+            return exc
+        try:
+            await conn.send(MetadataRequest([]))
+        except KafkaError as exc:
+            return exc
+        finally:
+            conn.close()
+        return None
 
     def _security_note(self) -> str:
         """`` (SASL_SSL, SCRAM-SHA-512 as 'alice')`` for messages; nothing for PLAINTEXT."""

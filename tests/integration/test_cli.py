@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -16,13 +15,9 @@ from kagent.tools.embedded import free_port
 from tests.support.processes import process_alive
 from tests.support.waiting import wait_until
 from tests.support.web import get_json
+from tests.support.worker import kagent_env
 
 pytestmark = pytest.mark.integration
-
-
-def _clean_env(**kagent: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KAGENT_")}
-    return {**env, **{f"KAGENT_{k.upper()}": v for k, v in kagent.items()}}
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -30,7 +25,7 @@ def test_run_starts_broker_and_worker_and_stops_both(tmp_path: Path, stop_signal
     web_port = free_port()
     run = subprocess.Popen(
         [sys.executable, "-m", "kagent.tools.cli", "run", "--no-simulate"],
-        env=_clean_env(web_port=str(web_port), session_timeout="2", data_dir=str(tmp_path / "data")),
+        env=kagent_env(web_port=str(web_port), session_timeout="2", data_dir=str(tmp_path / "data")),
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -74,7 +69,7 @@ def test_run_starts_broker_and_worker_and_stops_both(tmp_path: Path, stop_signal
 def test_a_bad_setting_stops_start_up_with_one_line(command: list[str], tmp_path: Path) -> None:
     result = subprocess.run(
         command,
-        env=_clean_env(evaluate_interval="soon"),
+        env=kagent_env(evaluate_interval="soon"),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -92,7 +87,7 @@ def test_run_with_an_unreachable_broker_says_so_in_one_line(tmp_path: Path) -> N
     port = free_port()  # nothing listens there
     result = subprocess.run(
         [sys.executable, "-m", "kagent.tools.cli", "run", "--broker", f"127.0.0.1:{port}"],
-        env=_clean_env(data_dir=str(tmp_path / "data")),
+        env=kagent_env(data_dir=str(tmp_path / "data")),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -109,7 +104,7 @@ def test_a_worker_without_its_broker_exits_with_one_error_line_and_no_traceback(
     port = free_port()  # nothing listens there
     result = subprocess.run(
         [sys.executable, "-m", "kagent.tools.cli", "worker"],
-        env=_clean_env(broker=f"127.0.0.1:{port}", web_port=str(free_port()), data_dir=str(tmp_path)),
+        env=kagent_env(broker=f"127.0.0.1:{port}", web_port=str(free_port()), data_dir=str(tmp_path)),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -132,7 +127,7 @@ def test_worker_command_runs_the_faust_worker(tmp_path: Path) -> None:
     with EmbeddedBroker() as broker, log.open("wb") as output:
         worker = subprocess.Popen(
             [sys.executable, "-m", "kagent.tools.cli", "worker"],
-            env=_clean_env(
+            env=kagent_env(
                 broker=broker.bootstrap_servers, web_port=str(web_port), session_timeout="2", data_dir=str(tmp_path)
             ),
             cwd=tmp_path,
@@ -152,7 +147,7 @@ def test_run_shows_the_first_recommendation_within_a_minute(tmp_path: Path) -> N
     """The README's main command as a new user meets it: broker, simulator and worker, defaults unchanged."""
     run = subprocess.Popen(
         [sys.executable, "-m", "kagent.tools.cli", "run"],
-        env=_clean_env(web_port=str(free_port()), data_dir=str(tmp_path / "data")),
+        env=kagent_env(web_port=str(free_port()), data_dir=str(tmp_path / "data")),
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

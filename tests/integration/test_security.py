@@ -12,13 +12,12 @@ each stop start-up with the line that says which, not after the reach timeout.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from tests.support.security_front import SecurityFront, secured_broker
 from tests.support.tls import Authority, Issued
 from tests.support.waiting import wait_until
 from tests.support.web import get_json
-from tests.support.worker import Worker
+from tests.support.worker import Worker, kagent_env
 
 pytestmark = pytest.mark.integration
 
@@ -93,20 +92,19 @@ def sasl_plaintext(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Securit
         yield front
 
 
-def mtls(pki: Pki, **changes: object) -> Security:
-    fields: dict[str, object] = {
-        "protocol": SecurityProtocol.SSL,
-        "ssl_cafile": str(pki.ca.cafile),
-        "ssl_certfile": str(pki.client.cert),
-        "ssl_keyfile": str(pki.client.key),
-    }
-    return Security(**{**fields, **changes})  # type: ignore[arg-type]
-
-
-def scram512(pki: Pki | None, password: str = USERS["SCRAM-SHA-512"]["kagent"]) -> Security:
+def mtls(pki: Pki) -> Security:
     return Security(
-        protocol=SecurityProtocol.SASL_SSL if pki else SecurityProtocol.SASL_PLAINTEXT,
-        ssl_cafile=str(pki.ca.cafile) if pki else None,
+        SecurityProtocol.SSL,
+        ssl_cafile=str(pki.ca.cafile),
+        ssl_certfile=str(pki.client.cert),
+        ssl_keyfile=str(pki.client.key),
+    )
+
+
+def scram512(pki: Pki, password: str = USERS["SCRAM-SHA-512"]["kagent"]) -> Security:
+    return Security(
+        protocol=SecurityProtocol.SASL_SSL,
+        ssl_cafile=str(pki.ca.cafile),
         sasl_mechanism=SaslMechanism.SCRAM_SHA_512,
         sasl_username="kagent",
         sasl_password=password,
@@ -196,7 +194,7 @@ async def test_msk_iam_tokens_from_amazons_signer_reach_the_broker(sasl_ssl: Sec
         aws_region="us-east-1",
     )
     assert len(await round_trip(KafkaConnection(sasl_ssl.bootstrap_servers, security))) == 3
-    wrong_region = Security(**{**security.__dict__, "aws_region": "eu-west-1"})
+    wrong_region = replace(security, aws_region="eu-west-1")
     with pytest.raises(
         ClusterRejected, match=r"rejected kagent's SASL credentials.*not an MSK IAM token for us-east-1"
     ):
@@ -245,7 +243,7 @@ async def test_a_refusal_fails_at_once_and_says_which(
             ),
         ),
         "untrusted certificate": lambda: KafkaConnection(
-            mutual_tls.bootstrap_servers, mtls(pki, ssl_cafile=str(pki.rogue.cafile))
+            mutual_tls.bootstrap_servers, replace(mtls(pki), ssl_cafile=str(pki.rogue.cafile))
         ),
         "no client certificate": lambda: KafkaConnection(
             mutual_tls.bootstrap_servers, Security(SecurityProtocol.SSL, ssl_cafile=str(pki.ca.cafile))
@@ -346,13 +344,6 @@ def test_a_worker_and_the_simulator_run_on_a_secured_cluster(
     assert not simulation.errors, simulation.errors
 
 
-def _clean_env(**settings: str) -> dict[str, str]:
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith("KAGENT_")},
-        **{f"KAGENT_{k.upper()}": v for k, v in settings.items()},
-    }
-
-
 @pytest.mark.parametrize("case", ["wrong password", "untrusted certificate"])
 def test_a_refused_worker_stops_with_one_line_that_says_which(
     case: str, pki: Pki, sasl_ssl: SecurityFront, mutual_tls: SecurityFront, tmp_path: Path
@@ -361,11 +352,11 @@ def test_a_refused_worker_stops_with_one_line_that_says_which(
         broker, security = sasl_ssl.bootstrap_servers, scram512(pki, "not-the-password")
         expected = "rejected kagent's SASL credentials"
     else:
-        broker, security = mutual_tls.bootstrap_servers, mtls(pki, ssl_cafile=str(pki.rogue.cafile))
+        broker, security = mutual_tls.bootstrap_servers, replace(mtls(pki), ssl_cafile=str(pki.rogue.cafile))
         expected = "its TLS certificate is not trusted"
     result = subprocess.run(
         [sys.executable, "-m", "kagent.tools.cli", "worker"],
-        env=_clean_env(broker=broker, web_port=str(free_port()), data_dir=str(tmp_path), **security_env(security)),
+        env=kagent_env(broker=broker, web_port=str(free_port()), data_dir=str(tmp_path), **security_env(security)),
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -24,7 +24,14 @@ from tests.support import REPO
 from tests.support.waiting import wait_until
 from tests.support.web import get_json
 
-__all__ = ["Worker", "WorkerExited", "WorkerIgnoredSigterm", "metric_total", "running_workers"]
+__all__ = ["Worker", "WorkerExited", "WorkerIgnoredSigterm", "kagent_env", "metric_total", "running_workers"]
+
+
+def kagent_env(**settings: str) -> dict[str, str]:
+    """This process's environment without its ``KAGENT_*`` variables, plus ``settings`` (kagent settings by
+    name, ``web_port="7000"``) as ``KAGENT_*``: what a kagent process the tests start is given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAGENT_")}
+    return {**env, **{f"KAGENT_{k.upper()}": v for k, v in settings.items()}}
 
 
 class WorkerExited(RuntimeError):
@@ -43,18 +50,17 @@ class Worker:
         self.app_id = app_id
         self.web_port = free_port()
         self.log_path = workdir / f"{app_id}-worker.log"
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("KAGENT_")},
-            "KAGENT_BROKER": bootstrap_servers,
-            "KAGENT_APP_ID": app_id,
-            "KAGENT_WEB_PORT": str(self.web_port),
-            "KAGENT_DATA_DIR": str(workdir / f"{app_id}-data"),
+        defaults = {
+            "broker": bootstrap_servers,
+            "app_id": app_id,
+            "web_port": str(self.web_port),
+            "data_dir": str(workdir / f"{app_id}-data"),
             # Tansu holds a group's first join for half the session timeout.
-            "KAGENT_SESSION_TIMEOUT": "2",
+            "session_timeout": "2",
             # Tansu's ListOffsets is right only for one-record batches (kagent.tools.embedded).
-            "KAGENT_ONE_RECORD_BATCHES": "true",
-            **{f"KAGENT_{k.upper()}": v for k, v in settings.items()},
+            "one_record_batches": "true",
         }
+        self.env = kagent_env(**{**defaults, **settings})  # settings override the defaults
         self.process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -30,13 +30,7 @@ from kagent.core.group_health import (
     rewind_recovered,
 )
 
-OK, WARN, STOP, STALL, REWIND = (
-    PartitionStatus.OK,
-    PartitionStatus.WARN,
-    PartitionStatus.STOP,
-    PartitionStatus.STALL,
-    PartitionStatus.REWIND,
-)
+OK, WARN, STOP, STALL, REWIND = PartitionStatus
 
 
 def window(*commits: tuple[int, float, int | None], capacity: int | None = None) -> CommitWindow:

@@ -29,13 +29,7 @@ from kagent.core.incidents import (
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import PartitionMove, Recommendation, Trigger
 
-OK, WARN, STOP, STALL, REWIND = (
-    PartitionStatus.OK,
-    PartitionStatus.WARN,
-    PartitionStatus.STOP,
-    PartitionStatus.STALL,
-    PartitionStatus.REWIND,
-)
+OK, WARN, STOP, STALL, REWIND = PartitionStatus
 OPEN, UPDATE, RESOLVE = IncidentAction.OPEN, IncidentAction.UPDATE, IncidentAction.RESOLVE
 SKEW, KIND_STOP, KIND_STALL, KIND_REWIND = IncidentKind
 
