@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 
 import yaml
 
@@ -58,3 +59,118 @@ def test_dockerfile_copies_existing_paths_runs_an_existing_command_and_sets_vali
     env = dict(re.findall(r"(KAGENT_[A-Z_]+)=(\S+)", DOCKERFILE))
     assert env
     load_settings(env)
+
+
+# -- the monitoring services: Prometheus, Alertmanager, Grafana --------------------------------------
+
+PROMETHEUS = yaml.safe_load((REPO / "deploy" / "prometheus" / "prometheus.yml").read_text())
+
+
+def _mounts(service: dict) -> dict[str, Path]:
+    """A service's bind mounts, container path -> the repository path mounted there."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source.startswith("."):
+            mounts[target.rstrip("/")] = (REPO / source).resolve()
+    return mounts
+
+
+def _in_repo(service: dict, container_path: str) -> Path:
+    """The repository file a service sees at ``container_path``, through its bind mounts."""
+    for target, source in sorted(_mounts(service).items(), key=lambda item: -len(item[0])):
+        if container_path == target or container_path.startswith(target + "/"):
+            return source / container_path[len(target) :].lstrip("/")
+    raise AssertionError(f"{container_path} is not mounted from the repository")
+
+
+def _flag(service: dict, name: str) -> str:
+    values = [arg.split("=", 1)[1] for arg in service["command"] if arg.startswith(f"--{name}=")]
+    assert len(values) == 1, f"--{name} is given {len(values)} times"
+    return values[0]
+
+
+def _listen_port(service: dict) -> int:
+    return int(_flag(service, "web.listen-address").rsplit(":", 1)[1])
+
+
+def test_compose_bind_mounts_exist() -> None:
+    for name, service in COMPOSE["services"].items():
+        for target, source in _mounts(service).items():
+            assert source.exists(), f"{name} mounts {source}, which does not exist, at {target}"
+
+
+def test_compose_monitoring_services_read_the_shipped_configs() -> None:
+    services = COMPOSE["services"]
+    assert services["prometheus"]["image"].startswith("prom/prometheus:")
+    assert services["alertmanager"]["image"].startswith("prom/alertmanager:")
+    config = _in_repo(services["prometheus"], _flag(services["prometheus"], "config.file"))
+    assert config == REPO / "deploy" / "prometheus" / "prometheus.yml"
+    for rules in PROMETHEUS["rule_files"]:  # relative to the config file, in the container as here
+        assert (config.parent / rules).is_file(), f"prometheus.yml loads {rules}, which is not beside it"
+    config = _in_repo(services["alertmanager"], _flag(services["alertmanager"], "config.file"))
+    assert config == REPO / "deploy" / "alertmanager" / "alertmanager.yml"
+
+
+def test_prometheus_scrapes_and_alerts_to_services_of_the_compose_file_on_their_ports() -> None:
+    services = COMPOSE["services"]
+
+    def check(host: str, port: int, what: str) -> None:
+        if host == "localhost":
+            return
+        assert host in services, f"Prometheus {what} {host}, which is no service of docker-compose.yml"
+        service = services[host]
+        if "build" in service:  # a kagent worker: its web server, on every interface
+            env = service["environment"]
+            assert port == int(env["KAGENT_WEB_PORT"]), f"Prometheus {what} {host}:{port}"
+            assert env["KAGENT_WEB_HOST"] == "0.0.0.0", f"{host} listens on loopback only: Prometheus cannot scrape it"
+        else:
+            assert port == _listen_port(service), f"Prometheus {what} {host}:{port}"
+
+    scraped = set()
+    for job in PROMETHEUS["scrape_configs"]:
+        for static in job.get("static_configs", []):
+            for target in static["targets"]:
+                host, port = target.rsplit(":", 1)
+                check(host, int(port), f"job {job['job_name']} scrapes")
+                scraped.add(host)
+        for dns in job.get("dns_sd_configs", []):
+            for host in dns["names"]:
+                check(host, dns["port"], f"job {job['job_name']} scrapes")
+                scraped.add(host)
+    assert "kagent" in scraped
+    for alertmanager in PROMETHEUS["alerting"]["alertmanagers"]:
+        for static in alertmanager["static_configs"]:
+            for target in static["targets"]:
+                host, port = target.rsplit(":", 1)
+                check(host, int(port), "sends alerts to")
+    kagent_job = next(job for job in PROMETHEUS["scrape_configs"] if job["job_name"] == "kagent")
+    assert kagent_job.get("metrics_path", "/metrics") == "/metrics"
+
+
+def test_grafana_is_provisioned_with_the_prometheus_service_and_the_dashboard() -> None:
+    grafana = COMPOSE["services"]["grafana"]
+    provisioning = _in_repo(grafana, "/etc/grafana/provisioning")
+    [datasource] = [
+        d
+        for file in sorted((provisioning / "datasources").glob("*.yml"))
+        for d in yaml.safe_load(file.read_text())["datasources"]
+    ]
+    assert datasource["type"] == "prometheus"
+    host, port = datasource["url"].removeprefix("http://").rsplit(":", 1)
+    assert host == "prometheus" and int(port) == _listen_port(COMPOSE["services"]["prometheus"])
+    [provider] = [
+        p
+        for file in sorted((provisioning / "dashboards").glob("*.yml"))
+        for p in yaml.safe_load(file.read_text())["providers"]
+    ]
+    folder = provider["options"]["path"].rstrip("/")
+    found = set()
+    for target, source in _mounts(grafana).items():  # a folder mounted there, or files mounted in it
+        if target == folder or folder.startswith(target + "/"):
+            found |= set((source / folder[len(target) :].lstrip("/")).glob("*.json"))
+        elif target.startswith(folder + "/") and target.endswith(".json"):
+            found.add(source)
+    assert REPO / "deploy" / "grafana" / "kagent-dashboard.json" in found, (
+        f"Grafana loads dashboards from {folder}, where the compose file mounts no deploy/grafana/kagent-dashboard.json"
+    )
