@@ -1,17 +1,40 @@
-"""The worker's Prometheus metrics, in a registry of their own (served at ``/metrics``)."""
+"""The worker's Prometheus metrics, in a registry of their own (served at ``/metrics``).
+
+Beside the metrics of :class:`Metrics`, the registry holds a
+:class:`~kagent.worker.lag_exporter.LagExporter`, which computes the lag series at each scrape;
+:func:`exported_metric_names` names every sample both can expose.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import Metric
 
-__all__ = ["Metrics"]
+from kagent.worker.lag_exporter import metric_families
+
+__all__ = ["Metrics", "exported_metric_names"]
+
+SAMPLE_SUFFIXES: dict[str, tuple[str, ...]] = {
+    "counter": ("_total", "_created"),
+    "summary": ("", "_sum", "_count", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
+    "info": ("_info",),
+}
+"""The sample names ``prometheus_client`` writes for a family of each type, as suffixes of the family's name
+(types not listed write one sample name, the family's own)."""
 
 
 @dataclass
 class Metrics:
-    """Counters and gauges of one worker."""
+    """Counters, gauges and histograms of one worker.
+
+    The per-group gauges (:attr:`group_recommended_skew`, :attr:`group_status`, :attr:`group_open_incidents`)
+    are set by the stage that owns each figure; :meth:`forget_group` removes a group's series from all of them.
+    """
 
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
@@ -72,3 +95,83 @@ class Metrics:
             registry=r,
         )
         self.evaluation_seconds = Histogram("kagent_evaluation_seconds", "Time to evaluate one group", registry=r)
+        self.group_recommended_skew = Gauge(
+            "kagent_group_recommended_skew",
+            "Skew of the members' lag under the last recommendation's assignment, in the evaluation's skew metric",
+            ["cluster_name", "group"],
+            registry=r,
+        )
+        self.group_status = Gauge(
+            "kagent_group_status",
+            "The group's health as Burrow's status code: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND",
+            ["cluster_name", "group"],
+            registry=r,
+        )
+        self.group_open_incidents = Gauge(
+            "kagent_group_open_incidents",
+            "1 while the group has an open incident of the kind (lag-skew, stop, stall, rewind), else 0",
+            ["cluster_name", "group", "kind"],
+            registry=r,
+        )
+        self.incident_transitions = Counter(
+            "kagent_incident_transitions",
+            "Incident transitions sent, by incident kind and action (open, update, resolve)",
+            ["kind", "action"],
+            registry=r,
+        )
+        self.alert_deliveries = Counter(
+            "kagent_alert_deliveries",
+            "Deliveries of incident transitions to alert sinks, by sink and outcome (accepted, retried, rejected)",
+            ["sink", "outcome"],
+            registry=r,
+        )
+        self.alert_delivery_seconds = Histogram(
+            "kagent_alert_delivery_seconds",
+            "Time from an incident transition's record timestamp to its acceptance by the sink",
+            ["sink"],
+            buckets=(0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0),
+            registry=r,
+        )
+        self.alert_resends = Counter(
+            "kagent_alert_resends",
+            "Re-sends of the open incidents to alert sinks, by sink and outcome",
+            ["sink", "outcome"],
+            registry=r,
+        )
+        self.alerting_backlog = Gauge(
+            "kagent_alerting_backlog_records",
+            "Incident records the alerting stage has read but not yet delivered",
+            registry=r,
+        )
+
+    def forget_group(self, cluster_name: str, group: str) -> None:
+        """Remove ``group``'s series from the per-group gauges, so a group this worker no longer holds
+        stops being exported; a series that does not exist is no error."""
+        self.group_recommended_skew.remove(cluster_name, group)
+        self.group_status.remove(cluster_name, group)
+        kinds = {
+            sample.labels["kind"]
+            for family in self.group_open_incidents.collect()
+            for sample in family.samples
+            if sample.labels["cluster_name"] == cluster_name and sample.labels["group"] == group
+        }
+        for kind in kinds:
+            self.group_open_incidents.remove(cluster_name, group, kind)
+
+
+def _sample_names(families: Iterable[Metric]) -> set[str]:
+    names: set[str] = set()
+    for family in families:
+        names.update(f"{family.name}{suffix}" for suffix in SAMPLE_SUFFIXES.get(family.type, ("",)))
+        names.update(sample.name for sample in family.samples)
+    return names
+
+
+def exported_metric_names() -> frozenset[str]:
+    """Every sample name a worker's ``/metrics`` can contain: those of :class:`Metrics`' registry (a counter's
+    ``_total`` and ``_created``, a histogram's ``_bucket``, ``_sum``, ``_count`` and ``_created``) and those
+    :class:`~kagent.worker.lag_exporter.LagExporter` exports at any granularity.
+
+    Built from the families the registry's collectors and the lag exporter describe, not from a list.
+    """
+    return frozenset(_sample_names(Metrics().registry.collect()) | _sample_names(metric_families()))

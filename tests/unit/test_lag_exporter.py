@@ -1,0 +1,601 @@
+"""`kagent.worker.lag_exporter`: kafka-lag-exporter's series and kagent's member figures, at each granularity,
+through a real prometheus_client registry and its text format; and `kagent.worker.metrics`' additions."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+
+import pytest
+from aiokafka.structs import TopicPartition
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kagent.core.evaluation import evaluate
+from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
+from kagent.core.group_health import GroupHealth, GroupStatus
+from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
+from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
+from kagent.settings import MetricsGranularity
+from kagent.worker.lag_exporter import (
+    NO_MEMBER,
+    LagExporter,
+    group_figures,
+    group_skew,
+    member_rows,
+    metric_families,
+    partition_rows,
+)
+from kagent.worker.metrics import Metrics, exported_metric_names
+
+NOW = 1_700_000_000.0
+CLUSTER = "prod"
+
+
+def policy(unit: LagUnit = LagUnit.MESSAGES, metric: SkewMetric = SkewMetric.PEAK_TO_MEAN) -> EvaluationPolicy:
+    return EvaluationPolicy(
+        lag_unit=unit,
+        skew_metric=metric,
+        skew_threshold=1.5,
+        min_total_lag=0,
+        min_improvement=0.1,
+        hold_evaluations=1,
+        hysteresis=0.8,
+        cooldown=0.0,
+        strategy="lag-sticky",
+    )
+
+
+def figures(
+    group: str,
+    topic: str,
+    partition: int,
+    *,
+    committed: int | None,
+    log_end: int,
+    time_lag: float | None,
+    offset_lag: int | None = None,
+    log_start: int = 0,
+    polled_at: float = NOW - 1,
+) -> PartitionLag:
+    """A partition's lag figures; the offset lag is ``log_end - committed`` unless given."""
+    if offset_lag is None:
+        offset_lag = log_end - (committed if committed is not None else log_start)
+    return PartitionLag(
+        group=group,
+        topic=topic,
+        partition=partition,
+        committed=committed,
+        log_start=log_start,
+        log_end=log_end,
+        offset_lag=offset_lag,
+        time_lag=time_lag,
+        flags=(LagFlag.NO_COMMIT,) if committed is None else (),
+        polled_at=polled_at,
+    )
+
+
+def member(member_id: str, host: str, *partitions: tuple[str, int], topics: Sequence[str] = ()) -> MemberAssignment:
+    return MemberAssignment(
+        member_id=member_id,
+        client_id=f"client-{member_id}",
+        client_host=host,
+        topics=tuple(topics),
+        partitions=tuple(PartitionRef(topic=topic, partition=partition) for topic, partition in partitions),
+    )
+
+
+def snapshot(
+    group: str,
+    members: Sequence[MemberAssignment],
+    lags: Sequence[PartitionLag],
+    partition_counts: Mapping[str, int],
+) -> GroupSnapshot:
+    return GroupSnapshot(
+        assignment=GroupAssigned(group=group, generation=3, protocol="range", leader=None, members=tuple(members)),
+        partition_counts=dict(partition_counts),
+        lag={lag.topic_partition: lag for lag in lags},
+        taken_at=NOW,
+    )
+
+
+ORDERS = snapshot(
+    "orders",
+    [
+        member("m1", "/10.0.0.1", ("t", 0), ("t", 1), topics=("t", "u")),
+        member("m2", "/10.0.0.2", ("t", 2), ("u", 0), topics=("t", "u")),
+    ],
+    [
+        figures("orders", "t", 0, committed=90, log_end=100, time_lag=2.5),
+        # Caught up, time lag unknown: 0 seconds (kafka-lag-exporter's LagIsZero).
+        figures("orders", "t", 1, committed=200, log_end=200, time_lag=None),
+        # No committed offset: kagent's lag follows auto.offset.reset (50), kafka-lag-exporter's is NaN.
+        figures("orders", "t", 2, committed=None, log_start=10, log_end=60, time_lag=None),
+        # Held by no member; records wait but the time lag is unknown.
+        figures("orders", "t", 3, committed=5, log_end=8, time_lag=None),
+        figures("orders", "u", 0, committed=0, log_end=7, time_lag=1.0),
+    ],
+    {"t": 4, "u": 1},
+)
+"""Two members over two topics, with every kind of partition the exporter tells apart."""
+
+AUDIT = snapshot(
+    "audit",
+    [member("a1", "/10.0.0.3", ("t", 0), topics=("t",))],
+    # The same partition as orders' t/0, from a newer poll.
+    [figures("audit", "t", 0, committed=100, log_end=110, log_start=4, time_lag=0.5, polled_at=NOW)],
+    {"t": 4},
+)
+
+EMPTY = snapshot("empty", [member("e1", "/10.0.0.4", topics=("t",))], [], {"t": 4})
+"""A group with a member but no lag figures yet."""
+
+
+class FakeGroups:
+    """A stand-in for the storage stage: :class:`~kagent.worker.group_state.GroupStateReader` over dicts.
+
+    ``broken`` groups raise from :meth:`snapshot`; ``calls`` records each call, to tell that none was made.
+    """
+
+    def __init__(self, snapshots: Mapping[str, GroupSnapshot | None], broken: Sequence[str] = ()) -> None:
+        self.snapshots = dict(snapshots)
+        self.broken = set(broken)
+        self.calls: list[str] = []
+
+    def held_groups(self) -> list[str]:
+        self.calls.append("held_groups")
+        return sorted({*self.snapshots, *self.broken})
+
+    def assignment(self, group: str) -> GroupAssigned | None:
+        self.calls.append("assignment")
+        found = self.snapshots.get(group)
+        return found.assignment if found is not None else None
+
+    def snapshot(self, group: str, now: float) -> GroupSnapshot | None:
+        self.calls.append("snapshot")
+        assert now == NOW
+        if group in self.broken:
+            raise ValueError(f"corrupt state of {group}")
+        return self.snapshots.get(group)
+
+    def health(self, group: str, now: float) -> GroupHealth:
+        self.calls.append("health")
+        return GroupHealth(GroupStatus.OK, (), 0, "no partition to judge")
+
+    def partitions_read(self) -> list[TopicPartition]:
+        self.calls.append("partitions_read")
+        return sorted(tp for found in self.snapshots.values() if found is not None for tp in found.lag)
+
+
+Labels = frozenset[tuple[str, str]]
+Series = dict[str, dict[Labels, float]]
+
+
+def exporter(
+    reader: FakeGroups,
+    granularity: MetricsGranularity = MetricsGranularity.PARTITION,
+    evaluation: EvaluationPolicy | None = None,
+) -> LagExporter:
+    return LagExporter(
+        reader,
+        cluster_name=CLUSTER,
+        granularity=granularity,
+        policy=evaluation or policy(),
+        clock=lambda: NOW,
+    )
+
+
+def scrape(registry: CollectorRegistry) -> Series:
+    """Every sample of the registry's text exposition, parsed back: sample name -> labels -> value."""
+    series: Series = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            series.setdefault(sample.name, {})[frozenset(sample.labels.items())] = sample.value
+    return series
+
+
+def scrape_exporter(collector: LagExporter) -> Series:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return scrape(registry)
+
+
+def labels(**values: str) -> Labels:
+    return frozenset({"cluster_name": CLUSTER, **values}.items())
+
+
+def gp(group: str, topic: str, partition: int, host: str, consumer: str, client: str) -> Labels:
+    """Labels of a group-partition series."""
+    return labels(
+        group=group,
+        topic=topic,
+        partition=str(partition),
+        member_host=host,
+        consumer_id=consumer,
+        client_id=client,
+    )
+
+
+def m1(partition: int, topic: str = "t") -> Labels:
+    return gp("orders", topic, partition, "/10.0.0.1", "m1", "client-m1")
+
+
+def m2(partition: int, topic: str = "t") -> Labels:
+    return gp("orders", topic, partition, "/10.0.0.2", "m2", "client-m2")
+
+
+UNHELD_T3 = gp("orders", "t", 3, NO_MEMBER, NO_MEMBER, NO_MEMBER)
+
+
+def same(actual: Mapping[Labels, float], expected: Mapping[Labels, float]) -> bool:
+    """Equal series, NaN equal to NaN."""
+    return actual.keys() == expected.keys() and all(
+        (math.isnan(value) and math.isnan(actual[key])) or actual[key] == value for key, value in expected.items()
+    )
+
+
+PER_GROUP = {
+    "kafka_consumergroup_group_max_lag",
+    "kafka_consumergroup_group_max_lag_seconds",
+    "kafka_consumergroup_group_sum_lag",
+}
+KAGENT = {"kagent_group_member_lag", "kagent_group_member_lag_seconds", "kagent_group_skew", "kagent_group_members"}
+PER_TOPIC = {"kafka_consumergroup_group_topic_sum_lag"}
+PER_PARTITION = {
+    "kafka_consumergroup_group_offset",
+    "kafka_consumergroup_group_lag",
+    "kafka_consumergroup_group_lag_seconds",
+    "kafka_partition_latest_offset",
+    "kafka_partition_earliest_offset",
+}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# kafka-lag-exporter's series
+
+
+def test_partition_granularity_exports_every_series_with_kafka_lag_exporters_labels() -> None:
+    series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
+
+    assert set(series) == PER_PARTITION | PER_TOPIC | PER_GROUP | KAGENT
+    assert series["kafka_consumergroup_group_offset"] == {
+        m1(0): 90.0,
+        m1(1): 200.0,
+        UNHELD_T3: 5.0,
+        m2(0, "u"): 0.0,
+    }
+    assert same(
+        series["kafka_consumergroup_group_lag"],
+        {m1(0): 10.0, m1(1): 0.0, m2(2): math.nan, UNHELD_T3: 3.0, m2(0, "u"): 7.0},
+    )
+    assert same(
+        series["kafka_consumergroup_group_lag_seconds"],
+        {m1(0): 2.5, m1(1): 0.0, m2(2): math.nan, UNHELD_T3: math.nan, m2(0, "u"): 1.0},
+    )
+    assert series["kafka_partition_latest_offset"] == {
+        labels(topic="t", partition="0"): 100.0,
+        labels(topic="t", partition="1"): 200.0,
+        labels(topic="t", partition="2"): 60.0,
+        labels(topic="t", partition="3"): 8.0,
+        labels(topic="u", partition="0"): 7.0,
+    }
+    assert series["kafka_partition_earliest_offset"] == {
+        labels(topic="t", partition="0"): 0.0,
+        labels(topic="t", partition="1"): 0.0,
+        labels(topic="t", partition="2"): 10.0,
+        labels(topic="t", partition="3"): 0.0,
+        labels(topic="u", partition="0"): 0.0,
+    }
+    # NaN (no committed offset) is left out of sums and maxima.
+    assert series["kafka_consumergroup_group_topic_sum_lag"] == {
+        labels(group="orders", topic="t"): 13.0,
+        labels(group="orders", topic="u"): 7.0,
+    }
+    assert series["kafka_consumergroup_group_sum_lag"] == {labels(group="orders"): 20.0}
+    assert series["kafka_consumergroup_group_max_lag"] == {labels(group="orders"): 10.0}
+    assert series["kafka_consumergroup_group_max_lag_seconds"] == {labels(group="orders"): 2.5}
+
+
+def test_the_per_group_series_carry_no_is_simple_consumer_label() -> None:
+    """kafka-lag-exporter removed it (and ``state``) in 0.4.1; its README still lists it."""
+    series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
+
+    for name in PER_GROUP:
+        assert [dict(key) for key in series[name]] == [{"cluster_name": CLUSTER, "group": "orders"}]
+
+
+def test_a_partition_no_member_holds_carries_kafka_lag_exporters_no_member_labels() -> None:
+    rows = {(row.topic, row.partition): row for row in partition_rows(ORDERS)}
+
+    unheld = rows[("t", 3)]
+    assert (unheld.member_host, unheld.consumer_id, unheld.client_id) == ("unknown", "unknown", "unknown")
+    held = rows[("u", 0)]
+    assert (held.member_host, held.consumer_id, held.client_id) == ("/10.0.0.2", "m2", "client-m2")
+
+
+def test_a_partition_without_a_committed_offset_has_no_offset_and_nan_lag() -> None:
+    rows = {(row.topic, row.partition): row for row in partition_rows(ORDERS)}
+
+    no_commit = rows[("t", 2)]
+    assert no_commit.committed is None
+    assert math.isnan(no_commit.lag) and math.isnan(no_commit.lag_seconds)
+    series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
+    assert m2(2) not in series["kafka_consumergroup_group_offset"]
+
+
+def test_maxima_are_nan_and_sums_zero_when_no_partition_lag_is_known() -> None:
+    unknown = snapshot(
+        "new",
+        [member("n1", "/h", ("t", 0), topics=("t",))],
+        [figures("new", "t", 0, committed=None, log_end=9, time_lag=None)],
+        {"t": 1},
+    )
+    series = scrape_exporter(exporter(FakeGroups({"new": unknown})))
+
+    assert math.isnan(series["kafka_consumergroup_group_max_lag"][labels(group="new")])
+    assert math.isnan(series["kafka_consumergroup_group_max_lag_seconds"][labels(group="new")])
+    assert series["kafka_consumergroup_group_sum_lag"] == {labels(group="new"): 0.0}
+    assert series["kafka_consumergroup_group_topic_sum_lag"] == {labels(group="new", topic="t"): 0.0}
+
+
+def test_a_partition_read_by_several_groups_has_one_offsets_series_from_the_newest_poll() -> None:
+    series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS, "audit": AUDIT})))
+
+    assert series["kafka_partition_latest_offset"][labels(topic="t", partition="0")] == 110.0
+    assert series["kafka_partition_earliest_offset"][labels(topic="t", partition="0")] == 4.0
+    assert len(series["kafka_partition_latest_offset"]) == 5
+    assert series["kafka_consumergroup_group_offset"][gp("audit", "t", 0, "/10.0.0.3", "a1", "client-a1")] == 100.0
+
+
+def test_a_group_without_lag_figures_has_only_kagents_member_series() -> None:
+    series = scrape_exporter(exporter(FakeGroups({"empty": EMPTY, "gone": None})))
+
+    assert set(series) == KAGENT
+    assert series["kagent_group_members"] == {labels(group="empty"): 1.0}
+    # No lag is an even spread, as the evaluation measures it.
+    assert series["kagent_group_skew"] == {labels(group="empty"): evaluate(EMPTY, None, policy(), NOW).skew}
+
+
+@pytest.mark.parametrize(
+    ("granularity", "names"),
+    [
+        (MetricsGranularity.PARTITION, PER_PARTITION | PER_TOPIC | PER_GROUP | KAGENT),
+        (MetricsGranularity.TOPIC, PER_TOPIC | PER_GROUP | KAGENT),
+        (MetricsGranularity.GROUP, PER_GROUP | KAGENT),
+    ],
+)
+def test_each_granularity_exports_its_series_and_describes_the_same(
+    granularity: MetricsGranularity, names: set[str]
+) -> None:
+    collector = exporter(FakeGroups({"orders": ORDERS, "audit": AUDIT}), granularity)
+    full = scrape_exporter(exporter(FakeGroups({"orders": ORDERS, "audit": AUDIT})))
+
+    series = scrape_exporter(collector)
+
+    assert set(series) == names
+    assert {family.name for family in collector.describe()} == names
+    for name in names:
+        assert same(series[name], full[name]), name
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# kagent's own figures
+
+
+def test_member_lag_in_records_and_seconds() -> None:
+    series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
+
+    member_1 = labels(group="orders", member_host="/10.0.0.1", consumer_id="m1", client_id="client-m1")
+    member_2 = labels(group="orders", member_host="/10.0.0.2", consumer_id="m2", client_id="client-m2")
+    # m2's t/2 counts its auto.offset.reset lag (50), as the evaluator counts it.
+    assert series["kagent_group_member_lag"] == {member_1: 10.0, member_2: 57.0}
+    # m2's t/2 has records waiting and no time lag: m2's seconds cannot be added up.
+    assert series["kagent_group_member_lag_seconds"] == {member_1: 2.5}
+    assert series["kagent_group_members"] == {labels(group="orders"): 2.0}
+
+
+def test_skew_is_the_evaluations_in_messages() -> None:
+    evaluation = evaluate(ORDERS, None, policy(), NOW)
+
+    assert evaluation.skew is not None
+    assert group_skew(ORDERS, policy()) == pytest.approx(evaluation.skew)
+    series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
+    assert series["kagent_group_skew"] == {labels(group="orders"): pytest.approx(evaluation.skew)}
+
+
+@pytest.mark.parametrize("metric", list(SkewMetric))
+def test_skew_is_the_evaluations_in_seconds_when_every_time_lag_is_known(metric: SkewMetric) -> None:
+    known = snapshot(
+        "known",
+        [
+            member("k1", "/h1", ("t", 0), ("t", 1), topics=("t",)),
+            member("k2", "/h2", ("t", 2), topics=("t",)),
+            member("k3", "/h3", topics=("t",)),
+        ],
+        [
+            figures("known", "t", 0, committed=0, log_end=10, time_lag=1.25),
+            figures("known", "t", 1, committed=0, log_end=10, time_lag=0.3),
+            figures("known", "t", 2, committed=0, log_end=10, time_lag=4.0),
+        ],
+        {"t": 3},
+    )
+    seconds = policy(LagUnit.SECONDS, metric)
+
+    assert group_skew(known, seconds) == pytest.approx(evaluate(known, None, seconds, NOW).skew)
+    assert [row.lag_seconds for row in member_rows(known)] == [1.55, 4.0, 0.0]
+
+
+def test_skew_in_seconds_is_unmeasured_with_an_unknown_time_lag() -> None:
+    seconds = policy(LagUnit.SECONDS)
+
+    assert evaluate(ORDERS, None, seconds, NOW).skew is None
+    assert group_skew(ORDERS, seconds) is None
+    series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS}), evaluation=seconds))
+    assert "kagent_group_skew" not in series
+
+
+def test_a_group_without_members_has_no_skew_and_no_member_series() -> None:
+    memberless = snapshot("idle", [], [figures("idle", "t", 0, committed=3, log_end=5, time_lag=1.0)], {"t": 1})
+
+    result = group_figures(memberless, policy())
+
+    assert result.skew is None and result.members == () and result.member_count == 0
+    series = scrape_exporter(exporter(FakeGroups({"idle": memberless})))
+    assert series["kagent_group_members"] == {labels(group="idle"): 0.0}
+    assert "kagent_group_skew" not in series and "kagent_group_member_lag" not in series
+    assert series["kafka_consumergroup_group_lag"] == {gp("idle", "t", 0, NO_MEMBER, NO_MEMBER, NO_MEMBER): 2.0}
+
+
+def test_partitions_outside_the_subscribed_topics_count_for_kafka_series_but_not_for_kagents() -> None:
+    """Like ``propose``: a partition beyond the topic's partition count, or of a topic no member subscribes
+    to, is left out of member lag and skew; kafka-lag-exporter's series still show it."""
+    stray = snapshot(
+        "stray",
+        [member("s1", "/h", ("t", 0), ("t", 5), topics=("t",))],
+        [
+            figures("stray", "t", 0, committed=0, log_end=4, time_lag=1.0),
+            figures("stray", "t", 5, committed=0, log_end=100, time_lag=9.0),
+            figures("stray", "x", 0, committed=0, log_end=1000, time_lag=9.0),
+        ],
+        {"t": 1, "x": 1},
+    )
+
+    result = group_figures(stray, policy())
+
+    assert [row.lag for row in result.members] == [4.0]
+    assert result.lag is not None and result.lag.sum_lag == 1104.0
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The collector: failures, describe, registration
+
+
+def test_a_group_whose_snapshot_raises_is_skipped_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    reader = FakeGroups({"orders": ORDERS, "audit": AUDIT}, broken=["broken"])
+    collector = exporter(reader)
+
+    with caplog.at_level(logging.ERROR, logger="kagent.worker.lag_exporter"):
+        first = scrape_exporter(collector)
+        registry = CollectorRegistry()
+        registry.register(collector)
+        second = scrape(registry)
+
+    assert {dict(key)["group"] for key in first["kagent_group_members"]} == {"orders", "audit"}
+    assert set(second) == set(first) and all(same(second[name], first[name]) for name in first)
+    failures = [record for record in caplog.records if "broken" in record.getMessage()]
+    assert len(failures) == 1
+    assert failures[0].exc_info is not None
+
+
+def test_a_group_that_recovers_is_logged_again_when_it_breaks_again(caplog: pytest.LogCaptureFixture) -> None:
+    reader = FakeGroups({"orders": ORDERS}, broken=["orders"])
+    collector = exporter(reader)
+
+    with caplog.at_level(logging.ERROR, logger="kagent.worker.lag_exporter"):
+        collector.figures()
+        reader.broken.clear()
+        assert [group.group for group in collector.figures()] == ["orders"]
+        reader.broken.add("orders")
+        collector.figures()
+
+    assert len([record for record in caplog.records if record.levelno == logging.ERROR]) == 2
+
+
+def test_a_reader_that_cannot_list_its_groups_leaves_the_rest_of_the_registry_scrapable() -> None:
+    class Failing(FakeGroups):
+        def held_groups(self) -> list[str]:
+            raise RuntimeError("storage not ready")
+
+    metrics = Metrics()
+    metrics.groups.set(3)
+    metrics.registry.register(exporter(Failing({})))
+
+    series = scrape(metrics.registry)
+
+    assert series["kagent_groups"] == {frozenset(): 3.0}
+    assert not PER_PARTITION & set(series)
+
+
+def test_describe_and_registration_read_nothing() -> None:
+    reader = FakeGroups({"orders": ORDERS})
+    collector = exporter(reader)
+
+    described = collector.describe()
+    CollectorRegistry().register(collector)
+
+    assert reader.calls == []
+    assert [list(family.samples) for family in described] == [[] for _ in described]
+
+
+def test_an_unknown_granularity_is_refused() -> None:
+    with pytest.raises(ValueError, match="granularity"):
+        exporter(FakeGroups({}), "partitions")  # type: ignore[arg-type]
+
+
+def test_registered_beside_the_worker_metrics_its_names_do_not_clash() -> None:
+    metrics = Metrics()
+    metrics.registry.register(exporter(FakeGroups({"orders": ORDERS})))
+
+    series = scrape(metrics.registry)
+
+    assert "kafka_consumergroup_group_lag" in series and "kagent_group_skew" in series
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# kagent.worker.metrics
+
+
+def test_exported_metric_names_has_every_sample_name_a_scrape_can_show() -> None:
+    names = exported_metric_names()
+
+    assert names >= PER_PARTITION | PER_TOPIC | PER_GROUP | KAGENT
+    assert names >= {
+        "kagent_group_recommended_skew",
+        "kagent_group_status",
+        "kagent_group_open_incidents",
+        "kagent_incident_transitions_total",
+        "kagent_incident_transitions_created",
+        "kagent_alert_deliveries_total",
+        "kagent_alert_delivery_seconds_bucket",
+        "kagent_alert_delivery_seconds_sum",
+        "kagent_alert_delivery_seconds_count",
+        "kagent_alert_resends_total",
+        "kagent_alerting_backlog_records",
+        "kagent_evaluation_seconds_bucket",
+        "kagent_source_records_total",
+    }
+    assert "kagent_incident_transitions" not in names
+    assert {family.name for family in metric_families()} <= names
+
+
+def test_exported_metric_names_covers_a_scrape_with_every_metric_set() -> None:
+    metrics = Metrics()
+    metrics.registry.register(exporter(FakeGroups({"orders": ORDERS})))
+    metrics.group_recommended_skew.labels(CLUSTER, "orders").set(1.2)
+    metrics.group_status.labels(CLUSTER, "orders").set(4)
+    metrics.group_open_incidents.labels(CLUSTER, "orders", "stop").set(1)
+    metrics.incident_transitions.labels("stop", "open").inc()
+    metrics.alert_deliveries.labels("slack", "accepted").inc()
+    metrics.alert_delivery_seconds.labels("slack").observe(0.3)
+    metrics.alert_resends.labels("slack", "accepted").inc()
+    metrics.alerting_backlog.set(2)
+
+    assert set(scrape(metrics.registry)) <= exported_metric_names()
+
+
+def test_forget_group_removes_the_groups_series_only() -> None:
+    metrics = Metrics()
+    for group in ("orders", "audit"):
+        metrics.group_recommended_skew.labels(CLUSTER, group).set(1.1)
+        metrics.group_status.labels(CLUSTER, group).set(1)
+        for kind in ("lag-skew", "stop"):
+            metrics.group_open_incidents.labels(CLUSTER, group, kind).set(0)
+
+    metrics.forget_group(CLUSTER, "orders")
+    metrics.forget_group(CLUSTER, "never-held")
+
+    series = scrape(metrics.registry)
+    for name in ("kagent_group_recommended_skew", "kagent_group_status", "kagent_group_open_incidents"):
+        assert {dict(key)["group"] for key in series[name]} == {"audit"}, name
+    assert len(series["kagent_group_open_incidents"]) == 2
