@@ -6,7 +6,8 @@ one stops the import with a one-line message and exit code 2.
 
 The stages (:mod:`kagent.worker`), in the order a record meets them: a
 source (``offsets-topic`` or ``admin-api``) -> storage (the one owner of
-group state) <- end offsets; storage -> evaluator; views read storage.
+group state) <- end offsets; storage -> evaluator -> incidents topic ->
+alerting (when ``KAGENT_ALERTS_CONFIG`` names sinks); views read storage.
 """
 
 from __future__ import annotations
@@ -22,14 +23,18 @@ from kagent.connections import ClusterUnreachable, KafkaConnection
 from kagent.settings import Settings, SettingsError, Source, load_settings
 from kagent.tools.embedded import ONE_RECORD_BATCH
 from kagent.worker.admin_api import AdminApiSource
+from kagent.worker.alerting import Alerting
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.channel import Channel
+from kagent.worker.commit_windows import CommitWindows
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.end_offsets import EndOffsets
 from kagent.worker.evaluator import Evaluator
 from kagent.worker.group_state import EndOffsetsPolled, GroupChanged
 from kagent.worker.health import Health
+from kagent.worker.incident_log import IncidentLog
+from kagent.worker.lag_exporter import LagExporter
 from kagent.worker.lag_figures import LagFigures
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
@@ -74,6 +79,12 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
             poll_interval=settings.end_offset_interval,
             auto_offset_reset=settings.auto_offset_reset,
         ),
+        windows=CommitWindows(
+            topology.commit_windows,
+            storage_writer,
+            capacity=settings.health_commits,
+            min_distance=settings.health_min_distance,
+        ),
         consumer_groups=ConsumerGroupAssignments(
             kafka=settings.kafka,
             client_id=f"{settings.app_id}-topic-ids",
@@ -102,6 +113,50 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         )
     else:
         source = AdminApiSource(settings, topology.derived_events, metrics)
+    evaluator_writer = ChangelogWriter(app)
+    evaluator = Evaluator(
+        interval=settings.evaluate_interval,
+        policy=settings.evaluation_policy,
+        groups=storage,
+        changes=changes,
+        states=topology.evaluation_state,
+        recommendations=topology.recommendations,
+        incidents=IncidentLog(
+            table=topology.incidents_state,
+            topic=topology.incidents,
+            writer=evaluator_writer,
+            metrics=metrics,
+            cluster_name=settings.cluster_name,
+        ),
+        writer=evaluator_writer,
+        metrics=metrics,
+        cluster_name=settings.cluster_name,
+    )
+    metrics.registry.register(
+        LagExporter(
+            storage,
+            cluster_name=settings.cluster_name,
+            granularity=settings.metrics_granularity,
+            policy=settings.evaluation_policy,
+        )
+    )
+    alerting = []
+    if settings.alerts is not None:
+        alerting.append(
+            Alerting(
+                kafka=settings.kafka,
+                group_id=f"{settings.app_id}-alerting",
+                incidents_topic=topology.incidents.get_topic_name(),
+                config=settings.alerts,
+                cluster_name=settings.cluster_name,
+                web_url=settings.web_url,
+                open_incidents=evaluator,
+                dead_letters=dead_letters,
+                metrics=metrics,
+                session_timeout=settings.session_timeout,
+                heartbeat_interval=settings.heartbeat_interval,
+            )
+        )
     return [
         source,
         storage,
@@ -113,16 +168,8 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
             polled=end_offsets,
             metrics=metrics,
         ),
-        Evaluator(
-            interval=settings.evaluate_interval,
-            policy=settings.evaluation_policy,
-            groups=storage,
-            changes=changes,
-            states=topology.evaluation_state,
-            recommendations=topology.recommendations,
-            writer=ChangelogWriter(app),
-            metrics=metrics,
-        ),
+        evaluator,
+        *alerting,
         Health([source, storage] if isinstance(source, OffsetsTopicSource) else [storage], stalls, metrics),
         Views(storage, stalls, metrics),
     ]
@@ -186,7 +233,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     async def start_stages() -> None:
         await prepare_output_topics(
             app,
-            [topology.derived_events, topology.recommendations, topology.dead_letters],
+            [topology.derived_events, topology.recommendations, topology.incidents, topology.dead_letters],
             topology.tables(),
         )
         for stage in stages:

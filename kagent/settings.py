@@ -21,11 +21,22 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from kagent.connections import KafkaConnection
+from kagent.core.alert_config import AlertsConfig, AlertsConfigError, load_alerts_config
 from kagent.core.assignors import STRATEGIES
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.security import OAuthProvider, SaslMechanism, Security, SecurityProtocol
 
-__all__ = ["ENV_PREFIX", "Codec", "LagUnit", "Settings", "SettingsError", "SkewMetric", "Source", "load_settings"]
+__all__ = [
+    "ENV_PREFIX",
+    "Codec",
+    "LagUnit",
+    "MetricsGranularity",
+    "Settings",
+    "SettingsError",
+    "SkewMetric",
+    "Source",
+    "load_settings",
+]
 
 ENV_PREFIX = "KAGENT_"
 
@@ -48,6 +59,14 @@ class Codec(str, Enum):
     """The Cython twins built at install; a decoder without a built twin runs in Python."""
     PYTHON = "python"
     """The generated pure-Python decoders only."""
+
+
+class MetricsGranularity(str, Enum):
+    """How fine the lag series in kafka-lag-exporter's names are (see :mod:`kagent.worker.lag_exporter`)."""
+
+    PARTITION = "partition"
+    TOPIC = "topic"
+    GROUP = "group"
 
 
 class SettingsError(ValueError):
@@ -183,6 +202,28 @@ class Settings(BaseModel):
     aws_region: str | None = None
     """With the ``aws-msk-iam`` provider: the AWS region of the MSK cluster, ``us-east-1`` for example."""
 
+    cluster_name: str = Field(default="default", min_length=1)
+    """The cluster's name in metrics (kafka-lag-exporter's ``cluster_name`` label) and in alerts (``cluster``)."""
+
+    metrics_granularity: MetricsGranularity = MetricsGranularity.PARTITION
+    """The finest lag series ``/metrics`` exports in kafka-lag-exporter's names: ``partition`` (every
+    series), ``topic`` (no per-partition series) or ``group`` (per group only), to bound cardinality."""
+
+    health_commits: int = Field(default=10, ge=2, le=100)
+    """Commits per group-partition the health check judges (Burrow's ``intervals``)."""
+
+    health_min_distance: float = Field(default=1.0, ge=0)
+    """Seconds: a commit closer than this to the previous one replaces it in the health check's window
+    (Burrow's ``min-distance``), so a consumer committing many times a second keeps a window of some span."""
+
+    alerts_config: Path | None = None
+    """The alerting file (YAML): the sinks incidents are delivered to. Without it no alerting stage runs;
+    incidents still go to the incidents topic."""
+
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/]+(/\S*)?$")
+    """The URL users reach the workers' web server at (behind a load balancer, say): alerts link to it.
+    Default: ``http://<web host>:<web port>``."""
+
     spark_master: str = Field(default="local[2]", min_length=1)
     """Where ``kagent pipeline``'s Spark jobs run when ``--master`` is not given: ``local[N]``,
     ``spark://host:7077``, ``yarn``, ``k8s://...`` (any master ``spark-submit`` takes). The worker ignores it."""
@@ -279,6 +320,16 @@ class Settings(BaseModel):
         )
         raise ValueError(f"cannot load the TLS files {named or '(the system trust store)'}: {reason}")
 
+    @field_validator("alerts_config")
+    @classmethod
+    def _check_alerts_config(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            try:
+                load_alerts_config(value)
+            except AlertsConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
     @field_validator("broker")
     @classmethod
     def _check_broker(cls, value: str) -> str:
@@ -336,6 +387,17 @@ class Settings(BaseModel):
             strategy=self.strategy,
         )
 
+    @functools.cached_property
+    def alerts(self) -> AlertsConfig | None:
+        """The alerting file's sinks (:mod:`kagent.core.alert_config`); None without ``alerts_config``.
+        Read at validation already, so a bad file stops start-up."""
+        return None if self.alerts_config is None else load_alerts_config(self.alerts_config)
+
+    @property
+    def web_url(self) -> str:
+        """Where users reach the workers' pages: ``public_url``, or the web server's own address."""
+        return (self.public_url or f"http://{self.web_host}:{self.web_port}").rstrip("/")
+
     @property
     def heartbeat_interval(self) -> float:
         """Heartbeat interval of kagent's own group: a third of the session timeout, at most 3 s."""
@@ -379,5 +441,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         if not first["loc"]:  # a rule across settings
             raise SettingsError(f"invalid combination: {_describe(first)}") from None
         field = str(first["loc"][0])
-        value = values.get(field, "")
-        raise SettingsError(f"invalid {_env_name(field)}={value!r}: {_describe(first)}") from None
+        # The alerting file's errors start with the file's path already (file:line: field: why).
+        value = "" if field == "alerts_config" else f"={values.get(field, '')!r}"
+        raise SettingsError(f"invalid {_env_name(field)}{value}: {_describe(first)}") from None

@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from kagent.core.consumer_group_state import ConsumerGroupState
 from kagent.core.evaluation import EvaluationState
 from kagent.core.events import DerivedEvents, GroupAssigned, OffsetCommitted
-from kagent.core.incidents import IncidentTransition
+from kagent.core.group_health import CommitWindow
+from kagent.core.incidents import IncidentsState, IncidentTransition
 from kagent.core.recommendation import Recommendation
 from kagent.core.snapshot import PartitionLag
 
@@ -34,8 +35,10 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 class DeadLetter(BaseModel):
-    """A ``__consumer_offsets`` record kagent could not apply, with its raw bytes and why (dead-letter topic record):
-    one that does not decode, or decodes but breaks a rule of :mod:`kagent.core.record_checks`."""
+    """A record kagent could not apply or deliver, with its raw bytes and why (dead-letter topic record): a
+    ``__consumer_offsets`` record that does not decode or breaks a rule of :mod:`kagent.core.record_checks`,
+    a derived-events or incidents record that is not what its topic carries, or an incident transition an
+    alert sink rejected for good."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -46,8 +49,9 @@ class DeadLetter(BaseModel):
     timestamp: int | None
     """The record's timestamp, milliseconds since the epoch; None when it has none."""
     error: str
-    """Why: where decoding stopped (record type, part, version, byte and reason), or the rule the
-    record broke with the field and its value (``OffsetCommit breaks partition-negative: partition = -1 ...``)."""
+    """Why: where decoding stopped (record type, part, version, byte and reason), the rule the record
+    broke with the field and its value (``OffsetCommit breaks partition-negative: partition = -1 ...``),
+    or the sink that rejected it with its answer (``alert sink pagerduty rejected it: ... 400 ...``)."""
     key: str | None = Field(json_schema_extra={"contentEncoding": "base64"})
     """The record key's bytes, base64 (RFC 4648, standard alphabet, padded); None for a null key."""
     value: str | None = Field(json_schema_extra={"contentEncoding": "base64"})
@@ -117,13 +121,24 @@ CONTRACTS: Mapping[str, Contract] = {
     "incident": Contract(
         "IncidentTransition",
         IncidentTransition,
-        "Record of the <app id>-incidents topic, keyed by group: an incident opens, updates or resolves "
-        "(the alerting stage that writes it is not part of the worker yet).",
+        "Record of the <app id>-incidents topic, keyed by group: an incident opens, updates or resolves; "
+        "the alerting stage delivers it to the configured sinks.",
+    ),
+    "incidents-state": Contract(
+        "IncidentsState",
+        IncidentsState,
+        "Value of the incidents table, keyed by group: its open incidents and the transitions still to send.",
+    ),
+    "commit-window": Contract(
+        "CommitWindow",
+        CommitWindow,
+        "Value of the commit-windows table: a group's last commits on a partition, for its health check.",
     ),
     "dead-letter": Contract(
         "DeadLetter",
         DeadLetter,
-        "Record of the dead-letter topic: a __consumer_offsets record kagent could not apply, and why.",
+        "Record of the dead-letter topic: a record kagent could not apply (from __consumer_offsets, the "
+        "derived events or the incidents) or an alert sink rejected, and why.",
     ),
 }
 """Every contract by name (its file is ``<name>.schema.json``)."""

@@ -59,6 +59,8 @@ class Evaluation(NamedTuple):
     """The recommendation to publish, when the trigger fired."""
     skew: float | None
     """The skew under the current assignment; None when it could not be measured (no members, unknown lag)."""
+    proposal: Proposal | None
+    """What the strategy would do, with each member's lag before and after; None for a group without members."""
 
 
 def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
@@ -132,4 +134,4 @@ def evaluate(
         last_recommendation_at=last_at,
         last_recommendation_id=last_id,
     )
-    return Evaluation(next_state, recommendation, skew)
+    return Evaluation(next_state, recommendation, skew, proposal)

@@ -7,12 +7,12 @@ failure, and Burrow's ``ERR`` statuses are the ones that page. An incident
 opens, may update, and resolves; each transition is one
 :class:`IncidentTransition`, the record on ``<app id>-incidents`` keyed by group.
 
-The alerting stage (still to come: the worker does not run it yet) is to
-call :func:`step` for each group after its evaluation and its health check,
-with the group's :class:`IncidentsState` from its changelog table (a fresh
-one the first time), an :class:`IncidentObservation` and the time. It
-stores the state it gets back (only when it differs: a step that emits
-nothing returns the state it was given) and sends the transitions.
+The evaluator (:mod:`kagent.worker.incident_log`) calls :func:`step` for each
+group after its evaluation and its health check, with the group's
+:class:`IncidentsState` from its changelog table (a fresh one the first
+time), an :class:`IncidentObservation` and the time. It stores the state it
+gets back with the transitions as :attr:`IncidentsState.pending` (an outbox)
+and sends the transitions; the alerting stage delivers them to the sinks.
 Because the state lives in a changelog table, open incidents and their ids
 survive a worker failover.
 
@@ -229,6 +229,11 @@ class IncidentsState(BaseModel):
     last_recommendation_id: str | None = None
     """The latest recommendation an incident opened or updated on: the same one seen again (a
     recommendation re-sent after a failover) changes nothing."""
+    pending: tuple[IncidentTransition, ...] = ()
+    """Transitions decided but not yet known to be on the incidents topic (an outbox): the worker
+    stores the state with them before sending them, and clears them once the broker has them, so a
+    worker that takes the group over after a crash sends them again (the same records) instead of
+    losing them or deciding them anew with other ids. :func:`step` never sets it."""
 
     @model_validator(mode="after")
     def _consistent(self) -> IncidentsState:
@@ -293,10 +298,13 @@ def step(
     recommendation re-sent after a failover opens an incident with the same
     id). Stepping the returned state with the same observation emits nothing.
     Raises ValueError when the observation, the state and the recommendation
-    are not of the same group.
+    are not of the same group, or when ``state`` has :attr:`IncidentsState.pending`
+    transitions (the caller sends those first).
     """
     group = state.group
     recommendation = observation.recommendation
+    if state.pending:
+        raise ValueError(f"the incidents of {group!r} have {len(state.pending)} transitions still to send")
     if observation.group != group or (recommendation is not None and recommendation.group != group):
         raise ValueError(f"observation of {observation.group!r} for the incidents of {group!r}")
     member_lag = dict(observation.member_lag)

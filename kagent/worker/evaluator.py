@@ -8,8 +8,15 @@ so a skew that appears is seen soon, while the hold still takes whole
 intervals. The decision itself is :func:`kagent.core.evaluation.evaluate`, a
 pure function of the group's snapshot and its trigger state.
 
-The stage owns the evaluation-state table: hold counts, hysteresis and
-cooldown survive a failover. A state is written only when an evaluation
+After each evaluation it judges the group's health (Burrow's rules, from
+storage's commit windows) and steps the group's incidents
+(:class:`~kagent.worker.incident_log.IncidentLog`): a ``lag-skew`` incident
+opens with a recommendation and resolves when the skew falls below threshold
+x hysteresis; a health incident opens with a STOP, STALL or REWIND status and
+resolves when it is gone; a deleted or empty group resolves them all.
+
+The stage owns the evaluation-state and incidents tables: hold counts,
+hysteresis, cooldown and open incidents survive a failover. A state is written only when an evaluation
 changed it, so evaluating unchanged groups writes nothing; a state that led
 to a recommendation is in its changelog before the recommendation is sent.
 """
@@ -23,11 +30,14 @@ import faust
 from faust.types import TopicT
 
 from kagent.core.evaluation import EvaluationState, evaluate
+from kagent.core.group_health import group_status
+from kagent.core.incidents import Incident, IncidentObservation
 from kagent.core.policy import EvaluationPolicy
 from kagent.core.recommendation import Recommendation
 from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
 from kagent.worker.channel import Channel
-from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader
+from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader, OpenIncidentsReader
+from kagent.worker.incident_log import IncidentLog
 from kagent.worker.metrics import Metrics
 from kagent.worker.stage import Stage
 
@@ -36,8 +46,8 @@ __all__ = ["Evaluator"]
 log = logging.getLogger(__name__)
 
 
-class Evaluator(Stage):
-    """Evaluates the held groups at their cadence and publishes what triggers."""
+class Evaluator(Stage, OpenIncidentsReader):
+    """Evaluates the held groups at their cadence, publishes what triggers and keeps their incidents."""
 
     name = "evaluator"
 
@@ -50,8 +60,10 @@ class Evaluator(Stage):
         changes: Channel[GroupChanged],
         states: faust.Table,
         recommendations: TopicT,
+        incidents: IncidentLog,
         writer: ChangelogWriter,
         metrics: Metrics,
+        cluster_name: str,
     ) -> None:
         self._interval = interval
         self._policy = policy
@@ -59,10 +71,14 @@ class Evaluator(Stage):
         self._changes = changes
         self._states = states
         self._recommendations = recommendations
+        self._incidents = incidents
         self._writer = writer
         self._metrics = metrics
+        self._cluster = cluster_name
         self._last_evaluated: dict[str, float] = {}
         self._changed: set[str] = set()
+        self._deleted: set[str] = set()
+        """Groups storage said were deleted, whose incidents are still to resolve."""
         self._stopped = False
 
     @property
@@ -89,6 +105,9 @@ class Evaluator(Stage):
         except ChangelogWriteError as exc:
             log.warning("evaluator at stop: %s", exc)
 
+    def open_incidents(self) -> list[Incident]:
+        return self._incidents.open_incidents(self._groups.held_groups())
+
     def _take_changes(self) -> None:
         """Note the groups storage says changed; forget the state of those deleted."""
         for notice in self._changes.drain():
@@ -96,8 +115,28 @@ class Evaluator(Stage):
                 self._writer.delete(self._states, notice.group)
                 self._last_evaluated.pop(notice.group, None)
                 self._changed.discard(notice.group)
+                self._deleted.add(notice.group)
             else:
                 self._changed.add(notice.group)
+                self._deleted.discard(notice.group)
+
+    async def _resolve_deleted(self, held: set[str], now: float) -> None:
+        """Resolve the incidents of the groups deleted since the last round (unless they came back)."""
+        for group in sorted(self._deleted):
+            if group not in held:
+                observation = IncidentObservation(
+                    group=group,
+                    lag_unit=self._policy.lag_unit,
+                    member_lag={},
+                    gone=True,
+                    skew=None,
+                    rearm_below=self._policy.rearm_below,
+                    recommendation=None,
+                    health=group_status({}, group_gone_or_empty=True),
+                )
+                await self._incidents.forget(observation, now)
+                self._metrics.forget_group(self._cluster, group)
+            self._deleted.discard(group)
 
     def _state(self, group: str) -> EvaluationState | None:
         raw = self._states.get(group)
@@ -119,9 +158,11 @@ class Evaluator(Stage):
         self._take_changes()
         now = time.time()
         held = set(self._groups.held_groups())
+        await self._resolve_deleted(held, now)
         for group in list(self._last_evaluated):
             if group not in held:
                 del self._last_evaluated[group]
+                self._metrics.forget_group(self._cluster, group)
         self._changed &= held
         evaluated = 0
         for group in sorted(held):
@@ -140,10 +181,12 @@ class Evaluator(Stage):
         if snapshot is None:
             return None
         state = self._state(group)
+        resent = None
         if state is not None and state.pending_recommendation is not None:
+            resent = state.pending_recommendation
             state = await self._publish(group, state)
         with self._metrics.evaluation_seconds.time():
-            new_state, recommendation, _ = evaluate(snapshot, state, self._policy, now)
+            new_state, recommendation, skew, proposal = evaluate(snapshot, state, self._policy, now)
         self._metrics.evaluations.inc()
         if recommendation is not None:
             new_state = new_state.model_copy(update={"pending_recommendation": recommendation})
@@ -153,6 +196,30 @@ class Evaluator(Stage):
             self._metrics.recommendations.inc()
             log.info("recommendation %s for group %s", recommendation.id, group)
             await self._publish(group, new_state)
+        health = self._groups.health(group, now)
+        self._metrics.group_status.labels(self._cluster, group).set(health.status.severity)
+        if proposal is not None and not proposal.unknown:
+            self._metrics.group_recommended_skew.labels(self._cluster, group).set(proposal.skew_after)
+        member_lag = {m: proposal.in_unit(t) for m, t in proposal.current_ticks.items()} if proposal else {}
+        observation = IncidentObservation(
+            group=group,
+            lag_unit=self._policy.lag_unit,
+            member_lag=member_lag,
+            gone=not snapshot.assignment.members,
+            skew=skew,
+            rearm_below=self._policy.rearm_below,
+            recommendation=recommendation or resent,
+            health=health,
+        )
+        for transition in await self._incidents.observe(observation, now):
+            log.info(
+                "incident %s (%s) of group %s: %s, %s",
+                transition.incident.id,
+                transition.incident.kind.value,
+                group,
+                transition.action.value,
+                transition.reason,
+            )
         return recommendation
 
     async def _publish(self, group: str, state: EvaluationState) -> EvaluationState:

@@ -18,9 +18,11 @@ from typing import Protocol
 from aiokafka.structs import TopicPartition
 
 from kagent.core.events import GroupAssigned
+from kagent.core.group_health import GroupHealth
+from kagent.core.incidents import Incident
 from kagent.core.snapshot import GroupSnapshot
 
-__all__ = ["EndOffsetsPolled", "GroupChange", "GroupChanged", "GroupStateReader"]
+__all__ = ["EndOffsetsPolled", "GroupChange", "GroupChanged", "GroupStateReader", "OpenIncidentsReader"]
 
 
 class GroupChange(str, Enum):
@@ -72,6 +74,20 @@ class GroupStateReader(Protocol):
         """The group's assignment, partition counts and lag at ``now``; None without an assignment."""
         ...
 
+    def health(self, group: str, now: float) -> GroupHealth:
+        """The group's status at ``now`` by Burrow's rules (:mod:`kagent.core.group_health`), judged on
+        the commit window of each partition it has one on; OK with nothing judged for a group deleted
+        or without members."""
+        ...
+
     def partitions_read(self) -> list[TopicPartition]:
         """Every partition the held groups subscribe to or are assigned, sorted: what to poll end offsets of."""
+        ...
+
+
+class OpenIncidentsReader(Protocol):
+    """Read access to the open incidents of the groups this worker holds (the evaluator keeps them)."""
+
+    def open_incidents(self) -> list[Incident]:
+        """Every open incident of the held groups, by group and then kind."""
         ...

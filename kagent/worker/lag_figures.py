@@ -73,6 +73,16 @@ class LagFigures:
         assigned = [ref.topic_partition for member in assignment.members for ref in member.partitions]
         return sorted(set(known) | set(assigned))
 
+    def log_end(self, tp: TopicPartition) -> int | None:
+        """``tp``'s log-end offset at the latest poll; None if never polled here."""
+        return self._log_end.get(tp)
+
+    def recent_log_ends(self, tp: TopicPartition, count: int) -> tuple[int, ...]:
+        """``tp``'s log-end offsets at up to ``count`` of the latest polls that moved it (or began or ended
+        a run where it did not move), oldest first: Burrow's broker-offset ring, for ``recent_lag_zero``."""
+        history = self._history.get(tp)
+        return tuple(point.offset for point in history.points[-count:]) if history is not None else ()
+
     def take(self, polled: EndOffsetsPolled) -> None:
         """Take one poll's answers: end offsets, their history (for time lag) and partition counts.
         Cheap; the lag entries they make due are rewritten apart (:meth:`due`)."""

@@ -45,11 +45,13 @@ from kagent.core.events import (
     OffsetDeleted,
     decode_events,
 )
+from kagent.core.group_health import GroupHealth, PartitionHealth, group_status, partition_status
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
 from kagent.core.table_keys import partition_key
 from kagent.worker.applied_offsets import AppliedOffsets, Verdict
 from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
 from kagent.worker.channel import Channel
+from kagent.worker.commit_windows import CommitWindows
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader
@@ -93,6 +95,7 @@ class Storage(Stage, GroupStateReader):
         committed: faust.Table,
         applied_offsets: faust.Table,
         lag: LagFigures,
+        windows: CommitWindows,
         consumer_groups: ConsumerGroupAssignments,
         writer: ChangelogWriter,
         held: HeldGroups,
@@ -107,6 +110,7 @@ class Storage(Stage, GroupStateReader):
         self._applied_offsets = applied_offsets
         self._offsets = AppliedOffsets()
         self._lag = lag
+        self._windows = windows
         self._consumer_groups = consumer_groups
         self._writer = writer
         self._held = held
@@ -330,13 +334,17 @@ class Storage(Stage, GroupStateReader):
                 if _older_commit(event, self._committed.get(key)):
                     self._metrics.stale_events.labels(event.kind).inc()
                     return
+                tp = TopicPartition(event.topic, event.partition)
                 self._writer.set(self._committed, key, event.model_dump_json().encode())
-                self._lag.refresh_partition(event.group, TopicPartition(event.topic, event.partition), now)
+                self._windows.observe(event, self._lag.log_end(tp))
+                self._lag.refresh_partition(event.group, tp, now)
                 self._note(event.group, GroupChange.COMMITTED)
             case OffsetDeleted():
                 key = partition_key(event.group, event.topic, event.partition)
+                tp = TopicPartition(event.topic, event.partition)
                 self._writer.delete(self._committed, key)
-                self._lag.forget(event.group, TopicPartition(event.topic, event.partition))
+                self._windows.forget(event.group, tp)
+                self._lag.forget(event.group, tp)
             case GroupAssigned():
                 current = self.assignment(event.group)
                 if current is not None and event.generation < current.generation:
@@ -429,6 +437,26 @@ class Storage(Stage, GroupStateReader):
                 if entry is not None:
                     lag[tp] = entry
         return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now)
+
+    def health(self, group: str, now: float) -> GroupHealth:
+        # Judged: every partition the group has a commit window and a lag figure on. Gone: no
+        # assignment (deleted), or no members (an empty group: the ghosts Burrow alerts on).
+        snapshot = self.snapshot(group, now)
+        if snapshot is None or not snapshot.assignment.members:
+            return group_status({}, group_gone_or_empty=True)
+        judged: dict[TopicPartition, PartitionHealth] = {}
+        for tp, entry in snapshot.lag.items():
+            window = self._windows.window(group, tp) if entry.committed is not None else None
+            if window is None:
+                continue
+            judged[tp] = partition_status(
+                window,
+                entry.log_end,
+                now,
+                time_lag=entry.time_lag,
+                recent_log_end_offsets=self._lag.recent_log_ends(tp, window.capacity),
+            )
+        return group_status(judged, group_gone_or_empty=False)
 
     def partitions_read(self) -> list[TopicPartition]:
         partitions: set[TopicPartition] = set()

@@ -74,6 +74,8 @@ class Topology:
     """Rebalance recommendations as JSON, keyed by group."""
     dead_letters: TopicT
     """Records that failed to decode, with their raw bytes, keyed by source topic-partition."""
+    incidents: TopicT
+    """Incident transitions (open, update, resolve) as JSON, keyed by group."""
     assignments: GroupPartitionedTable
     """group -> ``GroupAssigned`` JSON: the group's current generation and members."""
     committed: GroupPartitionedTable
@@ -84,6 +86,10 @@ class Topology:
     """group -> ``EvaluationState`` JSON: hold count, arming and cooldown of the trigger."""
     consumer_group_state: GroupPartitionedTable
     """group -> ``ConsumerGroupState`` JSON: a KIP-848 group's epoch, topics and members, folded from its records."""
+    commit_windows: GroupPartitionedTable
+    """partition key -> ``CommitWindow`` JSON: the group's last commits there, for its health check."""
+    incidents_state: GroupPartitionedTable
+    """group -> ``IncidentsState`` JSON: the group's open incidents and the transitions still to send."""
     applied_offsets: GroupPartitionedTable
     """derived-events partition (decimal text) -> the offset after the last record storage applied
     from it (decimal text), on that partition."""
@@ -96,6 +102,8 @@ class Topology:
             self.partition_lag,
             self.evaluation_state,
             self.consumer_group_state,
+            self.commit_windows,
+            self.incidents_state,
             self.applied_offsets,
         ]
 
@@ -130,11 +138,14 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         derived_events=app.topic(f"{prefix}-derived-events", **own),
         recommendations=app.topic(f"{prefix}-recommendations", **own),
         dead_letters=app.topic(f"{prefix}-dead-letters", **own),
+        incidents=app.topic(f"{prefix}-incidents", **own),
         assignments=table("assignments", _identity, "Current assignment per group"),
         committed=table("committed-offsets", group_of_partition_key, "Committed offset per group-partition"),
         partition_lag=table("partition-lag", group_of_partition_key, "Lag per group-partition"),
         evaluation_state=table("evaluation-state", _identity, "Trigger state per group"),
         consumer_group_state=table("consumer-group-state", _identity, "KIP-848 consumer group state per group"),
+        commit_windows=table("commit-windows", group_of_partition_key, "Last commits per group-partition"),
+        incidents_state=table("incidents", _identity, "Open incidents per group"),
         applied_offsets=table("applied-offsets", None, "Derived-events offset storage applied to, per partition", int),
     )
 

@@ -83,6 +83,28 @@ def test_a_bad_setting_stops_start_up_with_one_line(command: list[str], tmp_path
     assert not (tmp_path / ".kagent").exists()  # nothing was started or written
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        [sys.executable, "-m", "kagent.tools.cli", "worker"],
+        [sys.executable, "-m", "faust", "-A", "kagent.app", "worker"],
+    ],
+    ids=["kagent worker", "faust worker"],
+)
+def test_a_bad_alerting_file_stops_start_up_with_one_line_naming_file_line_and_field(
+    command: list[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "alerts.yaml"
+    config.write_text("sinks:\n  - name: am\n    type: alertmanager\n    url: not a url\n")
+    result = subprocess.run(
+        command, env=kagent_env(alerts_config=str(config)), cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"kagent: invalid KAGENT_ALERTS_CONFIG: {config}:4: sinks[0].url: "), line
+    assert not (tmp_path / ".kagent").exists()
+
+
 def test_run_with_an_unreachable_broker_says_so_in_one_line(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there
     result = subprocess.run(
