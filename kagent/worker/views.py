@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import faust
 from faust.web import Request, Response, View
@@ -47,28 +48,38 @@ def _pages(app: faust.App, reader: GroupStateReader, stalls: StallDetector, metr
             body = {"ready": not stalled, "stalled_stages": sorted(stalled)}
             return self.json(body, status=503 if stalled else 200)
 
+    def describe(group: str, now: float) -> dict[str, Any] | None:
+        snapshot = reader.snapshot(group, now)
+        if snapshot is None:
+            return None
+        lag = {tp: entry.offset_lag for tp, entry in snapshot.lag.items()}
+        assignment = {m.member_id: [ref.topic_partition for ref in m.partitions] for m in snapshot.assignment.members}
+        return {
+            "generation": snapshot.assignment.generation,
+            "protocol": snapshot.assignment.protocol,
+            "member_lag": member_lag(assignment, lag),
+            "partitions_with_lag": len(lag),
+        }
+
     @app.page("/groups/")
     class GroupsView(View):
         """``GET /groups/``: each held group's generation, assignor and per-member offset lag."""
 
         async def get(self, request: Request) -> Response:
             now = time.time()
-            groups = {}
-            for group in reader.held_groups():
-                snapshot = reader.snapshot(group, now)
-                if snapshot is None:
-                    continue
-                lag = {tp: entry.offset_lag for tp, entry in snapshot.lag.items()}
-                assignment = {
-                    m.member_id: [ref.topic_partition for ref in m.partitions] for m in snapshot.assignment.members
-                }
-                groups[group] = {
-                    "generation": snapshot.assignment.generation,
-                    "protocol": snapshot.assignment.protocol,
-                    "member_lag": member_lag(assignment, lag),
-                    "partitions_with_lag": len(lag),
-                }
+            groups = {group: found for group in reader.held_groups() if (found := describe(group, now)) is not None}
             return self.json({"groups": groups})
+
+    @app.page("/groups/{group}")
+    class GroupView(View):
+        """``GET /groups/<group>``: one held group as in ``/groups/`` (the page alerts link to); 404 if
+        this worker does not hold it."""
+
+        async def get(self, request: Request, group: str) -> Response:
+            found = describe(group, time.time()) if group in reader.held_groups() else None
+            if found is None:
+                return self.json({"error": f"group {group!r} is not held by this worker"}, status=404)
+            return self.json({"group": group, **found})
 
     @app.page("/metrics")
     class MetricsView(View):

@@ -23,6 +23,7 @@ from tests.support.coordinator import (
 from tests.support.monitoring import Alertmanager, Prometheus
 from tests.support.receiver import Receiver
 from tests.support.waiting import wait_until_async
+from tests.support.web import get_json
 from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
@@ -130,6 +131,8 @@ async def test_a_skewed_group_reaches_prometheus_and_alertmanager_and_its_alert_
             f"{topic}-0" in alert["annotations"]["description"] or f"{topic}-1" in alert["annotations"]["description"]
         )
         assert alert["generatorURL"] == f"http://127.0.0.1:{worker.web_port}/groups/{group}"
+        page = get_json(alert["generatorURL"])
+        assert page is not None and page["group"] == group and page["member_lag"][f"{group}-0"] == 6000
         await wait_until_async(
             lambda: _truthy(notifications(receiver, "firing", group)), 60, "Alertmanager's firing notification"
         )
