@@ -196,7 +196,7 @@ class Evaluator(Stage, OpenIncidentsReader):
             self._metrics.recommendations.inc()
             log.info("recommendation %s for group %s", recommendation.id, group)
             await self._publish(group, new_state)
-        health = self._groups.health(group, now)
+        health = self._groups.health(snapshot, now)
         self._metrics.group_status.labels(self._cluster, group).set(health.status.severity)
         if proposal is not None and not proposal.unknown:
             self._metrics.group_recommended_skew.labels(self._cluster, group).set(proposal.skew_after)

@@ -74,10 +74,10 @@ class GroupStateReader(Protocol):
         """The group's assignment, partition counts and lag at ``now``; None without an assignment."""
         ...
 
-    def health(self, group: str, now: float) -> GroupHealth:
-        """The group's status at ``now`` by Burrow's rules (:mod:`kagent.core.group_health`), judged on
-        the commit window of each partition it has one on; OK with nothing judged for a group deleted
-        or without members."""
+    def health(self, snapshot: GroupSnapshot, now: float) -> GroupHealth:
+        """The status at ``now`` of the group of ``snapshot`` (taken at ``now``) by Burrow's rules
+        (:mod:`kagent.core.group_health`), judged on the commit window of each partition it has one
+        on; OK with nothing judged for a group without members."""
         ...
 
     def partitions_read(self) -> list[TopicPartition]:

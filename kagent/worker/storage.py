@@ -438,11 +438,11 @@ class Storage(Stage, GroupStateReader):
                     lag[tp] = entry
         return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now)
 
-    def health(self, group: str, now: float) -> GroupHealth:
+    def health(self, snapshot: GroupSnapshot, now: float) -> GroupHealth:
         # Judged: every partition the group has a commit window and a lag figure on. Gone: no
-        # assignment (deleted), or no members (an empty group: the ghosts Burrow alerts on).
-        snapshot = self.snapshot(group, now)
-        if snapshot is None or not snapshot.assignment.members:
+        # members (an empty group: the ghosts Burrow alerts on).
+        group = snapshot.group
+        if not snapshot.assignment.members:
             return group_status({}, group_gone_or_empty=True)
         judged: dict[TopicPartition, PartitionHealth] = {}
         for tp, entry in snapshot.lag.items():
