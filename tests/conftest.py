@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kagent.tools.embedded import EmbeddedBroker
+from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS
 from tests.support.worker import Worker, running_workers
 
 
@@ -17,6 +18,14 @@ def kafka_broker() -> Iterator[EmbeddedBroker]:
     """One embedded Tansu broker for the whole session, stopped by pid at the end."""
     with EmbeddedBroker() as broker:
         yield broker
+
+
+@pytest.fixture
+async def offsets_topic(kafka_broker: EmbeddedBroker) -> str:
+    """``__consumer_offsets`` on the session broker, of Kafka's default 50 partitions (Tansu has none of its
+    own: the tests write what Kafka's coordinator would)."""
+    await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
+    return OFFSETS_TOPIC
 
 
 _DRILL_FIGURES = pytest.StashKey[list[str]]()

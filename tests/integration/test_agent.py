@@ -32,7 +32,6 @@ from kagent.core.topic_ids import MetadataWithTopicIds, topic_names
 from kagent.tools.embedded import EmbeddedBroker
 from tests.support.coordinator import (
     OFFSETS_TOPIC,
-    OFFSETS_TOPIC_PARTITIONS,
     OffsetsTopicMessage,
     group_metadata,
     offset_commit,
@@ -66,12 +65,6 @@ async def read_until(
 
         await reader.until(lambda: done(values()), timeout, f"what the test expects on {topic}", worker.log_tail)
         return values()
-
-
-@pytest.fixture
-async def offsets_topic(kafka_broker: EmbeddedBroker) -> str:
-    await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
-    return OFFSETS_TOPIC
 
 
 async def test_a_skewed_group_gets_a_recommendation_and_a_balanced_one_none(

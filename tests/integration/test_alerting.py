@@ -13,8 +13,6 @@ from aiokafka.structs import TopicPartition
 
 from kagent.tools.embedded import EmbeddedBroker
 from tests.support.coordinator import (
-    OFFSETS_TOPIC,
-    OFFSETS_TOPIC_PARTITIONS,
     group_metadata,
     offset_commit,
     produce,
@@ -35,12 +33,6 @@ FAST = {
     "topic_partitions": "4",
     "cluster_name": "test-cluster",
 }
-
-
-@pytest.fixture
-async def offsets_topic(kafka_broker: EmbeddedBroker) -> str:
-    await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
-    return OFFSETS_TOPIC
 
 
 def forwarding_alertmanager(workdir: Path, webhook: str) -> Alertmanager:

@@ -19,14 +19,12 @@ deadline, generous because CI runs on two busy cores.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -37,10 +35,10 @@ from typing import Any, Self
 
 import pytest
 import yaml
-from aiohttp import web
 
 from kagent.tools.embedded import die_with_parent, free_port, stop_process
 from tests.support.processes import process_alive
+from tests.support.receiver import Answer, Receiver
 from tests.support.waiting import wait_until
 
 __all__ = [
@@ -427,21 +425,23 @@ class Alertmanager(_Server):
         _request(f"{self.url}/api/v2/alerts", data=list(alerts))
 
 
-class MetricsTarget:
+class MetricsTarget(Receiver):
     """A scrape target on loopback: ``GET /metrics`` answers :attr:`text` (any other path 404).
 
-    aiohttp runs in a thread of its own, so it answers while the test blocks; :attr:`text` may be
-    changed while it runs. :attr:`scrapes` counts the ``/metrics`` requests answered."""
+    A :class:`~tests.support.receiver.Receiver` (aiohttp in a thread of its own, so it answers while
+    the test blocks); :attr:`text` may be changed while it runs. :attr:`scrapes` counts the
+    ``/metrics`` requests answered."""
 
     CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
     def __init__(self, text: str = "") -> None:
+        super().__init__(self._exposition)
         self.text = text
-        self.port = free_port()
-        self.scrapes = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="metrics-target", daemon=True)
-        self._runner: web.AppRunner | None = None
+
+    def _exposition(self, path: str, body: bytes) -> Answer:
+        if path != "/metrics":
+            return Answer(404)
+        return Answer(200, headers={"Content-Type": self.CONTENT_TYPE}, body=self.text)
 
     @property
     def url(self) -> str:
@@ -453,34 +453,9 @@ class MetricsTarget:
         """``127.0.0.1:<port>``: the target as a Prometheus config names it."""
         return f"127.0.0.1:{self.port}"
 
-    def __enter__(self) -> Self:
-        self._thread.start()
-        self._call(self._start())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._call(self._stop())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    def _call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(30)
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        self.scrapes += 1
-        return web.Response(body=self.text.encode(), headers={"Content-Type": self.CONTENT_TYPE})
-
-    async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    @property
+    def scrapes(self) -> int:
+        return sum(1 for request in self.posted if request.path == "/metrics")
 
 
 # -- PromQL: the metric names an expression reads ---------------------------------------------------

@@ -14,8 +14,6 @@ from aiokafka.structs import TopicPartition
 
 from kagent.tools.embedded import EmbeddedBroker
 from tests.support.coordinator import (
-    OFFSETS_TOPIC,
-    OFFSETS_TOPIC_PARTITIONS,
     group_metadata,
     offset_commit,
     produce,
@@ -32,12 +30,6 @@ FAST = {
     "topic_partitions": "4",
     "health_min_distance": "0",
 }
-
-
-@pytest.fixture
-async def offsets_topic(kafka_broker: EmbeddedBroker) -> str:
-    await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
-    return OFFSETS_TOPIC
 
 
 async def test_a_consumer_that_stops_committing_opens_a_stop_incident_that_resolves_when_it_catches_up(
