@@ -16,9 +16,10 @@ x hysteresis; a health incident opens with a STOP, STALL or REWIND status and
 resolves when it is gone; a deleted or empty group resolves them all.
 
 The stage owns the evaluation-state and incidents tables: hold counts,
-hysteresis, cooldown and open incidents survive a failover. A state is written only when an evaluation
-changed it, so evaluating unchanged groups writes nothing; a state that led
-to a recommendation is in its changelog before the recommendation is sent.
+hysteresis, cooldown and open incidents survive a failover. A state is
+written only when an evaluation changed it, so evaluating unchanged groups
+writes nothing; a state that led to a recommendation, or to incident
+transitions, is in its changelog before they are sent.
 """
 
 from __future__ import annotations

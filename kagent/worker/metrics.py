@@ -97,7 +97,8 @@ class Metrics:
         self.evaluation_seconds = Histogram("kagent_evaluation_seconds", "Time to evaluate one group", registry=r)
         self.group_recommended_skew = Gauge(
             "kagent_group_recommended_skew",
-            "Skew of the members' lag under the last recommendation's assignment, in the evaluation's skew metric",
+            "Skew of the members' lag under the assignment the configured strategy would recommend now, "
+            "in the evaluation's skew metric",
             ["cluster_name", "group"],
             registry=r,
         )

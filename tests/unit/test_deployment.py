@@ -43,10 +43,24 @@ def test_compose_commands_exist() -> None:
             _check_command(service["command"])
 
 
+def _on_host(service: dict[str, object], path: str) -> str:
+    """The file of the repository a path inside ``service``'s container is, through its bind mounts."""
+    for volume in service.get("volumes", []):  # type: ignore[attr-defined]
+        source, target = str(volume).split(":")[:2]
+        if source.startswith("./") and (path == target or path.startswith(target + "/")):
+            return str(REPO / source / path[len(target) :].lstrip("/"))
+    return path
+
+
 def test_compose_settings_are_known_and_valid() -> None:
     for service in COMPOSE["services"].values():
         kagent_env = {k: str(v) for k, v in service.get("environment", {}).items() if k.startswith("KAGENT_")}
-        load_settings(kagent_env)  # raises SettingsError naming any unknown or invalid one
+        if "KAGENT_ALERTS_CONFIG" in kagent_env:  # a file mounted into the container: read the repository's
+            kagent_env["KAGENT_ALERTS_CONFIG"] = _on_host(service, kagent_env["KAGENT_ALERTS_CONFIG"])
+        settings = load_settings(kagent_env)  # raises SettingsError naming any unknown or invalid one
+        if "KAGENT_ALERTS_CONFIG" in kagent_env:
+            assert settings.alerts is not None
+            assert [sink.name for sink in settings.alerts.sinks] == ["alertmanager"]
 
 
 def test_dockerfile_copies_existing_paths_runs_an_existing_command_and_sets_valid_settings() -> None:
