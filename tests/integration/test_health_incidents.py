@@ -73,5 +73,5 @@ async def test_a_consumer_that_stops_committing_opens_a_stop_incident_that_resol
     samples = worker.metrics() or {}
     assert samples[f'kagent_group_status{{cluster_name="default",group="{group}"}}'] == 1  # OK again
     assert samples[f'kagent_group_open_incidents{{cluster_name="default",group="{group}",kind="stop"}}'] == 0
-    assert samples['kagent_incident_transitions_total{action="open",kind="stop"}'] == 1
+    assert samples['kagent_incident_transitions_total{action="open",kind="stop"}'] >= 1  # other tests' groups too
     assert worker.stop() == 0
