@@ -439,8 +439,9 @@ class Storage(Stage, GroupStateReader):
         return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now)
 
     def health(self, snapshot: GroupSnapshot, now: float) -> GroupHealth:
-        # Judged: every partition the group has a commit window and a lag figure on. Gone: no
-        # members (an empty group: the ghosts Burrow alerts on).
+        # Judged: every partition the group has a commit window and a lag figure on. Gone: no members
+        # (Kafka's Empty state), as the alerting issue asks: the ghost groups Burrow goes on alerting on.
+        # kagent measures lag under a group's assignment only, so an Empty group has no figures to judge.
         group = snapshot.group
         if not snapshot.assignment.members:
             return group_status({}, group_gone_or_empty=True)
