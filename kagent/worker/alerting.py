@@ -151,6 +151,24 @@ class Alerting(Stage):
     # -- delivery ------------------------------------------------------------------------------
 
     async def _consume(self) -> None:
+        """Deliver until the stage stops; a consumer that fails (a broker gone at its start, a bug) is
+        logged and made again, from the last committed batch, after a pause."""
+        attempt = 0
+        while not self._stopping.is_set():
+            try:
+                await self._consume_once()
+            except _Stopping:
+                return
+            except Exception as exc:  # noqa: BLE001 -- the stage must outlive any one consumer
+                delay = backoff_delay(self._config.retry, attempt, self._random.random())
+                log.error("alerting: the incidents consumer failed (%r); starting again in %.1f s", exc, delay)
+                attempt += 1
+                try:
+                    await self._pause(delay)
+                except _Stopping:
+                    return
+
+    async def _consume_once(self) -> None:
         consumer = self._kafka.consumer(
             self._topic,
             client_id=self.group_id,
@@ -162,16 +180,14 @@ class Alerting(Stage):
             max_poll_interval_ms=int(MAX_POLL_INTERVAL * 1000),
             max_poll_records=MAX_RECORDS,
         )
-        await consumer.start()
         try:
+            await consumer.start()
             while not self._stopping.is_set():
                 fetched = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
                 if not fetched:
                     continue
                 await self.deliver_batch([record for tp in sorted(fetched) for record in fetched[tp]])
                 await self._commit(consumer, fetched)
-        except _Stopping:
-            pass
         finally:
             self._metrics.alerting_backlog.set(0)
             await consumer.stop()
