@@ -571,6 +571,11 @@ def _fill(families: Mapping[str, GaugeMetricFamily], cluster_name: str, figures:
 # The collector.
 
 
+REUSE_FOR = 1.0
+"""Seconds a scrape's figures serve later scrapes: a scrape takes a snapshot of every held group, and a
+scraper polling many times a second (a test harness, several Prometheus servers) must not take a core."""
+
+
 class LagExporter(Collector):
     """A custom collector: at each scrape, the lag series of every group ``reader`` holds.
 
@@ -590,6 +595,7 @@ class LagExporter(Collector):
         granularity: MetricsGranularity,
         policy: EvaluationPolicy,
         clock: Callable[[], float] = time.time,
+        reuse_for: float = REUSE_FOR,
     ) -> None:
         if granularity not in _KEPT:
             raise ValueError(f"unknown metrics granularity {granularity!r}; expected one of {sorted(_KEPT)}")
@@ -602,15 +608,22 @@ class LagExporter(Collector):
         """Groups whose last scrape failed (logged once)."""
         self._listing_failed = False
         """Whether the last ``held_groups`` call failed (logged once)."""
+        self._reuse_for = reuse_for
+        self._computed: tuple[float, list[GroupFigures]] | None = None
+        """(``time.monotonic()`` when, the figures) of the last scrape's computation."""
 
     def describe(self) -> list[Metric]:
         """The families this collector exports at its granularity, without samples; reads nothing."""
         return metric_families(self._granularity)
 
     def collect(self) -> Iterator[Metric]:
-        """The families of :meth:`describe`, with the samples of every held group that could be read."""
+        """The families of :meth:`describe`, with the samples of every held group that could be read;
+        a scrape within ``reuse_for`` seconds of the last computation gets its figures again."""
+        started = time.monotonic()
+        if self._computed is None or started - self._computed[0] >= self._reuse_for:
+            self._computed = (started, self.figures())
         families = {family.name: family.empty() for family in _families(self._granularity)}
-        _fill(families, self._cluster_name, self.figures())
+        _fill(families, self._cluster_name, self._computed[1])
         yield from families.values()
 
     def figures(self) -> list[GroupFigures]:

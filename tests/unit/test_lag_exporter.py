@@ -599,3 +599,19 @@ def test_forget_group_removes_the_groups_series_only() -> None:
     for name in ("kagent_group_recommended_skew", "kagent_group_status", "kagent_group_open_incidents"):
         assert {dict(key)["group"] for key in series[name]} == {"audit"}, name
     assert len(series["kagent_group_open_incidents"]) == 2
+
+
+def test_scrapes_within_reuse_for_share_one_computation_and_later_ones_compute_again() -> None:
+    reader = FakeGroups({"orders": ORDERS})
+    shared = LagExporter(reader, cluster_name=CLUSTER, granularity=MetricsGranularity.PARTITION, policy=policy())
+    scrape_exporter(shared)
+    scrape_exporter(shared)
+    assert reader.calls.count("held_groups") == 1
+
+    fresh = FakeGroups({"orders": ORDERS})
+    every = LagExporter(
+        fresh, cluster_name=CLUSTER, granularity=MetricsGranularity.PARTITION, policy=policy(), reuse_for=0
+    )
+    scrape_exporter(every)
+    scrape_exporter(every)
+    assert fresh.calls.count("held_groups") == 2
