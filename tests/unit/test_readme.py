@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from kagent.core.alert_config import parse_alerts_config
 from kagent.settings import Settings
 from tests.support import REPO
 
@@ -35,3 +36,18 @@ def test_every_setting_is_in_the_readme_with_its_default() -> None:
         default = field.default.value if hasattr(field.default, "value") else field.default
         shown = f"{default:g}" if isinstance(default, float) else str(default)
         assert row[1] == shown, f"README says {variable} defaults to {row[1]}, the code says {shown}"
+
+
+def test_the_alerting_file_example_is_valid() -> None:
+    [example] = re.findall(r"```yaml\n(.*?)```", README, re.S)
+    config = parse_alerts_config(
+        example,
+        "README.md",
+        REPO,
+        {"SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/x", "PD_ROUTING_KEY": "k"},
+    )
+    assert [(sink.name, sink.type) for sink in config.sinks] == [
+        ("alertmanager", "alertmanager"),
+        ("slack", "webhook"),
+        ("pagerduty", "pagerduty"),
+    ]
