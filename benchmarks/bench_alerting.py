@@ -55,9 +55,7 @@ from tests.support.monitoring import Alertmanager
 from tests.support.receiver import Receiver
 from tests.support.topics import TopicReader
 from tests.support.waiting import wait_until_async
-from tests.support.worker import running_workers
-
-FAST = {"evaluate_interval": "0.5", "end_offset_interval": "0.5", "hold_evaluations": "2", "topic_partitions": "4"}
+from tests.support.worker import FAST, running_workers
 
 
 async def delay(workdir: Path, groups: int) -> None:

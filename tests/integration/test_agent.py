@@ -41,16 +41,9 @@ from tests.support.coordinator import (
 from tests.support.topics import TopicReader
 from tests.support.waiting import wait_until_async
 from tests.support.web import get_json, wait_json
-from tests.support.worker import Worker
+from tests.support.worker import FAST, Worker
 
 pytestmark = pytest.mark.integration
-
-FAST = {
-    "evaluate_interval": "0.5",
-    "end_offset_interval": "0.5",
-    "hold_evaluations": "2",
-    "topic_partitions": "4",
-}
 
 
 async def read_until(

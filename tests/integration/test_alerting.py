@@ -22,17 +22,11 @@ from tests.support.monitoring import Alertmanager, Prometheus
 from tests.support.receiver import Receiver
 from tests.support.waiting import wait_until_async
 from tests.support.web import get_json
-from tests.support.worker import Worker
+from tests.support.worker import FAST, Worker
 
 pytestmark = pytest.mark.integration
 
-FAST = {
-    "evaluate_interval": "0.5",
-    "end_offset_interval": "0.5",
-    "hold_evaluations": "2",
-    "topic_partitions": "4",
-    "cluster_name": "test-cluster",
-}
+SETTINGS = {**FAST, "cluster_name": "test-cluster"}
 
 
 def forwarding_alertmanager(workdir: Path, webhook: str) -> Alertmanager:
@@ -82,7 +76,7 @@ async def test_a_skewed_group_reaches_prometheus_and_alertmanager_and_its_alert_
             f"sinks:\n  - name: am\n    type: alertmanager\n    url: {am.url}\n"
             "    resend_interval: 2\n    ends_after: 30\n"
         )
-        worker = start_worker("alerting-e2e", alerts_config=str(alerts), **FAST)
+        worker = start_worker("alerting-e2e", alerts_config=str(alerts), **SETTINGS)
         worker.wait_serving()
         with Prometheus(targets=[f"127.0.0.1:{worker.web_port}"], workdir=tmp_path / "prometheus") as prometheus:
 

@@ -20,16 +20,11 @@ from tests.support.coordinator import (
     publish,
 )
 from tests.support.topics import TopicReader
-from tests.support.worker import Worker
+from tests.support.worker import FAST, Worker
 
 pytestmark = pytest.mark.integration
 
-FAST = {
-    "evaluate_interval": "0.5",
-    "end_offset_interval": "0.5",
-    "topic_partitions": "4",
-    "health_min_distance": "0",
-}
+SETTINGS = {**FAST, "health_min_distance": "0"}
 
 
 async def test_a_consumer_that_stops_committing_opens_a_stop_incident_that_resolves_when_it_catches_up(
@@ -45,7 +40,7 @@ async def test_a_consumer_that_stops_committing_opens_a_stop_incident_that_resol
     # (Pacing the scenario's commits in time, not waiting for anything.)
     await asyncio.sleep(1.0)
     await publish(bootstrap, [offset_commit(group, topic, 0, 100), offset_commit(group, topic, 1, 500)])
-    worker = start_worker("incident-e2e", **FAST)
+    worker = start_worker("incident-e2e", **SETTINGS)
 
     async with TopicReader(bootstrap, "incident-e2e-incidents") as reader:
 

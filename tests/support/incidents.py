@@ -21,10 +21,47 @@ from kagent.core.incidents import (
     IncidentTransition,
     incident_id,
 )
-from kagent.core.policy import LagUnit
+from kagent.core.policy import LagUnit, SkewMetric
+from kagent.core.recommendation import PartitionMove, Recommendation, Trigger
 from kagent.tools.embedded import ONE_RECORD_BATCH
 
-__all__ = ["delivered_keys", "lifecycle", "publish_transitions", "transition_key"]
+__all__ = ["delivered_keys", "lifecycle", "moves", "publish_transitions", "recommendation", "transition_key"]
+
+
+def moves(count: int, topic: str = "orders") -> tuple[PartitionMove, ...]:
+    """``count`` moves of ``topic``'s partitions 0, 1, ... from one member to another, 100 records each."""
+    return tuple(
+        PartitionMove(topic=topic, partition=p, from_member="consumer-1-aaa", to_member="consumer-2-bbb", lag=100.0)
+        for p in range(count)
+    )
+
+
+def recommendation(rec_id: str, time: float = 100.0, group: str = "g", move_count: int = 2) -> Recommendation:
+    """A recommendation for ``group`` at ``time``: skew 2.8 -> 1.1 (peak-to-mean, threshold 1.5), total lag
+    9,300, ``move_count`` moves (:func:`moves`)."""
+    return Recommendation(
+        id=rec_id,
+        time=time,
+        group=group,
+        generation=4,
+        protocol="range",
+        strategy="lag-sticky",
+        lag_unit=LagUnit.MESSAGES,
+        trigger=Trigger(
+            metric=SkewMetric.PEAK_TO_MEAN,
+            value=2.8,
+            threshold=1.5,
+            evaluations_held=3,
+            total_lag=9300,
+            improvement=0.6,
+        ),
+        members=(),
+        skew_before=2.8,
+        skew_after=1.1,
+        lower_bound=3100,
+        moves=moves(move_count),
+        alternatives=(),
+    )
 
 
 def lifecycle(group: str, opened_at: float, updates: int = 1, *, topic: str = "orders") -> list[IncidentTransition]:

@@ -24,7 +24,12 @@ from tests.support import REPO
 from tests.support.waiting import wait_until
 from tests.support.web import get_json
 
-__all__ = ["Worker", "WorkerExited", "WorkerIgnoredSigterm", "kagent_env", "metric_total", "running_workers"]
+__all__ = ["FAST", "Worker", "WorkerExited", "WorkerIgnoredSigterm", "kagent_env", "metric_total", "running_workers"]
+
+
+FAST = {"evaluate_interval": "0.5", "end_offset_interval": "0.5", "hold_evaluations": "2", "topic_partitions": "4"}
+"""Settings of a worker that evaluates and polls twice a second and recommends after 2 evaluations, on
+kagent topics of 4 partitions: what the end-to-end tests start, so a skew is seen in seconds."""
 
 
 def kagent_env(**settings: str) -> dict[str, str]:

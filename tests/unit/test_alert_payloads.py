@@ -45,8 +45,9 @@ from kagent.core.incidents import (
     incident_id,
     step,
 )
-from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import PartitionMove, Recommendation, Trigger
+from kagent.core.policy import LagUnit
+from kagent.core.recommendation import PartitionMove, Recommendation
+from tests.support.incidents import recommendation
 
 T0 = 1_700_000_000.0
 """2023-11-14T22:13:20Z."""
@@ -56,39 +57,6 @@ WEB = "https://kagent.example.com"
 MEMBER_LAG = {"consumer-1-aaa": 9000.0, "consumer-2-bbb": 300.0, "consumer-3-ccc": 0.0}
 
 # -- transitions, as kagent.core.incidents.step makes them ----------------------------------------
-
-
-def moves(count: int, topic: str = "orders") -> tuple[PartitionMove, ...]:
-    return tuple(
-        PartitionMove(topic=topic, partition=p, from_member="consumer-1-aaa", to_member="consumer-2-bbb", lag=100.0)
-        for p in range(count)
-    )
-
-
-def recommendation(rec_id: str, time: float, group: str = GROUP, move_count: int = 2) -> Recommendation:
-    return Recommendation(
-        id=rec_id,
-        time=time,
-        group=group,
-        generation=4,
-        protocol="range",
-        strategy="lag-sticky",
-        lag_unit=LagUnit.MESSAGES,
-        trigger=Trigger(
-            metric=SkewMetric.PEAK_TO_MEAN,
-            value=2.8,
-            threshold=1.5,
-            evaluations_held=3,
-            total_lag=9300,
-            improvement=0.6,
-        ),
-        members=(),
-        skew_before=2.8,
-        skew_after=1.1,
-        lower_bound=3100,
-        moves=moves(move_count),
-        alternatives=(),
-    )
 
 
 def health(status: PartitionStatus, partitions: Sequence[int] = (3,)) -> GroupHealth:

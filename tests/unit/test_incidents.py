@@ -26,38 +26,13 @@ from kagent.core.incidents import (
     incident_id,
     step,
 )
-from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import PartitionMove, Recommendation, Trigger
+from kagent.core.policy import LagUnit
+from kagent.core.recommendation import Recommendation
+from tests.support.incidents import recommendation
 
 OK, WARN, STOP, STALL, REWIND = PartitionStatus
 OPEN, UPDATE, RESOLVE = IncidentAction.OPEN, IncidentAction.UPDATE, IncidentAction.RESOLVE
 SKEW, KIND_STOP, KIND_STALL, KIND_REWIND = IncidentKind
-
-
-def recommendation(rec_id: str, time: float = 100.0, group: str = "g") -> Recommendation:
-    return Recommendation(
-        id=rec_id,
-        time=time,
-        group=group,
-        generation=1,
-        protocol="range",
-        strategy="lag-sticky",
-        lag_unit=LagUnit.MESSAGES,
-        trigger=Trigger(
-            metric=SkewMetric.PEAK_TO_MEAN,
-            value=2.8,
-            threshold=1.5,
-            evaluations_held=3,
-            total_lag=9900,
-            improvement=0.6,
-        ),
-        members=(),
-        skew_before=2.8,
-        skew_after=1.1,
-        lower_bound=3300,
-        moves=(PartitionMove(topic="t", partition=1, from_member="a", to_member="b", lag=3000),),
-        alternatives=(),
-    )
 
 
 def health(status: PartitionStatus = OK, partitions: Sequence[int] = (0,), gone: bool = False) -> GroupHealth:
@@ -106,7 +81,7 @@ def actions(transitions: Sequence[IncidentTransition]) -> list[tuple[IncidentAct
 def test_lag_skew_opens_on_a_recommendation_updates_on_a_newer_one_and_resolves_below_rearm() -> None:
     state, (opened, same, updated, still, resolved) = run(
         [
-            observe(rec=recommendation("r1", 100.0)),
+            observe(rec=recommendation("r1", 100.0, move_count=1)),
             observe(skew=1.3),
             observe(rec=recommendation("r2", 120.0)),
             observe(rec=recommendation("r2", 120.0), skew=1.0),
