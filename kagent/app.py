@@ -26,11 +26,13 @@ from kagent.worker.admin_api import AdminApiSource
 from kagent.worker.alerting import Alerting
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.channel import Channel
+from kagent.worker.cluster_api import ClusterApi
 from kagent.worker.commit_windows import CommitWindows
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.end_offsets import EndOffsets
 from kagent.worker.evaluator import Evaluator
+from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import EndOffsetsPolled, GroupChanged
 from kagent.worker.health import Health
 from kagent.worker.incident_log import IncidentLog
@@ -39,6 +41,9 @@ from kagent.worker.lag_figures import LagFigures
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
 from kagent.worker.output_topics import prepare_output_topics
+from kagent.worker.readiness import Readiness
+from kagent.worker.recommendation_history import RecommendationHistory
+from kagent.worker.routing import ClusterRouter
 from kagent.worker.shutdown import STAGE_STOP_TIMEOUT, arm_watchdog, limit_repeated_errors
 from kagent.worker.stage import Stage
 from kagent.worker.stalls import StallDetector
@@ -114,6 +119,8 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
     else:
         source = AdminApiSource(settings, topology.derived_events, metrics)
     evaluator_writer = ChangelogWriter(app)
+    overview = GroupOverview()
+    history = RecommendationHistory(topology.recent_recommendations, evaluator_writer)
     evaluator = Evaluator(
         interval=settings.evaluate_interval,
         policy=settings.evaluation_policy,
@@ -128,9 +135,12 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
             metrics=metrics,
             cluster_name=settings.cluster_name,
         ),
+        history=history,
+        overview=overview,
         writer=evaluator_writer,
         metrics=metrics,
         cluster_name=settings.cluster_name,
+        worker_url=settings.worker_url,
     )
     metrics.registry.register(
         LagExporter(
@@ -171,7 +181,21 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         evaluator,
         *alerting,
         Health([source, storage] if isinstance(source, OffsetsTopicSource) else [storage], stalls, metrics),
-        Views(storage, stalls, metrics),
+        ClusterApi(
+            router=ClusterRouter(
+                app,
+                table=topology.assignments.name,
+                partitions=settings.topic_partitions,
+                own_url=settings.worker_url,
+            ),
+            groups=storage,
+            overview=overview,
+            history=history,
+            incidents=evaluator,
+            readiness=Readiness(app, source, stalls),
+            policy=settings.evaluation_policy,
+        ),
+        Views(metrics),
     ]
 
 
@@ -210,6 +234,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
         web_host=settings.web_host,
         web_port=settings.web_port,
         web_bind=settings.web_host,
+        canonical_url=settings.worker_url,
         broker_session_timeout=settings.session_timeout,
         broker_heartbeat_interval=settings.heartbeat_interval,
         topic_partitions=settings.topic_partitions,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+import socket
 import ssl
 from collections.abc import Mapping
 from enum import Enum
@@ -224,6 +225,11 @@ class Settings(BaseModel):
     """The URL users reach the workers' web server at (behind a load balancer, say): alerts link to it.
     Default: ``http://<web host>:<web port>``."""
 
+    advertised_url: str | None = Field(default=None, pattern=r"^https?://[^\s/]+/?$")
+    """The URL the other workers reach this worker's web server at: the API asks the worker holding a
+    group through it (Faust's ``canonical_url``). Default: ``http://<web host>:<web port>``, with this
+    machine's host name when the web host is a wildcard (``0.0.0.0``, ``::``)."""
+
     spark_master: str = Field(default="local[2]", min_length=1)
     """Where ``kagent pipeline``'s Spark jobs run when ``--master`` is not given: ``local[N]``,
     ``spark://host:7077``, ``yarn``, ``k8s://...`` (any master ``spark-submit`` takes). The worker ignores it."""
@@ -392,6 +398,14 @@ class Settings(BaseModel):
         """The alerting file's sinks (:mod:`kagent.core.alert_config`); None without ``alerts_config``.
         Read at validation already, so a bad file stops start-up."""
         return None if self.alerts_config is None else load_alerts_config(self.alerts_config)
+
+    @property
+    def worker_url(self) -> str:
+        """Where the other workers reach this one: ``advertised_url``, or the web server's own address."""
+        if self.advertised_url is not None:
+            return self.advertised_url.rstrip("/")
+        host = socket.gethostname() if self.web_host in ("0.0.0.0", "::", "") else self.web_host
+        return f"http://{host}:{self.web_port}"
 
     @property
     def web_url(self) -> str:

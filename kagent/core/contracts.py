@@ -25,7 +25,7 @@ from kagent.core.evaluation import EvaluationState
 from kagent.core.events import DerivedEvents, GroupAssigned, OffsetCommitted
 from kagent.core.group_health import CommitWindow
 from kagent.core.incidents import IncidentsState, IncidentTransition
-from kagent.core.recommendation import Recommendation
+from kagent.core.recommendation import RecentRecommendations, Recommendation
 from kagent.core.snapshot import PartitionLag
 
 __all__ = ["CONTRACTS", "SCHEMA_SUFFIX", "Contract", "DeadLetter", "schema_text", "schemas", "write_schemas"]
@@ -117,6 +117,12 @@ CONTRACTS: Mapping[str, Contract] = {
     ),
     "recommendation": Contract(
         "Recommendation", Recommendation, "Record of the kagent-recommendations topic, keyed by group."
+    ),
+    "recent-recommendations": Contract(
+        "RecentRecommendations",
+        RecentRecommendations,
+        "Value of the recent-recommendations table, keyed by group: its latest recommendations, newest first "
+        "(what the HTTP API serves at /api/recommendations).",
     ),
     "incident": Contract(
         "IncidentTransition",

@@ -48,10 +48,12 @@ from kagent.core.skew import (
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
 
 __all__ = [
+    "KEPT_RECOMMENDATIONS",
     "Alternative",
     "MemberRecommendation",
     "PartitionMove",
     "Proposal",
+    "RecentRecommendations",
     "Recommendation",
     "Trigger",
     "propose",
@@ -377,3 +379,21 @@ def _ticks(figures: PartitionLag, unit: LagUnit) -> int | None:
 
 def _refs(partitions: Collection[TopicPartition]) -> tuple[PartitionRef, ...]:
     return tuple(PartitionRef(topic=tp.topic, partition=tp.partition) for tp in partitions)
+
+
+class RecentRecommendations(_Record):
+    """A group's latest recommendations, newest first (value of the recent-recommendations table, keyed
+    by group): what the HTTP API serves at ``/api/recommendations``. Holds at most the number the worker
+    keeps (:data:`KEPT_RECOMMENDATIONS`)."""
+
+    group: str
+    recommendations: tuple[Recommendation, ...]
+
+    def adding(self, recommendation: Recommendation, keep: int) -> RecentRecommendations:
+        """These with ``recommendation`` first (replacing one with the same id: a re-send), at most ``keep``."""
+        rest = tuple(r for r in self.recommendations if r.id != recommendation.id)
+        return self.model_copy(update={"recommendations": ((recommendation, *rest)[:keep])})
+
+
+KEPT_RECOMMENDATIONS = 10
+"""How many of a group's recommendations the recent-recommendations table keeps."""

@@ -170,7 +170,7 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
                 )
             web = f"http://{settings.web_host}:{settings.web_port}/"
             click.echo(_say(banner, f"worker: pid {worker.pid}, web {web}, log {log_path}"))
-            if not _wait_web_ready(worker, web + "groups/", WORKER_READY_TIMEOUT):
+            if not _wait_web_ready(worker, web + "healthz", WORKER_READY_TIMEOUT):
                 _fail_worker(worker, log_path)
             with_simulator = embedded is not None if simulate is None else simulate
             if with_simulator:

@@ -106,8 +106,9 @@ class GroupPoller:
         self._errors.labels(api).inc()
         log.warning("%s %s failed: %r", api, what, exc)
 
-    async def poll(self, send: Send) -> None:
-        """One poll: ask the group APIs, ``send`` the events of what changed, then keep the new view.
+    async def poll(self, send: Send) -> bool:
+        """One poll: ask the group APIs, ``send`` the events of what changed, then keep the new view;
+        whether it completed (every event sent).
 
         If a send fails the view is kept as it was, so the next poll sends those events again.
         """
@@ -117,7 +118,7 @@ class GroupPoller:
             listed = tracked_groups(await admin.list_consumer_groups(), self._settings.app_id)
         except _ADMIN_ERRORS as exc:
             self._failed("ListGroups", "of the cluster", exc)
-            return
+            return False
         self._records.inc(len(listed))
         coordinators: dict[str, int] = {}
         for group, found in (await self._each({g: admin.find_coordinator(g) for g in listed})).items():
@@ -141,8 +142,9 @@ class GroupPoller:
                 await send(events)
         except PRODUCER_ERRORS as exc:
             self._failed("Produce", f"of {len(result.events)} derived events", exc)
-            return
+            return False
         self._view = result.view
+        return True
 
     async def _each(self, calls: Mapping[K, Awaitable[V]]) -> dict[K, V | BaseException]:
         """Await ``calls`` together; each one's result, or the admin error it raised (others propagate)."""
@@ -250,6 +252,7 @@ class AdminApiSource(Stage):
         self._derived_events = derived_events
         self._poller = GroupPoller(settings, metrics)
         self._stopped = False
+        self._caught_up = False
 
     def register(self, app: faust.App) -> None:
         @app.timer(self._interval, name="admin-api-source")
@@ -257,9 +260,15 @@ class AdminApiSource(Stage):
             if self._stopped:  # the timer fires until Faust stops it
                 return
             if app.is_leader():
-                await self._poller.poll(self._send)
+                self._caught_up = await self._poller.poll(self._send) or self._caught_up
             else:
                 self._poller.forget()
+                self._caught_up = True  # only the leader polls: nothing waits for this worker
+
+    async def caught_up(self) -> bool:
+        """Whether this worker's source has nothing left to read: on the leader, once one poll has
+        reported every group; on any other worker, once it knows it is not the leader."""
+        return self._caught_up
 
     async def _send(self, events: DerivedEvents) -> None:
         sent = await self._derived_events.send(key=events.group.encode(), value=encode_events(events))

@@ -30,6 +30,7 @@ import time
 import faust
 from faust.types import TopicT
 
+from kagent.core.api_records import summarize
 from kagent.core.evaluation import EvaluationState, evaluate
 from kagent.core.group_health import group_status
 from kagent.core.incidents import Incident, IncidentObservation
@@ -37,9 +38,11 @@ from kagent.core.policy import EvaluationPolicy
 from kagent.core.recommendation import Recommendation
 from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
 from kagent.worker.channel import Channel
+from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader, OpenIncidentsReader
 from kagent.worker.incident_log import IncidentLog
 from kagent.worker.metrics import Metrics
+from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.stage import Stage
 
 __all__ = ["Evaluator"]
@@ -62,9 +65,12 @@ class Evaluator(Stage, OpenIncidentsReader):
         states: faust.Table,
         recommendations: TopicT,
         incidents: IncidentLog,
+        history: RecommendationHistory,
+        overview: GroupOverview,
         writer: ChangelogWriter,
         metrics: Metrics,
         cluster_name: str,
+        worker_url: str,
     ) -> None:
         self._interval = interval
         self._policy = policy
@@ -73,6 +79,9 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._states = states
         self._recommendations = recommendations
         self._incidents = incidents
+        self._history = history
+        self._overview = overview
+        self._worker_url = worker_url
         self._writer = writer
         self._metrics = metrics
         self._cluster = cluster_name
@@ -136,6 +145,7 @@ class Evaluator(Stage, OpenIncidentsReader):
                     health=group_status({}, group_gone_or_empty=True),
                 )
                 await self._incidents.forget(observation, now)
+                self._history.forget(group)
                 self._metrics.forget_group(self._cluster, group)
             self._deleted.discard(group)
 
@@ -163,6 +173,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         for group in list(self._last_evaluated):
             if group not in held:
                 del self._last_evaluated[group]
+                self._overview.forget(group)
                 self._metrics.forget_group(self._cluster, group)
         self._changed &= held
         evaluated = 0
@@ -191,6 +202,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._metrics.evaluations.inc()
         if recommendation is not None:
             new_state = new_state.model_copy(update={"pending_recommendation": recommendation})
+            self._history.add(recommendation)
         if new_state != state:
             self._writer.set(self._states, group, new_state.model_dump_json().encode())
         if recommendation is not None:
@@ -221,6 +233,18 @@ class Evaluator(Stage, OpenIncidentsReader):
                 transition.action.value,
                 transition.reason,
             )
+        self._overview.record(
+            summarize(
+                snapshot,
+                status=health.status,
+                skew=skew,
+                skew_metric=self._policy.skew_metric,
+                lag_unit=self._policy.lag_unit,
+                state=new_state,
+                incidents=self._incidents.open_incidents([group]),
+                worker=self._worker_url,
+            )
+        )
         return recommendation
 
     async def _publish(self, group: str, state: EvaluationState) -> EvaluationState:

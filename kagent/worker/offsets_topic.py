@@ -26,7 +26,7 @@ import logging
 from dataclasses import dataclass
 
 import faust
-from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 from faust.types import TopicT
@@ -46,6 +46,19 @@ log = logging.getLogger(__name__)
 
 MAX_RECORDS = 10_000
 """Records per fetched batch, at most."""
+
+
+class _Assigned(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Whether the source's consumer holds an assignment now (an empty one included)."""
+
+    def __init__(self) -> None:
+        self.assigned = False
+
+    async def on_partitions_revoked(self, revoked: object) -> None:
+        self.assigned = False
+
+    async def on_partitions_assigned(self, assigned: object) -> None:
+        self.assigned = True
 
 
 class OffsetsTopicSource(Stage):
@@ -73,6 +86,7 @@ class OffsetsTopicSource(Stage):
         self._skip = frozenset({settings.app_id, self.group_id})
         self._running: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        self._assigned = _Assigned()
         self._applied = 0
 
     @property
@@ -92,6 +106,19 @@ class OffsetsTopicSource(Stage):
             if highwater is not None:
                 waiting += max(0, highwater - await consumer.position(tp))
         return waiting
+
+    async def caught_up(self) -> bool:
+        """Whether the source has read to within one fetch (:data:`MAX_RECORDS`) of the high watermark of
+        each ``__consumer_offsets`` partition it is assigned, as far as its last fetch knows; False before
+        its group has assigned it partitions (True with an empty assignment: nothing waits for it)."""
+        consumer = self._consumer
+        if consumer is None or not self._assigned.assigned:
+            return False
+        for tp in consumer.assignment():
+            highwater = consumer.highwater(tp)
+            if highwater is None or highwater - await consumer.position(tp) > MAX_RECORDS:
+                return False
+        return True
 
     async def where(self) -> str:
         """Each assigned partition with records waiting: its position and high watermark."""
@@ -123,7 +150,6 @@ class OffsetsTopicSource(Stage):
         settings = self._settings
         topic = self._consumer_offsets
         consumer = settings.kafka.consumer(
-            topic,
             client_id=self.group_id,
             group_id=self.group_id,
             enable_auto_commit=False,
@@ -132,6 +158,7 @@ class OffsetsTopicSource(Stage):
             heartbeat_interval_ms=int(settings.heartbeat_interval * 1000),
             max_poll_records=MAX_RECORDS,
         )
+        consumer.subscribe([topic], listener=self._assigned)
         await consumer.start()
         self._consumer = consumer
         log.info("reading %s with %d of %d decoders compiled", topic, *compiled_decoders())

@@ -90,6 +90,8 @@ class Topology:
     """partition key -> ``CommitWindow`` JSON: the group's last commits there, for its health check."""
     incidents_state: GroupPartitionedTable
     """group -> ``IncidentsState`` JSON: the group's open incidents and the transitions still to send."""
+    recent_recommendations: GroupPartitionedTable
+    """group -> ``RecentRecommendations`` JSON: the group's latest recommendations, newest first."""
     applied_offsets: GroupPartitionedTable
     """derived-events partition (decimal text) -> the offset after the last record storage applied
     from it (decimal text), on that partition."""
@@ -104,6 +106,7 @@ class Topology:
             self.consumer_group_state,
             self.commit_windows,
             self.incidents_state,
+            self.recent_recommendations,
             self.applied_offsets,
         ]
 
@@ -146,6 +149,9 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         consumer_group_state=table("consumer-group-state", _identity, "KIP-848 consumer group state per group"),
         commit_windows=table("commit-windows", group_of_partition_key, "Last commits per group-partition"),
         incidents_state=table("incidents", _identity, "Open incidents per group"),
+        recent_recommendations=table(
+            "recent-recommendations", _identity, "Latest recommendations per group, newest first"
+        ),
         applied_offsets=table("applied-offsets", None, "Derived-events offset storage applied to, per partition", int),
     )
 

@@ -44,7 +44,7 @@ def test_run_starts_broker_and_worker_and_stops_both(tmp_path: Path, stop_signal
         assert broker and worker, output
         broker_pid, worker_pid = int(broker[2]), int(worker[1])
         assert process_alive(broker_pid) and process_alive(worker_pid)
-        assert get_json(f"http://127.0.0.1:{web_port}/groups/") == {"groups": {}}
+        assert get_json(f"http://127.0.0.1:{web_port}/api/groups?scope=local")["groups"] == []
 
         run.send_signal(stop_signal)
         rest, _ = run.communicate(timeout=60)
@@ -157,7 +157,7 @@ def test_worker_command_runs_the_faust_worker(tmp_path: Path) -> None:
             stderr=subprocess.STDOUT,
         )
         try:
-            wait_until(lambda: get_json(f"http://127.0.0.1:{web_port}/groups/"), 60, "the worker's web view")
+            wait_until(lambda: get_json(f"http://127.0.0.1:{web_port}/healthz"), 60, "the worker's web view")
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(30) == 0, log.read_text(errors="replace")[-4000:]
         finally:

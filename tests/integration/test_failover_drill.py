@@ -1,7 +1,8 @@
 """Drill: a worker killed with SIGKILL ten times in a row under traffic, with a second worker running.
 
-Each time, once the survivor holds every group, its tables (as ``GET /groups/``
-shows them: generation and each member's lag) equal a recomputation from
+Each time, once the survivor holds every group, its tables (as its API shows
+them, ``GET /api/groups/{group}`` answered by itself: generation and each
+member's lag) equal a recomputation from
 ``__consumer_offsets`` itself, read back and decoded; and at the end every
 recommendation a group's trigger state says was made is on the topic (no id
 is lost), however the kills fell.
@@ -25,9 +26,10 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -35,9 +37,10 @@ from aiokafka.structs import TopicPartition
 
 from kagent.core.consumer_offsets import DecodeError, GroupMetadata, OffsetCommit, decode, encode
 from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker
+from kagent.worker.routing import FORWARDED
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, group_metadata, offset_commit, produce
 from tests.support.waiting import wait_until
-from tests.support.web import get_json
+from tests.support.web import get_answer, get_json
 from tests.support.worker import Worker
 
 pytestmark = pytest.mark.integration
@@ -157,15 +160,25 @@ async def recompute(bootstrap: str, topic: str, groups: set[str]) -> dict[str, d
     return expected
 
 
-def shown(worker: Worker, prefix: str) -> dict[str, dict[str, Any]]:
-    """The drill's groups (named ``prefix``...) as ``worker`` shows them: the session's other tests share
-    ``__consumer_offsets``, so the worker also holds their groups, which the drill does not recompute."""
-    groups = (get_json(worker.url + "groups/") or {}).get("groups", {})
-    return {
-        g: {"generation": v["generation"], "member_lag": v["member_lag"]}
-        for g, v in groups.items()
-        if g.startswith(prefix)
-    }
+def shown(worker: Worker, prefix: str, expected: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The drill's groups (named ``prefix``...: the ``expected`` ones and any other it lists) that ``worker``
+    holds, as it shows them itself (asked as another worker asks, so it does not forward): the session's
+    other tests share ``__consumer_offsets``, so the worker also holds their groups, which the drill does
+    not recompute."""
+    listed = get_json(worker.url + f"api/groups?scope=local&q={quote(prefix)}") or {"groups": []}
+    names = {g["group"] for g in listed["groups"] if g["group"].startswith(prefix)} | set(expected)
+    found = {}
+    for group in sorted(names):
+        try:
+            status, body = get_answer(worker.url + "api/groups/" + quote(group, safe=""), headers={FORWARDED: "1"})
+        except OSError:
+            continue
+        if status == 200:
+            found[group] = {
+                "generation": body["summary"]["generation"],
+                "member_lag": {m["member_id"]: int(m["offset_lag"]) for m in body["members"]},
+            }
+    return found
 
 
 def showing(worker: Worker, expected: dict[str, dict[str, Any]], prefix: str, what: str) -> None:
@@ -175,7 +188,7 @@ def showing(worker: Worker, expected: dict[str, dict[str, Any]], prefix: str, wh
 
     def matches() -> bool:
         nonlocal seen
-        seen = shown(worker, prefix)
+        seen = shown(worker, prefix, expected)
         return seen == expected
 
     def differences() -> str:

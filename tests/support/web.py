@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.support.waiting import wait_until_async
 
-__all__ = ["get_json", "wait_json"]
+__all__ = ["get_answer", "get_json", "wait_json"]
 
 
 def get_json(url: str, timeout: float = 5.0) -> Any | None:
@@ -21,6 +21,18 @@ def get_json(url: str, timeout: float = 5.0) -> Any | None:
             return json.load(response)
     except (urllib.error.URLError, OSError):
         return None
+
+
+def get_answer(url: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """GET ``url``: its status and JSON body, whatever the status (an error's body too); raises
+    ``OSError`` when nothing answers there."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.load(error)
 
 
 async def wait_json(url: str, predicate: Callable[[Any], bool], timeout: float, what: str | None = None) -> Any:

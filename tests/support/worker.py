@@ -107,13 +107,13 @@ class Worker:
             raise WorkerExited(f"worker {self.app_id} is not running\n{self.log_tail()}")
 
     def wait_serving(self, timeout: float = 90.0) -> None:
-        """Until the worker answers at ``/groups/``; fails with the log if it exits or times out."""
+        """Until the worker answers at ``/healthz``; fails with the log if it exits or times out."""
 
         def serving() -> bool:
             self.check_alive()
-            return get_json(self.url + "groups/", timeout=2) is not None
+            return get_json(self.url + "healthz", timeout=2) is not None
 
-        wait_until(serving, timeout, f"worker {self.app_id} to serve /groups/", interval=0.2, detail=self.log_tail)
+        wait_until(serving, timeout, f"worker {self.app_id} to serve /healthz", interval=0.2, detail=self.log_tail)
 
     def metrics(self) -> dict[str, float] | None:
         """The worker's Prometheus samples at ``/metrics``, ``name{label="value",...}`` -> value

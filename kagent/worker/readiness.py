@@ -1,0 +1,51 @@
+"""Readiness: whether a worker serves what it holds, and if not, why (``GET /readyz``).
+
+Ready when Faust has recovered every table of the partitions the worker holds from their changelogs (and
+is not recovering again after a rebalance), the source has caught up to within one fetch of the log end of
+what it reads (KMinion gates its readiness the same way: on having consumed ``__consumer_offsets`` up to
+its end), and no stage has stalled (:class:`~kagent.worker.stalls.StallDetector`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import faust
+
+from kagent.core.api_records import ReadinessReport
+from kagent.worker.stalls import StallDetector
+
+__all__ = ["CatchesUp", "Readiness"]
+
+
+class CatchesUp(Protocol):
+    """A source, which reads the cluster's group state from its start."""
+
+    async def caught_up(self) -> bool:
+        """Whether it has read (nearly) everything there is to read now."""
+        ...
+
+
+class Readiness:
+    """Answers ``GET /readyz`` from Faust's table recovery, the source and the stall detector."""
+
+    def __init__(self, app: faust.App, source: CatchesUp, stalls: StallDetector) -> None:
+        self._app = app
+        self._source = source
+        self._stalls = stalls
+
+    def tables_recovered(self) -> bool:
+        """Faust's recovery has completed once and is not under way again."""
+        recovery = self._app.tables.recovery
+        return bool(recovery.completed.is_set() and not recovery.in_recovery)
+
+    async def report(self) -> ReadinessReport:
+        recovered = self.tables_recovered()
+        caught_up = await self._source.caught_up()
+        stalled = tuple(sorted(self._stalls.stalled()))
+        return ReadinessReport(
+            ready=recovered and caught_up and not stalled,
+            tables_recovered=recovered,
+            source_caught_up=caught_up,
+            stalled_stages=stalled,
+        )

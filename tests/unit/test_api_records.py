@@ -1,0 +1,260 @@
+"""The API's records: a group's summary and page from a snapshot, paging across workers, the skew history,
+the recent-recommendations table value, and the OpenAPI description generated from them."""
+
+from __future__ import annotations
+
+import math
+
+import jsonschema
+import pytest
+from aiokafka.structs import TopicPartition
+
+from kagent.core.api_records import (
+    GroupSort,
+    GroupSummary,
+    group_detail,
+    newest_recommendations,
+    page_groups,
+    summarize,
+)
+from kagent.core.evaluation import EvaluationState
+from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
+from kagent.core.group_health import GroupStatus
+from kagent.core.openapi import openapi_document
+from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
+from kagent.core.recommendation import MemberRecommendation, RecentRecommendations, propose
+from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
+from kagent.worker.group_overview import GroupOverview, SkewHistory
+from tests.support.incidents import recommendation
+
+NOW = 1_800_000_000.0
+POLICY = EvaluationPolicy(
+    lag_unit=LagUnit.MESSAGES,
+    skew_metric=SkewMetric.PEAK_TO_MEAN,
+    skew_threshold=1.5,
+    min_total_lag=0,
+    min_improvement=0.1,
+    hold_evaluations=1,
+    hysteresis=0.8,
+    cooldown=0.0,
+    strategy="lag-sticky",
+)
+
+
+def lag(partition: int, committed: int | None, log_end: int, time_lag: float | None) -> PartitionLag:
+    return PartitionLag(
+        group="g",
+        topic="t",
+        partition=partition,
+        committed=committed,
+        log_start=0,
+        log_end=log_end,
+        offset_lag=log_end - (committed or 0),
+        time_lag=time_lag,
+        flags=(LagFlag.NO_COMMIT,) if committed is None else (),
+        polled_at=NOW - 1,
+    )
+
+
+def member(member_id: str, *partitions: int) -> MemberAssignment:
+    return MemberAssignment(
+        member_id=member_id,
+        client_id=f"client-{member_id}",
+        client_host="/10.0.0.1",
+        topics=("t",),
+        partitions=tuple(PartitionRef(topic="t", partition=p) for p in partitions),
+    )
+
+
+SNAPSHOT = GroupSnapshot(
+    assignment=GroupAssigned(
+        group="g", generation=4, protocol="range", leader="a", members=(member("a", 0, 1), member("b", 2, 3))
+    ),
+    partition_counts={"t": 4},
+    lag={
+        TopicPartition("t", 0): lag(0, 0, 1000, 20.0),
+        TopicPartition("t", 1): lag(1, 100, 600, None),  # records wait, time lag unknown
+        TopicPartition("t", 2): lag(2, 50, 50, None),  # nothing waits: 0 s
+        TopicPartition("t", 3): lag(3, None, 70, None),  # no commit: left out of the aggregates
+    },
+    taken_at=NOW,
+)
+
+
+def summary_of(snapshot: GroupSnapshot = SNAPSHOT, **changes: object) -> GroupSummary:
+    made = summarize(
+        snapshot,
+        status=GroupStatus.WARN,
+        skew=1.5,
+        skew_metric=SkewMetric.PEAK_TO_MEAN,
+        lag_unit=LagUnit.MESSAGES,
+        state=EvaluationState(group="g", last_recommendation_id="r1", last_recommendation_at=NOW - 5),
+        incidents=(),
+        worker="http://w1:6066",
+    )
+    return made.model_copy(update=changes)
+
+
+def test_a_summary_adds_up_the_committed_partitions_as_kafka_lag_exporter_does() -> None:
+    summary = summary_of()
+    assert (summary.state, summary.generation, summary.protocol, summary.members) == ("Stable", 4, "range", 2)
+    assert summary.partitions == 4
+    assert summary.total_lag == 1500 and summary.max_lag == 1000  # partition 3 has no commit
+    assert summary.total_lag_seconds == 20.0 and summary.max_lag_seconds == 20.0  # unknown left out; idle is 0
+    assert (summary.last_recommendation_id, summary.evaluated_at, summary.worker) == ("r1", NOW, "http://w1:6066")
+
+
+def test_a_group_without_members_is_empty_and_one_without_commits_has_no_maxima() -> None:
+    empty = GroupSnapshot(
+        assignment=GroupAssigned(group="g", generation=5, protocol=None, leader=None, members=()),
+        partition_counts={"t": 4},
+        lag={TopicPartition("t", 3): lag(3, None, 70, None)},
+        taken_at=NOW,
+    )
+    summary = summary_of(empty)
+    assert summary.state == "Empty" and summary.members == 0
+    assert summary.total_lag == 0 and summary.max_lag is None and summary.max_lag_seconds is None
+
+
+def test_the_detail_shows_each_members_lag_now_and_under_the_recommendation() -> None:
+    latest = recommendation("r1", time=NOW - 5, group="g").model_copy(
+        update={
+            "generation": 4,
+            "members": (
+                MemberRecommendation(
+                    member_id="a",
+                    client_id="client-a",
+                    client_host="/10.0.0.1",
+                    current=(PartitionRef(topic="t", partition=0), PartitionRef(topic="t", partition=1)),
+                    current_lag=1500,
+                    recommended=(PartitionRef(topic="t", partition=0), PartitionRef(topic="t", partition=2)),
+                    recommended_lag=1000,
+                ),
+            ),
+        }
+    )
+    detail = group_detail(summary_of(), propose(SNAPSHOT, POLICY), latest, [])
+    a, b = detail.members
+    assert (a.member_id, a.offset_lag, a.lag, a.time_lag) == ("a", 1500, 1500, None)  # partition 1's is unknown
+    assert a.recommended_lag == 1000 and [p.partition for p in a.recommended_partitions or ()] == [0, 2]
+    assert (b.member_id, b.offset_lag, b.time_lag) == ("b", 70, None)  # 3: no commit, records wait, no time lag
+    assert b.recommended_partitions is None and b.recommended_lag is None  # the recommendation does not name it
+    assert [(p.partition, p.member_id, p.flags) for p in detail.partitions] == [
+        (0, "a", ()),
+        (1, "a", ()),
+        (2, "b", ()),
+        (3, "b", (LagFlag.NO_COMMIT,)),
+    ]
+    assert detail.recommendation is not None
+    assert detail.recommendation.current and detail.recommendation.url == "/api/recommendations/r1"
+
+
+def test_a_recommendation_for_an_older_generation_is_not_current() -> None:
+    latest = recommendation("r0", group="g")  # generation 4 in the helper
+    older = latest.model_copy(update={"generation": 2})
+    detail = group_detail(summary_of(), propose(SNAPSHOT, POLICY), older, [])
+    assert detail.recommendation is not None and not detail.recommendation.current
+
+
+def named(group: str, skew: float | None, max_lag: float | None = None) -> GroupSummary:
+    return summary_of(group=group, skew=skew, max_lag=max_lag)
+
+
+def test_paging_sorts_unknown_figures_last_and_ties_by_name() -> None:
+    groups = [named("b", 2.0), named("a", 2.0), named("c", None), named("d", 3.0), named("e", math.nan)]
+    page, total = page_groups(groups, sort=GroupSort.SKEW, order="desc", offset=0, limit=None)
+    assert [g.group for g in page] == ["d", "a", "b", "c", "e"] and total == 5
+    page, _ = page_groups(groups, sort=GroupSort.SKEW, order="asc", offset=0, limit=None)
+    assert [g.group for g in page] == ["c", "e", "a", "b", "d"]
+    page, total = page_groups(groups, sort=GroupSort.SKEW, order="desc", offset=1, limit=2)
+    assert [g.group for g in page] == ["a", "b"] and total == 5
+    page, _ = page_groups(groups, sort=GroupSort.GROUP, order="desc", offset=0, limit=None)
+    assert [g.group for g in page] == ["e", "d", "c", "b", "a"]
+
+
+def test_paging_filters_by_name_case_insensitively_and_counts_the_matches() -> None:
+    groups = [named("Orders-EU", 1.0), named("orders-us", 1.0), named("payments", 1.0)]
+    page, total = page_groups(groups, sort=GroupSort.GROUP, order="asc", offset=0, limit=1, query="ORDERS")
+    assert [g.group for g in page] == ["Orders-EU"] and total == 2
+
+
+def test_a_page_merged_from_workers_pages_equals_the_page_of_all_groups() -> None:
+    groups = [named(f"g{i:02d}", float(i % 7), max_lag=float(i)) for i in range(40)]
+    left, right = groups[::2], groups[1::2]
+    for sort in GroupSort:
+        whole, _ = page_groups(groups, sort=sort, order="desc", offset=10, limit=5)
+        # Each worker answers its first offset + limit; the asking worker pages their union.
+        parts = [page_groups(part, sort=sort, order="desc", offset=0, limit=15)[0] for part in (left, right)]
+        merged, _ = page_groups(parts[0] + parts[1], sort=sort, order="desc", offset=10, limit=5)
+        assert [g.group for g in merged] == [g.group for g in whole], sort
+
+
+def test_newest_recommendations_come_first_once_each() -> None:
+    one, two, three = (recommendation(f"r{i}", time=float(i)) for i in (1, 2, 3))
+    assert [r.id for r in newest_recommendations([[one, three], [two, three]], 2)] == ["r3", "r2"]
+
+
+def test_the_table_keeps_the_latest_recommendations_newest_first_and_a_resend_once() -> None:
+    kept = RecentRecommendations(group="g", recommendations=())
+    for i in range(5):
+        kept = kept.adding(recommendation(f"r{i}", time=float(i)), keep=3)
+    assert [r.id for r in kept.recommendations] == ["r4", "r3", "r2"]
+    kept = kept.adding(recommendation("r3", time=9.0), keep=3)
+    assert [r.id for r in kept.recommendations] == ["r3", "r4", "r2"]
+
+
+def test_the_skew_history_keeps_each_minutes_largest_skew_for_an_hour() -> None:
+    history = SkewHistory()
+    start = 1_800_000_000.0 - 1_800_000_000.0 % 60
+    history.add(start + 1, 1.2)
+    history.add(start + 30, 2.5)
+    history.add(start + 59, 1.1)
+    history.add(start + 61, 1.4)
+    assert [(p.time - start, p.skew) for p in history.points(start + 61)] == [(0, 2.5), (60, 1.4)]
+    for minute in range(2, 70):
+        history.add(start + 60 * minute, float(minute))
+    points = history.points(start + 60 * 69)
+    assert len(points) == 60 and points[0].skew == 10.0 and points[-1].skew == 69.0
+
+
+def test_the_overview_forgets_a_group_and_keeps_no_history_without_a_skew() -> None:
+    overview = GroupOverview()
+    overview.record(summary_of(skew=None))
+    assert overview.summaries(["g", "other"]) == [summary_of(skew=None)]
+    assert overview.history("g", NOW) == []
+    overview.record(summary_of())
+    assert [p.skew for p in overview.history("g", NOW)] == [1.5]
+    overview.forget("g")
+    assert overview.summaries(["g"]) == [] and overview.history("g", NOW) == []
+
+
+def test_the_openapi_description_is_valid_and_every_reference_resolves() -> None:
+    document = openapi_document()
+    assert document["openapi"] == "3.1.0"
+    assert set(document["paths"]) == {
+        "/api/groups",
+        "/api/groups/{group}",
+        "/api/recommendations",
+        "/api/recommendations/{id}",
+        "/healthz",
+        "/readyz",
+    }
+    schemas = document["components"]["schemas"]
+    text = repr(document)
+    for name in {part.split("'")[0] for part in text.split("#/components/schemas/")[1:]}:
+        assert name in schemas, name
+    body = summary_of().model_dump(mode="json")
+    page = {
+        "groups": [body],
+        "total": 1,
+        "offset": 0,
+        "limit": None,
+        "sort": "skew",
+        "order": "desc",
+        "workers": [{"url": "http://w1:6066", "ok": True, "error": None}],
+        "complete": True,
+    }
+    schema = {"$ref": "#/components/schemas/GroupsPage", "components": document["components"]}
+    jsonschema.validate(page, schema, cls=jsonschema.Draft202012Validator)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**page, "total": -1}, schema, cls=jsonschema.Draft202012Validator)
