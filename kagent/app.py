@@ -27,6 +27,7 @@ from kagent.worker.alerting import Alerting
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.channel import Channel
 from kagent.worker.cluster_api import ClusterApi
+from kagent.worker.dashboard import Dashboard
 from kagent.worker.commit_windows import CommitWindows
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
@@ -196,6 +197,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
             policy=settings.evaluation_policy,
         ),
         Views(metrics),
+        Dashboard(),
     ]
 
 
