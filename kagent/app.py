@@ -27,9 +27,9 @@ from kagent.worker.alerting import Alerting
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.channel import Channel
 from kagent.worker.cluster_api import ClusterApi
-from kagent.worker.dashboard import Dashboard
 from kagent.worker.commit_windows import CommitWindows
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
+from kagent.worker.dashboard import Dashboard
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.end_offsets import EndOffsets
 from kagent.worker.evaluator import Evaluator

@@ -33,6 +33,7 @@ from kagent.core.contracts import write_schemas
 from kagent.settings import Settings, SettingsError, load_settings
 from kagent.tools.demo import watch_recommendations
 from kagent.tools.embedded import EmbeddedBroker, create_topics, die_with_parent, stop_process
+from kagent.tools.operator_cli import group, groups, recommendations
 from kagent.tools.simulator.cli import simulate
 from kagent.tools.simulator.runner import run_simulation
 from kagent.tools.simulator.scenario import Scenario, default_scenario
@@ -143,18 +144,17 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
     external = broker or os.environ.get("KAGENT_BROKER")
     embedded: EmbeddedBroker | None = None
     worker: subprocess.Popen[bytes] | None = None
-    banner: list[str] = []
     with _interrupt_on_stop_signals():
         try:
             if external:
                 settings = _settings_or_exit({"KAGENT_BROKER": external})
                 asyncio.run(_reachable_or_exit(settings))
-                click.echo(_say(banner, f"broker: {settings.bootstrap_servers} (external)"))
+                click.echo(f"broker: {settings.bootstrap_servers} (external)")
             else:
                 _settings_or_exit({})  # validate everything before starting anything
                 embedded = EmbeddedBroker().start()
                 settings = _settings_or_exit({"KAGENT_BROKER": embedded.bootstrap_servers})
-                click.echo(_say(banner, f"broker: {embedded.bootstrap_servers} (embedded Tansu, pid {embedded.pid})"))
+                click.echo(f"broker: {embedded.bootstrap_servers} (embedded Tansu, pid {embedded.pid})")
             asyncio.run(create_topics(settings.kafka, _own_topics(settings)))
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             log_path = settings.data_dir / "worker.log"
@@ -169,14 +169,14 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
                     preexec_fn=die_with_parent,
                 )
             web = f"http://{settings.web_host}:{settings.web_port}/"
-            click.echo(_say(banner, f"worker: pid {worker.pid}, web {web}, log {log_path}"))
+            click.echo(f"worker: pid {worker.pid}, web {web}, log {log_path}")
             if not _wait_web_ready(worker, web + "healthz", WORKER_READY_TIMEOUT):
                 _fail_worker(worker, log_path)
             with_simulator = embedded is not None if simulate is None else simulate
             if with_simulator:
                 scenario = default_scenario()
-                click.echo(_say(banner, f"simulator: groups {', '.join(g.group for g in scenario.groups)}"))
-            code = asyncio.run(_watch(settings, worker, scenario if with_simulator else None, banner))
+                click.echo(f"simulator: groups {', '.join(g.group for g in scenario.groups)}")
+            code = asyncio.run(_watch(settings, worker, scenario if with_simulator else None))
             if code is not None:
                 _fail_worker(worker, log_path, code)
         except KeyboardInterrupt:
@@ -200,15 +200,7 @@ async def _reachable_or_exit(settings: Settings) -> None:
         raise SystemExit(1) from None
 
 
-def _say(banner: list[str], line: str) -> str:
-    """Keep ``line`` for the live table's banner and return it."""
-    banner.append(line)
-    return line
-
-
-async def _watch(
-    settings: Settings, worker: subprocess.Popen[bytes], scenario: Scenario | None, banner: list[str]
-) -> int | None:
+async def _watch(settings: Settings, worker: subprocess.Popen[bytes], scenario: Scenario | None) -> int | None:
     """Run the simulator (if any) and show recommendations until a stop signal or the worker exits.
 
     Returns the worker's exit code if it exited on its own, else None.
@@ -219,7 +211,7 @@ async def _watch(
     for signum in previous:
         loop.add_signal_handler(signum, stop.set)
     # Said only now that a stop signal ends the loop cleanly.
-    click.echo(_say(banner, "kagent is running; Ctrl-C stops it. Recommendations appear below as they arrive."))
+    click.echo("kagent is running; Ctrl-C stops it. Recommendations appear below as they arrive.")
     exited: list[int] = []
 
     async def watch_worker() -> None:
@@ -238,7 +230,7 @@ async def _watch(
             stop,
             lambda text: click.echo(text, nl=False),
             live=sys.stdout.isatty(),
-            banner="".join(line + "\n" for line in banner) + "\n",
+            api_url=settings.worker_url,
         ),
     ]
     if scenario is not None:
@@ -261,6 +253,9 @@ def _worker_env(settings: Settings, embedded: bool) -> dict[str, str]:
 
 
 main.add_command(simulate)
+main.add_command(groups)
+main.add_command(group)
+main.add_command(recommendations)
 
 
 def _own_topics(settings: Settings) -> dict[str, int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from click.testing import CliRunner
 
@@ -12,13 +14,13 @@ def test_every_command_is_listed() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
     listed = {line.split()[0] for line in result.output.split("Commands:")[1].splitlines() if line.strip()}
-    assert listed == {"pipeline", "run", "schemas", "simulate", "worker"}
+    assert listed == {"group", "groups", "pipeline", "recommendations", "run", "schemas", "simulate", "worker"}
 
 
 def test_a_command_whose_extra_is_missing_is_listed_and_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_Commands, "LAZY", {"pipeline": ("kagent.not_installed", "pipeline", "pipeline")})
     listing = CliRunner().invoke(main, ["--help"])
-    assert listing.exit_code == 0 and "pipeline  (needs the 'pipeline' extra)" in listing.output
+    assert listing.exit_code == 0 and re.search(r"pipeline +\(needs the 'pipeline' extra\)", listing.output)
     result = CliRunner().invoke(main, ["pipeline", "backfill", "--broker", "x"])
     assert result.exit_code == 1
     assert result.output.startswith(
