@@ -13,10 +13,11 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
@@ -238,16 +239,12 @@ class ApiError(_Record):
     error: str
 
 
-def _sort_key(sort: GroupSort, summary: GroupSummary) -> tuple[float, str]:
-    """A key that puts unknown figures (None, NaN) below every known one; ties go by group name."""
-    if sort is GroupSort.GROUP:
-        return (0.0, summary.group)
+def _figure(sort: GroupSort, summary: GroupSummary) -> float:
+    """The figure ``summary`` is sorted by (``sort`` other than by name); unknown (None, NaN) is -inf."""
     if sort is GroupSort.STATUS:
-        return (float(summary.status.severity), summary.group)
+        return float(summary.status.severity)
     value = getattr(summary, sort.value)
-    if value is None or math.isnan(value):
-        return (-math.inf, summary.group)
-    return (float(value), summary.group)
+    return -math.inf if value is None or math.isnan(value) else float(value)
 
 
 def page_groups(
@@ -261,19 +258,24 @@ def page_groups(
 ) -> tuple[list[GroupSummary], int]:
     """The page of ``groups`` whose name contains ``query`` (case-insensitive), sorted by ``sort`` in
     ``order`` (ties by name, ascending), from ``offset``, at most ``limit`` (all when None), and how many
-    matched. Unknown figures sort below every known one, so they come last in ``desc``."""
+    matched. Unknown figures sort below every known one, so they come last in ``desc``. A page of a limit
+    picks its groups without sorting all of them."""
     needle = query.casefold()
     matched = [g for g in groups if needle in g.group.casefold()] if needle else list(groups)
-    if order == "desc":
-        # Descending by figure, ascending by name among equal figures.
-        matched.sort(key=lambda g: g.group)
-        matched.sort(key=lambda g: _sort_key(sort, g)[0], reverse=True)
-        if sort is GroupSort.GROUP:
-            matched.reverse()
+    key: Callable[[GroupSummary], Any]
+    if sort is GroupSort.GROUP:
+        key, reverse = (lambda g: g.group), order == "desc"
+    elif order == "desc":
+        key, reverse = (lambda g: (-_figure(sort, g), g.group)), False
     else:
-        matched.sort(key=lambda g: _sort_key(sort, g))
+        key, reverse = (lambda g: (_figure(sort, g), g.group)), False
+    if limit is None:
+        ordered = sorted(matched, key=key, reverse=reverse)
+    else:
+        pick = heapq.nlargest if reverse else heapq.nsmallest
+        ordered = pick(offset + limit, matched, key=key)
     end = None if limit is None else offset + limit
-    return matched[offset:end], len(matched)
+    return ordered[offset:end], len(matched)
 
 
 def newest_recommendations(lists: Iterable[Sequence[Recommendation]], limit: int) -> list[Recommendation]:
