@@ -1,0 +1,193 @@
+"""The HTTP API and the dashboard with 10,000 groups held by two workers.
+
+    python benchmarks/bench_api.py [--groups N] [--requests N]
+
+Starts an embedded broker (Tansu) and two real worker processes, as the integration tests do, with the
+default intervals (evaluation and end offsets every 5 s). 10,000 consumer groups (``--groups``), each of
+2 members on one of 20 topics of 8 partitions with lag on every partition, are published to
+``__consumer_offsets`` in large batches, and the benchmark waits until both workers list all of them.
+
+API. ``GET /api/groups`` asked of one worker, one request at a time from this process (aiohttp):
+the whole list (every group: the worker asks the other for its half and merges) and the dashboard's
+page (``sort=skew&limit=50``). Median and p99 latency over ``--requests`` requests each. The baseline,
+in the same run, is the same handler's pure work in this process on the same 10,000 summaries: paging
+them (:func:`kagent.core.api_records.page_groups`) and serializing the page, the work a worker does
+with no HTTP, no second worker and no parsing.
+
+Dashboard. Debian's Chromium, headless (Playwright, the system browser): from navigation to ``/`` to the
+first group row drawn, a fresh page each time, median and max of 5 loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from aiokafka.structs import TopicPartition
+
+from kagent.core.api_records import GroupSort, GroupsPage, page_groups
+from kagent.tools.embedded import EmbeddedBroker
+from tests.support.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    group_metadata,
+    offset_commit,
+    produce,
+    publish,
+)
+from tests.support.waiting import wait_until_async
+from tests.support.worker import Worker, running_workers
+
+TOPICS, PARTITIONS, RECORDS = 20, 8, 40
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def row(label: str, values: list[float]) -> str:
+    return f"{label:<58}{statistics.median(values) * 1000:>10.1f}{percentile(values, 0.99) * 1000:>10.1f}"
+
+
+async def populate(broker: EmbeddedBroker, groups: int) -> list[str]:
+    """``groups`` groups of 2 members, each on one topic of 8 partitions, with lag on every partition."""
+    bootstrap = broker.bootstrap_servers
+    await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS})
+    topics = [f"bench-api-topic-{t}" for t in range(TOPICS)]
+    await broker.create_topics(dict.fromkeys(topics, PARTITIONS))
+    for topic in topics:
+        await produce(bootstrap, topic, dict.fromkeys(range(PARTITIONS), RECORDS))
+    rng = random.Random(7)
+    names = [f"bench-api-group-{g:05d}" for g in range(groups)]
+    records = []
+    for g, group in enumerate(names):
+        topic = topics[g % TOPICS]
+        members = {
+            f"{group}-0": [TopicPartition(topic, p) for p in range(PARTITIONS // 2)],
+            f"{group}-1": [TopicPartition(topic, p) for p in range(PARTITIONS // 2, PARTITIONS)],
+        }
+        records.append(group_metadata(group, 1, members))
+        records += [offset_commit(group, topic, p, rng.randrange(RECORDS)) for p in range(PARTITIONS)]
+    await publish(bootstrap, records, by_group=True, batched=True)
+    return names
+
+
+async def timed_gets(session: aiohttp.ClientSession, url: str, count: int) -> tuple[list[float], bytes]:
+    """``count`` GETs of ``url`` one after another: each one's seconds, and the last body."""
+    seconds, body = [], b""
+    for _ in range(count):
+        started = time.perf_counter()
+        async with session.get(url) as response:
+            body = await response.read()
+            assert response.status == 200, body[:500]
+        seconds.append(time.perf_counter() - started)
+    return seconds, body
+
+
+def pure_work(page: GroupsPage, count: int, limit: int | None) -> list[float]:
+    """The handler's own work on the same summaries: page them and serialize the page, ``count`` times."""
+    seconds = []
+    for _ in range(count):
+        started = time.perf_counter()
+        groups, total = page_groups(page.groups, sort=GroupSort.SKEW, order="desc", offset=0, limit=limit)
+        GroupsPage(
+            groups=tuple(groups),
+            total=total,
+            offset=0,
+            limit=limit,
+            sort=GroupSort.SKEW,
+            order="desc",
+            workers=page.workers,
+            complete=True,
+        ).model_dump_json()
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def dashboard_first_render(url: str, loads: int) -> list[float]:
+    """Seconds from navigating to ``url`` to its first group row drawn, a fresh page each load."""
+    from tests.support.browser import chromium  # needs Playwright and the browser: imported when used
+
+    seconds = []
+    with chromium() as browser:
+        for _ in range(loads):
+            page = browser.new_page()
+            started = time.perf_counter()
+            page.goto(url)
+            page.wait_for_selector("[data-testid=group-row]", timeout=60_000)
+            seconds.append(time.perf_counter() - started)
+            page.close()
+    return seconds
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--groups", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp, EmbeddedBroker() as broker:
+        started = time.perf_counter()
+        names = await populate(broker, args.groups)
+        print(f"published {args.groups:,} groups ({len(names) * 9:,} records) in {time.perf_counter() - started:.1f} s")
+        with running_workers(broker.bootstrap_servers, Path(tmp)) as start:
+            workers: list[Worker] = [start("bench-api"), start("bench-api")]
+            for worker in workers:
+                worker.wait_serving()
+            async with aiohttp.ClientSession() as session:
+
+                async def all_listed() -> bool:
+                    for worker in workers:
+                        worker.check_alive()
+                        async with session.get(worker.url + "api/groups?limit=0") as response:
+                            if response.status != 200:
+                                return False
+                            page = GroupsPage.model_validate_json(await response.read())
+                            holders = {w.url for w in page.workers}
+                            if page.total < args.groups or not page.complete or len(holders) != 2:
+                                return False
+                    return True
+
+                await wait_until_async(all_listed, 600, "both workers to list every group", interval=1.0)
+                print(f"both workers list {args.groups:,} groups {time.perf_counter() - started:.0f} s after the start")
+                asker = workers[0]
+                whole, body = await timed_gets(session, asker.url + "api/groups", args.requests)
+                paged, _ = await timed_gets(session, asker.url + "api/groups?sort=skew&limit=50", args.requests)
+            everything = GroupsPage.model_validate_json(body)
+            held = Counter(g.worker for g in everything.groups)
+            per_worker = ", ".join(f"{n:,}" for n in sorted(held.values()))
+            print(f"groups per worker: {per_worker}; the whole answer is {len(body):,} bytes")
+            print(f"{'GET /api/groups, one request at a time':<58}{'median ms':>10}{'p99 ms':>10}")
+            pure_whole = pure_work(everything, args.requests, None)
+            pure_page = pure_work(everything, args.requests, 50)
+            print(row(f"baseline: page + serialize {args.groups:,} summaries in-process", pure_whole))
+            print(row("kagent: the whole list, from two workers", whole))
+            print(row("baseline: page of 50 by skew + serialize, in-process", pure_page))
+            print(row("kagent: a page of 50 by skew, from two workers", paged))
+            print(
+                "ratios of the medians, kagent / baseline: "
+                f"whole {statistics.median(whole) / statistics.median(pure_whole):.1f}, "
+                f"page {statistics.median(paged) / statistics.median(pure_page):.1f}"
+            )
+            renders = await asyncio.to_thread(dashboard_first_render, workers[0].url, 5)  # Playwright's sync API
+            print(
+                f"dashboard first render in Chromium ({args.groups:,} groups): "
+                f"median {statistics.median(renders) * 1000:.0f} ms, max {max(renders) * 1000:.0f} ms"
+            )
+            for worker in workers:
+                worker.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
