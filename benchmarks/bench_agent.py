@@ -502,7 +502,7 @@ async def latency(workdir: Path, sizes: Sizes) -> bool:
                 worker.check_alive()
                 return {m: v for g in body["groups"].values() for m, v in g["member_lag"].items()} == expected
 
-            await wait_json(worker.url + "groups/", lag_set_up, 90, "every group's lag on the worker")
+            await wait_json(worker.url + "api/local/groups", lag_set_up, 90, "every group's lag on the worker")
             evaluated = metric_total(worker.metrics() or {}, "kagent_evaluations_total")
 
             async def held_long_enough() -> bool:  # each group evaluated hold + 1 more times, a recommendation's due

@@ -36,6 +36,8 @@ __all__ = [
     "GroupSort",
     "GroupSummary",
     "GroupsPage",
+    "HeldGroup",
+    "HeldGroups",
     "IncidentRef",
     "MemberView",
     "PartitionView",
@@ -211,6 +213,24 @@ class GroupDetail(_Record):
     recommendation: RecommendationRef | None
     skew_history: tuple[SkewPoint, ...]
     """The last hour, oldest first; it starts empty on a worker that just took the group over."""
+
+
+class HeldGroup(_Record):
+    """A group this worker holds, straight from its tables (``GET /api/local/groups``)."""
+
+    generation: int
+    protocol: str | None
+    member_lag: dict[str, int]
+    """Each member's offset lag: the records of every partition it is assigned, added up."""
+    partitions_with_lag: int = Field(ge=0)
+
+
+class HeldGroups(_Record):
+    """``GET /api/local/groups``: the groups the worker asked holds now, with an assignment, measured now;
+    for seeing what one worker holds (the cluster's view is ``GET /api/groups``)."""
+
+    worker: str
+    groups: dict[str, HeldGroup]
 
 
 class RecommendationsPage(_Record):

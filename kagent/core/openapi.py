@@ -18,6 +18,7 @@ from kagent.core.api_records import (
     GroupDetail,
     GroupSort,
     GroupsPage,
+    HeldGroups,
     ReadinessReport,
     RecommendationsPage,
 )
@@ -31,6 +32,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     GroupDetail,
     RecommendationsPage,
     Recommendation,
+    HeldGroups,
     ReadinessReport,
     ApiError,
 )
@@ -146,6 +148,13 @@ def openapi_document() -> dict[str, Any]:
                         "404": _error("No worker keeps it."),
                         "502": _error("Not found, and some worker did not answer."),
                     },
+                }
+            },
+            "/api/local/groups": {
+                "get": {
+                    "summary": "The groups the worker asked holds now, from its tables (for debugging placement)",
+                    "operationId": "listHeldGroups",
+                    "responses": {"200": _json(HeldGroups, "The worker's groups.")},
                 }
             },
             "/healthz": {

@@ -33,6 +33,8 @@ from kagent.core.api_records import (
     GroupSort,
     GroupsPage,
     GroupSummary,
+    HeldGroup,
+    HeldGroups,
     RecommendationsPage,
     WorkerAnswer,
     group_detail,
@@ -43,6 +45,7 @@ from kagent.core.api_records import (
 from kagent.core.openapi import openapi_document
 from kagent.core.policy import EvaluationPolicy
 from kagent.core.recommendation import Recommendation, propose
+from kagent.core.skew import member_lag
 from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupStateReader, OpenIncidentsReader
 from kagent.worker.lag_exporter import group_skew
@@ -189,6 +192,25 @@ class ClusterApi(Stage):
             )
         return group_detail(summary, propose(snapshot, self._policy), latest, self._overview.history(group, now))
 
+    def held(self) -> HeldGroups:
+        """Every group held here with an assignment, measured now, each member's lag over every partition
+        it is assigned that has lag figures."""
+        now = self._clock()
+        groups = {}
+        for group in self._groups.held_groups():
+            snapshot = self._groups.snapshot(group, now)
+            if snapshot is None:
+                continue
+            lag = {tp: entry.offset_lag for tp, entry in snapshot.lag.items()}
+            members = snapshot.assignment.members
+            groups[group] = HeldGroup(
+                generation=snapshot.assignment.generation,
+                protocol=snapshot.assignment.protocol,
+                member_lag=member_lag({m.member_id: [r.topic_partition for r in m.partitions] for m in members}, lag),
+                partitions_with_lag=len(lag),
+            )
+        return HeldGroups(worker=self._router.own_url, groups=groups)
+
     def local_recommendations(self, group: str | None, limit: int) -> list[Recommendation]:
         """The newest ``limit`` recommendations of ``group`` (of every held group when None) kept here."""
         held = self._groups.held_groups()
@@ -223,6 +245,13 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
 
         async def get(self, request: Request) -> Response:
             return self.bytes(openapi, content_type=JSON)
+
+    @app.page("/api/local/groups")
+    class HeldGroupsView(View):
+        """``GET /api/local/groups``: the groups this worker holds, from its tables, measured now."""
+
+        async def get(self, request: Request) -> Response:
+            return _json(self, api.held())
 
     @app.page("/api/groups")
     class GroupsView(View):

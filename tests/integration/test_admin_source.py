@@ -165,7 +165,7 @@ async def test_the_admin_source_reports_a_real_groups_members_and_commits(
 
         # The storage stage took the events: the worker holds the group with its one member.
         body = await wait_json(
-            worker.url + "groups/",
+            worker.url + "api/local/groups",
             lambda b: list(b["groups"].get(GROUP, {}).get("member_lag", {})) == [member_id(first)],
             30,
         )

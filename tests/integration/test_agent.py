@@ -91,7 +91,7 @@ async def test_a_skewed_group_gets_a_recommendation_and_a_balanced_one_none(
     assert hot & {("agent-skewed", 0), ("agent-skewed", 1)}
 
     # The balanced group was evaluated as often, and stayed quiet.
-    groups = await wait_json(worker.url + "groups/", lambda b: "even-app" in b["groups"], 30)
+    groups = await wait_json(worker.url + "api/local/groups", lambda b: "even-app" in b["groups"], 30)
     assert set(groups["groups"]["even-app"]["member_lag"].values()) == {3000}
     assert not [r for r in recommendations if r["group"] == "even-app"]
     assert worker.stop() == 0
@@ -128,7 +128,7 @@ async def test_malformed_records_go_to_the_dead_letter_topic_and_the_worker_keep
     assert "record type 1" in letter["error"] and "byte" in letter["error"]
     # The records after the malformed one were processed: 6 + 3 records behind.
     body = await wait_json(
-        worker.url + "groups/",
+        worker.url + "api/local/groups",
         lambda b: b["groups"].get("dlq-app", {}).get("member_lag") == {"dlq-app-0": 9},
         60,
     )
@@ -166,7 +166,7 @@ async def test_a_restarted_worker_restores_its_tables_from_the_changelog(
     await produce(bootstrap, "agent-restart", {p: 100 for p in range(4)})
     await _publish_groups(bootstrap, "agent-restart", ["restart-app"])
     first = start_worker("agent-restart-test", **FAST)
-    await wait_json(first.url + "groups/", _all_held(["restart-app"]), 60)
+    await wait_json(first.url + "api/local/groups", _all_held(["restart-app"]), 60)
     assert first.stop() == 0
 
     # The stopped worker committed its input positions, so a new one re-reads
@@ -180,7 +180,7 @@ async def test_a_restarted_worker_restores_its_tables_from_the_changelog(
             assert (await _committed(bootstrap, group, tp) or 0) == end, tp  # none or 0 where empty
 
     second = start_worker("agent-restart-test", **FAST)
-    body = await wait_json(second.url + "groups/", _all_held(["restart-app"]), 60)
+    body = await wait_json(second.url + "api/local/groups", _all_held(["restart-app"]), 60)
     assert body["groups"]["restart-app"]["generation"] == 7
     assert second.stop() == 0
 
@@ -229,7 +229,7 @@ async def test_a_surviving_worker_takes_over_a_killed_workers_groups(
 
     async def sharing() -> bool:
         return shared(
-            await asyncio.gather(*(asyncio.to_thread(get_json, w.url + "groups/") for w in (survivor, doomed)))
+            await asyncio.gather(*(asyncio.to_thread(get_json, w.url + "api/local/groups") for w in (survivor, doomed)))
         )
 
     await wait_until_async(sharing, 90, "the two workers to share the groups", interval=0.3)
@@ -237,7 +237,7 @@ async def test_a_surviving_worker_takes_over_a_killed_workers_groups(
     assert doomed.process is not None
     doomed.process.kill()
     doomed.process.wait()
-    await wait_json(survivor.url + "groups/", _all_held(groups), 90)
+    await wait_json(survivor.url + "api/local/groups", _all_held(groups), 90)
     assert survivor.stop() == 0
 
 
@@ -274,7 +274,7 @@ async def test_a_kip848_consumer_group_is_measured_from_its_member_records(
         held = body["groups"].get(group)
         return held is not None and held["member_lag"] == {member: 180 for member in members}
 
-    body = await wait_json(worker.url + "groups/", measured, 60)
+    body = await wait_json(worker.url + "api/local/groups", measured, 60)
     assert body["groups"][group]["generation"] == 5
     assert worker.stop() == 0
 
@@ -345,7 +345,9 @@ async def test_a_kip848_group_without_topic_names_is_named_from_cluster_metadata
     worker = start_worker("agent-kip848-named-test", **FAST)
 
     body = await wait_json(
-        worker.url + "groups/", lambda body: body["groups"].get(group, {}).get("member_lag") == {member: 240}, 60
+        worker.url + "api/local/groups",
+        lambda body: body["groups"].get(group, {}).get("member_lag") == {member: 240},
+        60,
     )
     assert body["groups"][group]["generation"] == 3
     assert worker.stop() == 0

@@ -42,7 +42,7 @@ def s3_broker(tmp_path: Path) -> Iterator[S3Broker]:
 
 
 def held(worker: Worker) -> dict[str, dict[str, object]]:
-    return (get_json(worker.url + "groups/") or {}).get("groups", {})
+    return (get_json(worker.url + "api/local/groups") or {}).get("groups", {})
 
 
 def successful_polls(worker: Worker) -> float:
@@ -84,6 +84,11 @@ async def test_the_worker_reconnects_after_its_broker_restarts(s3_broker: S3Brok
         )
         wait_until(lambda: successful_polls(worker) > polls, 60, "an end-offset poll to succeed after the restart")
         assert worker.process is not None and process_alive(worker.process.pid)  # carried on, no restart
-        assert get_json(worker.url + "readyz") == {"ready": True, "stalled_stages": []}
+        assert get_json(worker.url + "readyz") == {
+            "ready": True,
+            "tables_recovered": True,
+            "source_caught_up": True,
+            "stalled_stages": [],
+        }
     finally:
         assert worker.stop(timeout=15) == 0, worker.log()[-3000:]

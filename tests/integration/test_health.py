@@ -40,9 +40,16 @@ async def test_stages_report_what_they_applied_and_the_worker_is_ready(
         [group_metadata(group, 1, members), offset_commit(group, topic, 0, 0)],
     )
     wait_until(
-        lambda: group in (get_json(worker.url + "groups/") or {}).get("groups", {}), 90, f"{group} on the worker"
+        lambda: group in (get_json(worker.url + "api/local/groups") or {}).get("groups", {}),
+        90,
+        f"{group} on the worker",
     )
     wait_until(lambda: (metric(worker, "kagent_stage_applied_records", "storage") or 0) >= 1, 30, "storage's progress")
     assert (metric(worker, "kagent_stage_applied_records", "offsets-topic-source") or 0) >= 2
     assert metric(worker, "kagent_stage_stalled", "storage") == 0
-    assert get_json(worker.url + "readyz") == {"ready": True, "stalled_stages": []}
+    assert get_json(worker.url + "readyz") == {
+        "ready": True,
+        "tables_recovered": True,
+        "source_caught_up": True,
+        "stalled_stages": [],
+    }

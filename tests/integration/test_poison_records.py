@@ -86,7 +86,7 @@ async def test_a_partition_minus_one_commit_is_dead_lettered_and_the_group_after
 
     # The records behind the poison one were applied: the hot partitions 0 and 1 sit on one member.
     body = await wait_json(
-        worker.url + "groups/",
+        worker.url + "api/local/groups",
         lambda b: (
             b["groups"].get("skewed-app", {}).get("member_lag")
             == {"skewed-app-0": 600, "skewed-app-1": 200, "skewed-app-2": 200}

@@ -332,7 +332,7 @@ def test_a_worker_and_the_simulator_run_on_a_secured_cluster(
             def group_seen() -> bool:
                 worker.check_alive()
                 assert not simulation.errors, simulation.errors
-                groups = (get_json(worker.url + "groups/") or {}).get("groups", {})
+                groups = (get_json(worker.url + "api/local/groups") or {}).get("groups", {})
                 return len(groups.get(group, {}).get("member_lag", {})) == 2
 
             wait_until(group_seen, 120, f"the worker to hold {group} with its members")

@@ -180,7 +180,7 @@ async def test_a_million_hostile_records_are_applied_or_dead_lettered_and_the_wo
 
     # Every valid record applied: each well-behaved group ends as its last generation left it.
     def groups_final() -> dict[str, object] | None:
-        held = (get_json(worker.url + "groups/", timeout=10) or {}).get("groups", {})
+        held = (get_json(worker.url + "api/local/groups", timeout=10) or {}).get("groups", {})
         shown = {g: (held[g]["generation"], frozenset(held[g]["member_lag"])) for g in stream.final if g in held}
         return held if shown == stream.final else None
 

@@ -80,7 +80,7 @@ async def test_sigterm_during_ingest_and_evaluation_stops_cleanly(
     await publish(kafka_broker.bootstrap_servers, load, by_group=True, batched=True)
 
     def holds_load_groups() -> bool:
-        answer = get_json(worker.url + "groups/") or {}
+        answer = get_json(worker.url + "api/local/groups") or {}
         return any(group.startswith(f"load-{suffix}") for group in answer.get("groups", {}))
 
     await asyncio.to_thread(wait_until, holds_load_groups, 60, "the worker to hold the load's groups")

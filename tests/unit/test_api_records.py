@@ -236,6 +236,7 @@ def test_the_openapi_description_is_valid_and_every_reference_resolves() -> None
         "/api/groups/{group}",
         "/api/recommendations",
         "/api/recommendations/{id}",
+        "/api/local/groups",
         "/healthz",
         "/readyz",
     }
