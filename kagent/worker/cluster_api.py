@@ -87,7 +87,11 @@ def _dumps(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def _int(query: Mapping[str, str], name: str, default: int | None, minimum: int, maximum: int | None = None) -> Any:
+def _int(
+    query: Mapping[str, str], name: str, default: int | None, minimum: int, maximum: int | None = None
+) -> int | None:
+    """Query parameter ``name`` as an integer in [``minimum``, ``maximum``]; ``default`` when absent or empty.
+    Raises :class:`BadRequest` naming the parameter otherwise."""
     raw = query.get(name)
     if raw is None or raw == "":
         return default
@@ -102,6 +106,7 @@ def _int(query: Mapping[str, str], name: str, default: int | None, minimum: int,
 
 
 def _choice(query: Mapping[str, str], name: str, choices: list[str], default: str) -> str:
+    """Query parameter ``name``, one of ``choices``; ``default`` when absent. Raises :class:`BadRequest`."""
     raw = query.get(name) or default
     if raw not in choices:
         raise BadRequest(f"query parameter {name}={raw!r}: expected one of {', '.join(choices)}")
@@ -264,7 +269,7 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
                 order: Literal["asc", "desc"] = (
                     "asc" if _choice(query, "order", ["asc", "desc"], "desc") == "asc" else "desc"
                 )
-                offset = _int(query, "offset", 0, 0)
+                offset = _int(query, "offset", 0, 0) or 0
                 limit = _int(query, "limit", None, 0)
                 scope = _choice(query, "scope", ["cluster", "local"], "cluster")
             except BadRequest as exc:
@@ -329,7 +334,7 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
         async def get(self, request: Request) -> Response:
             query = request.query
             try:
-                limit = _int(query, "limit", DEFAULT_RECOMMENDATIONS, 1, MAX_RECOMMENDATIONS)
+                limit = _int(query, "limit", DEFAULT_RECOMMENDATIONS, 1, MAX_RECOMMENDATIONS) or DEFAULT_RECOMMENDATIONS
                 scope = _choice(query, "scope", ["cluster", "local"], "cluster")
             except BadRequest as exc:
                 return _error(self, 400, str(exc))
