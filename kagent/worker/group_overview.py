@@ -79,9 +79,6 @@ class GroupOverview:
         self._summaries.pop(group, None)
         self._histories.pop(group, None)
 
-    def summary(self, group: str) -> GroupSummary | None:
-        return self._summaries.get(group)
-
     def summaries(self, groups: Iterable[str]) -> list[GroupSummary]:
         """The summaries of those of ``groups`` evaluated here, in the order given."""
         return [found for group in groups if (found := self._summaries.get(group)) is not None]

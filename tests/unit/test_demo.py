@@ -17,9 +17,10 @@ from kagent.core.api_records import GroupDetail, GroupSummary, MemberView, Recom
 from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
 from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import MemberRecommendation, PartitionMove, Recommendation, Trigger
+from kagent.core.recommendation import MemberRecommendation, PartitionMove, Recommendation
 from kagent.tools.api_client import ApiClient
 from kagent.tools.demo import CurrentFigures, render, summary
+from tests.support.incidents import recommendation
 from tests.support.waiting import wait_until_async
 
 HOT, COLD = PartitionRef(topic="t", partition=0), PartitionRef(topic="t", partition=1)
@@ -28,47 +29,37 @@ HOT, COLD = PartitionRef(topic="t", partition=0), PartitionRef(topic="t", partit
 def _recommendation(
     group: str, skew_before: float, skew_after: float, time: float, rec_id: str = "0" * 32
 ) -> Recommendation:
-    return Recommendation(
-        id=rec_id,
-        time=time,
-        group=group,
-        generation=4,
-        protocol="range",
-        strategy="lag-sticky",
-        lag_unit=LagUnit.MESSAGES,
-        trigger=Trigger(
-            metric=SkewMetric.PEAK_TO_MEAN,
-            value=skew_before,
-            threshold=1.5,
-            evaluations_held=3,
-            total_lag=1200,
-            improvement=0.5,
-        ),
-        members=(
-            MemberRecommendation(
-                member_id="a",
-                client_id="a",
-                client_host="/h",
-                current=(HOT, COLD),
-                current_lag=1200,
-                recommended=(HOT,),
-                recommended_lag=1000,
+    """:func:`tests.support.incidents.recommendation` for members a (both partitions, 1,200 -> 1,000) and b
+    (none -> the cold one, 200), moving the cold partition, skew ``skew_before`` -> ``skew_after``."""
+    base = recommendation(rec_id, time=time, group=group)
+    return base.model_copy(
+        update={
+            "trigger": base.trigger.model_copy(update={"value": skew_before, "total_lag": 1200, "improvement": 0.5}),
+            "members": (
+                MemberRecommendation(
+                    member_id="a",
+                    client_id="a",
+                    client_host="/h",
+                    current=(HOT, COLD),
+                    current_lag=1200,
+                    recommended=(HOT,),
+                    recommended_lag=1000,
+                ),
+                MemberRecommendation(
+                    member_id="b",
+                    client_id="b",
+                    client_host="/h",
+                    current=(),
+                    current_lag=0,
+                    recommended=(COLD,),
+                    recommended_lag=200,
+                ),
             ),
-            MemberRecommendation(
-                member_id="b",
-                client_id="b",
-                client_host="/h",
-                current=(),
-                current_lag=0,
-                recommended=(COLD,),
-                recommended_lag=200,
-            ),
-        ),
-        skew_before=skew_before,
-        skew_after=skew_after,
-        lower_bound=1000,
-        moves=(PartitionMove(topic="t", partition=1, from_member="a", to_member="b", lag=200),),
-        alternatives=(),
+            "skew_before": skew_before,
+            "skew_after": skew_after,
+            "lower_bound": 1000,
+            "moves": (PartitionMove(topic="t", partition=1, from_member="a", to_member="b", lag=200),),
+        }
     )
 
 
