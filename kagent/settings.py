@@ -161,6 +161,15 @@ class Settings(BaseModel):
     strategy: str = "lag-sticky"
     """The assignment strategy recommendations are computed with."""
 
+    scale_headroom: float | None = Field(default=0.2, ge=0, le=10)
+    """Capacity to spare above the producers' rate when a ``scale`` recommendation counts the members a
+    group needs (0.2: 20 %). Empty turns ``scale`` recommendations off (a group that cannot keep up is
+    then told to rebalance, if that lowers its largest member lag)."""
+
+    rate_window: float = Field(default=300.0, gt=0)
+    """Seconds the production rate (log-end growth) and consumption rate (committed-offset growth) are
+    measured over."""
+
     auto_offset_reset: str = Field(default="latest", pattern=r"^(latest|earliest|none)$")
     """The ``auto.offset.reset`` assumed for a partition a group has not committed on."""
 
@@ -233,6 +242,11 @@ class Settings(BaseModel):
     spark_master: str = Field(default="local[2]", min_length=1)
     """Where ``kagent pipeline``'s Spark jobs run when ``--master`` is not given: ``local[N]``,
     ``spark://host:7077``, ``yarn``, ``k8s://...`` (any master ``spark-submit`` takes). The worker ignores it."""
+
+    @field_validator("scale_headroom", mode="before")
+    @classmethod
+    def _empty_is_off(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("strategy")
     @classmethod
@@ -391,6 +405,8 @@ class Settings(BaseModel):
             hysteresis=self.hysteresis,
             cooldown=self.cooldown,
             strategy=self.strategy,
+            scale_headroom=self.scale_headroom,
+            rate_window=self.rate_window,
         )
 
     @functools.cached_property

@@ -153,6 +153,7 @@ def assignment(state: ConsumerGroupState, topic_names: Mapping[str, str] = _NO_N
       ``range``), None if they differ, if one asked for none (the broker's
       default) or there are no members;
     - ``leader`` None: the consumer protocol has no leader;
+    - ``group_protocol`` ``consumer``;
     - ``members``: those whose metadata has arrived, sorted by member id,
       each with its subscribed topics (those it named, then those its
       regular expression matched at its last resolution that it did not
@@ -193,6 +194,7 @@ def assignment(state: ConsumerGroupState, topic_names: Mapping[str, str] = _NO_N
         protocol=assignors.pop() if len(assignors) == 1 else None,
         leader=None,
         members=tuple(members),
+        group_protocol="consumer",
     )
 
 

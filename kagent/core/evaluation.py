@@ -12,15 +12,25 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
+from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
 from kagent.core.policy import EvaluationPolicy
-from kagent.core.recommendation import Proposal, Recommendation, propose
+from kagent.core.recommendation import (
+    MemberRate,
+    PartitionRate,
+    Proposal,
+    Recommendation,
+    ScaleEvidence,
+    propose,
+)
 from kagent.core.snapshot import GroupSnapshot
+from kagent.core.throughput import PartitionThroughput, falls_behind, group_throughput
 
-__all__ = ["Evaluation", "EvaluationState", "evaluate", "triggers"]
+__all__ = ["Evaluation", "EvaluationState", "evaluate", "scale_evidence", "triggers"]
 
 
 class EvaluationState(BaseModel):
@@ -61,6 +71,9 @@ class Evaluation(NamedTuple):
     """The skew under the current assignment; None when it could not be measured (no members, unknown lag)."""
     proposal: Proposal | None
     """What the strategy would do, with each member's lag before and after; None for a group without members."""
+    scale: ScaleEvidence | None
+    """When no assignment of the group's members keeps up with its producers: the rates and the members
+    it needs (whether or not this evaluation sent a recommendation); None otherwise, or when not asked."""
 
 
 def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
@@ -82,8 +95,46 @@ def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
     )
 
 
+def scale_evidence(
+    proposal: Proposal, throughput: Mapping[TopicPartition, PartitionThroughput], policy: EvaluationPolicy
+) -> ScaleEvidence | None:
+    """The evidence for a ``scale`` recommendation, when no assignment of the proposal's members keeps up
+    (:func:`kagent.core.throughput.falls_behind`, with ``policy.scale_headroom``) given each partition's
+    ``throughput``; None when they can, when it cannot be told, or when ``scale_headroom`` is None."""
+    if policy.scale_headroom is None:
+        return None
+    group = group_throughput(proposal.current, throughput)
+    partitions = sum(proposal.partitions.values())
+    needed = falls_behind(group, partitions, policy.scale_headroom)
+    if needed is None:
+        return None
+    return ScaleEvidence(
+        members=len(proposal.current),
+        members_needed=needed,
+        partitions=partitions,
+        production_rate=group.production_rate,
+        capacity=group.capacity,
+        member_capacity=group.member_capacity or 0.0,
+        headroom=group.headroom if group.headroom is not None else 0.0,
+        window=policy.rate_window,
+        partition_rates=tuple(
+            PartitionRate(topic=tp.topic, partition=tp.partition, production_rate=figures.production_rate)
+            for tp, figures in sorted(throughput.items())
+            if figures.production_rate is not None
+        ),
+        member_rates=tuple(
+            MemberRate(member_id=member.member_id, consumption_rate=member.consumption_rate, saturated=member.saturated)
+            for member in group.members
+        ),
+    )
+
+
 def evaluate(
-    snapshot: GroupSnapshot, state: EvaluationState | None, policy: EvaluationPolicy, now: float
+    snapshot: GroupSnapshot,
+    state: EvaluationState | None,
+    policy: EvaluationPolicy,
+    now: float,
+    throughput: Mapping[TopicPartition, PartitionThroughput] | None = None,
 ) -> Evaluation:
     """Evaluate one group at ``now``: its next state, its skew, and a recommendation when it triggers.
 
@@ -107,22 +158,34 @@ def evaluate(
 
     With the ``peak-to-mean`` metric, whose least value is 1, a group re-arms
     only if ``skew_threshold x hysteresis`` is above 1.
+
+    Rebalance or scale. Given each partition's ``throughput`` (production and
+    consumption rates), an evaluation in which no assignment of the members
+    keeps up (:func:`scale_evidence`) holds too, whatever the skew; when the
+    hold is reached in such an evaluation, the recommendation is of kind
+    ``scale``, with the evidence and the members needed, and no rebalance is
+    recommended. Without ``throughput`` only the skew trigger counts.
     """
     if state is None:
         state = EvaluationState(group=snapshot.group)
     generation = snapshot.assignment.generation
     proposal = propose(snapshot, policy) if snapshot.assignment.members else None
     skew = proposal.skew_before if proposal is not None and not proposal.unknown else None
+    scale = scale_evidence(proposal, throughput, policy) if proposal is not None and throughput is not None else None
     armed, cleared = state.armed, state.cleared
     if not armed:
         cleared = cleared or (skew is not None and skew < policy.rearm_below)
         armed = cleared and now - (state.last_recommendation_at or 0.0) >= policy.cooldown
     held = state.held if state.generation == generation else 0
-    held = held + 1 if armed and proposal is not None and triggers(proposal, policy) else 0
+    holds = proposal is not None and (scale is not None or triggers(proposal, policy))
+    held = held + 1 if armed and holds else 0
     recommendation = None
     last_at, last_id = state.last_recommendation_at, state.last_recommendation_id
     if proposal is not None and held >= policy.hold_evaluations:
-        recommendation = proposal.recommendation(policy.skew_threshold, held, now)
+        if scale is not None:
+            recommendation = proposal.scale_recommendation(scale, policy.skew_threshold, held, now)
+        else:
+            recommendation = proposal.recommendation(policy.skew_threshold, held, now)
         armed, cleared, held = False, False, 0
         last_at, last_id = now, recommendation.id
     next_state = EvaluationState(
@@ -134,4 +197,4 @@ def evaluate(
         last_recommendation_at=last_at,
         last_recommendation_id=last_id,
     )
-    return Evaluation(next_state, recommendation, skew, proposal)
+    return Evaluation(next_state, recommendation, skew, proposal, scale)

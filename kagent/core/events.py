@@ -131,11 +131,16 @@ class GroupAssigned(_Frozen):
     group: str
     generation: int
     protocol: str | None
-    """The assignor the group chose (``range``, ``roundrobin``, ``cooperative-sticky``, ...)."""
+    """The assignor the group chose (``range``, ``roundrobin``, ``cooperative-sticky``, ...); for a group
+    on the consumer protocol, the server assignor its members asked for (``uniform``, ``range``)."""
     leader: str | None
     state_timestamp: int | None = None
     """Milliseconds since the epoch of the group's last state change, when the record has it."""
     members: tuple[MemberAssignment, ...] = ()
+    group_protocol: Literal["classic", "consumer"] = "classic"
+    """The group's rebalance protocol: ``classic`` (its leader assigns, with a client-side assignor) or
+    ``consumer`` (KIP-848, ``group.protocol=consumer``: the broker assigns with its ``protocol``). Added
+    later than the other fields: a record without it is of a classic group."""
 
 
 class GroupDeleted(_Frozen):

@@ -45,6 +45,11 @@ class EvaluationPolicy:
     cooldown: float
     """Seconds."""
     strategy: str
+    scale_headroom: float | None = 0.2
+    """Capacity to spare above production when counting the members a group needs (0.2: 20 %); None
+    turns ``scale`` recommendations off."""
+    rate_window: float = 300.0
+    """Seconds the production and consumption rates are measured over."""
 
     @property
     def rearm_below(self) -> float:

@@ -27,6 +27,7 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from functools import cached_property
 
 from aiokafka.structs import TopicPartition
@@ -49,12 +50,18 @@ from kagent.core.snapshot import GroupSnapshot, PartitionLag
 
 __all__ = [
     "KEPT_RECOMMENDATIONS",
+    "SERVER_ASSIGNORS",
     "Alternative",
+    "MemberRate",
     "MemberRecommendation",
     "PartitionMove",
+    "PartitionRate",
     "Proposal",
     "RecentRecommendations",
     "Recommendation",
+    "RecommendationKind",
+    "ScaleEvidence",
+    "ServerAssignorAdvice",
     "Trigger",
     "propose",
     "skew",
@@ -67,6 +74,10 @@ _SKEW: Mapping[SkewMetric, Callable[[Collection[float]], float]] = {
     SkewMetric.RANGE: relative_range,
 }
 
+SERVER_ASSIGNORS: Mapping[str, str] = {"uniform": "sticky", "range": "range"}
+"""The broker's built-in assignors for consumer-protocol groups (``group.remote.assignor``), each by the
+kagent strategy that models it."""
+
 _TICKS_PER_UNIT: Mapping[LagUnit, int] = {LagUnit.MESSAGES: 1, LagUnit.SECONDS: 1000}
 """Integer lag the assignors balance, per unit of lag: records, or milliseconds."""
 
@@ -77,7 +88,9 @@ def skew(metric: SkewMetric, lags: Collection[float]) -> float:
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # Open to fields added later (their schemas do not forbid additional properties): a subscriber, or a
+    # kagent worker of an earlier version reading a later one's records, reads what it knows.
+    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
 
 
 class MemberRecommendation(_Record):
@@ -136,12 +149,87 @@ class Trigger(_Record):
     """By how much (a fraction) the recommendation lowers the largest member lag."""
 
 
+class RecommendationKind(str, Enum):
+    """What a recommendation asks for."""
+
+    REBALANCE = "rebalance"
+    """Move partitions between the members the group has: ``members[].recommended`` is the assignment."""
+    SCALE = "scale"
+    """Change the number of members: no assignment of the members the group has keeps up with its
+    producers (``scale`` has the evidence and the count). Nothing is to be moved: each member's
+    ``recommended`` equals its ``current``, and ``moves`` is empty."""
+
+
+class PartitionRate(_Record):
+    """How fast one partition's log end grew over the rate window."""
+
+    topic: str
+    partition: int = Field(ge=0)
+    production_rate: float = Field(ge=0)
+    """Records per second."""
+
+
+class MemberRate(_Record):
+    """How fast one member's committed offsets grew over the rate window."""
+
+    member_id: str
+    consumption_rate: float = Field(ge=0)
+    """Records per second, its partitions added up."""
+    saturated: bool
+    """Whether it had lag throughout the window on a partition it holds: then its consumption rate is
+    its capacity; otherwise its capacity is at least its rate, and counted as the group's typical one."""
+
+
+class ScaleEvidence(_Record):
+    """Why a group needs another number of members: its rates over the window, and the count."""
+
+    members: int = Field(ge=0)
+    """Members the group has."""
+    members_needed: int = Field(ge=1)
+    """Members that keep up with the producers with the headroom asked for, at most one per partition."""
+    partitions: int = Field(ge=0)
+    """Partitions the group reads: the most members that can hold one."""
+    production_rate: float = Field(ge=0)
+    """Records per second written to the group's partitions, added up."""
+    capacity: float = Field(ge=0)
+    """Records per second the members can consume, added up (saturated members as measured, the
+    others at the typical member's capacity)."""
+    member_capacity: float = Field(ge=0)
+    """Records per second one typical member consumes while it has lag: the median of the saturated ones."""
+    headroom: float
+    """``capacity / production_rate - 1``: negative when the group falls behind whatever the assignment."""
+    window: float = Field(ge=0)
+    """Seconds the rates were measured over."""
+    partition_rates: tuple[PartitionRate, ...]
+    """By topic and partition."""
+    member_rates: tuple[MemberRate, ...]
+    """By member id."""
+
+
+class ServerAssignorAdvice(_Record):
+    """For a group on the consumer protocol (KIP-848), whose broker assigns: which of the broker's
+    built-in assignors (``group.remote.assignor``) gives the lower skew for the group's current lag."""
+
+    current: str | None
+    """The server assignor its members asked for; None when they differ or asked for the broker's default."""
+    recommended: str
+    """``uniform`` or ``range``: the one with the lower skew (``uniform`` on a tie: the broker's default)."""
+    skew: dict[str, float]
+    """Each built-in server assignor's skew for the current lag, in the trigger's metric."""
+    largest_lag: dict[str, float]
+    """Each built-in server assignor's largest member lag, in ``lag_unit``."""
+
+
 class Recommendation(_Record):
-    """A rebalance recommendation for one group (the record on ``kagent-recommendations``, keyed by group).
+    """A recommendation for one group (the record on ``kagent-recommendations``, keyed by group): a
+    rebalance (``kind`` ``rebalance``) or a change in member count (``scale``).
 
     ``id`` is the same for the same group, generation and recommended
-    assignment, so a subscriber can drop repeats; everything else describes
-    the group at ``time``.
+    assignment (and, for ``scale``, member count), so a subscriber can drop
+    repeats; everything else describes the group at ``time``.
+
+    ``kind``, ``scale``, ``client_side`` and ``server_assignor`` came later than the other fields;
+    a record without them is a client-side rebalance, so readers of either shape read both.
     """
 
     id: str
@@ -169,6 +257,15 @@ class Recommendation(_Record):
     """Partitions that change member, by topic and partition."""
     alternatives: tuple[Alternative, ...]
     """Every other strategy kagent knows, by name."""
+    kind: RecommendationKind = RecommendationKind.REBALANCE
+    scale: ScaleEvidence | None = None
+    """The rates and the member count, for ``kind`` ``scale``; None otherwise."""
+    client_side: bool = True
+    """Whether a client-side assignor can apply ``members[].recommended`` (kagent's aiokafka assignor
+    does). False for a group on the consumer protocol (KIP-848): its broker assigns, and
+    ``server_assignor`` says which of its assignors fits better."""
+    server_assignor: ServerAssignorAdvice | None = None
+    """For a group on the consumer protocol: the broker's built-in assignor to choose; None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -246,27 +343,49 @@ class Proposal:
     @property
     def id(self) -> str:
         """The recommendation id: a hash over the group, generation and recommended assignment."""
-        assignment = {member: [[tp.topic, tp.partition] for tp in tps] for member, tps in self.recommended.items()}
+        return self._id(self.recommended)
+
+    def _id(self, assignment: Assignment, *extra: object) -> str:
+        members = {member: [[tp.topic, tp.partition] for tp in tps] for member, tps in assignment.items()}
         canonical = json.dumps(
-            [self.snapshot.group, self.snapshot.assignment.generation, assignment],
+            [self.snapshot.group, self.snapshot.assignment.generation, members, *extra],
             sort_keys=True,
             separators=(",", ":"),
         )
         return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
+    @property
+    def server_side(self) -> bool:
+        """Whether the group is on the consumer protocol (KIP-848): its broker assigns, not its members."""
+        return self.snapshot.assignment.group_protocol == "consumer"
+
+    def server_assignor_advice(self) -> ServerAssignorAdvice:
+        """Which of the broker's built-in assignors gives the lower skew for the current lag: ``uniform``
+        (modelled by kagent's ``sticky``: balanced counts, sticky to the current assignment, as Kafka's
+        UniformAssignor builds it) or ``range`` (kagent's ``range``); ``uniform`` on a tie."""
+        skews: dict[str, float] = {}
+        largest: dict[str, float] = {}
+        for server, strategy in SERVER_ASSIGNORS.items():
+            ticks = member_lag(assign(strategy, self.partitions, self.members, self.lag), self.lag)
+            skews[server] = skew(self.metric, list(ticks.values()))
+            largest[server] = self.in_unit(max(ticks.values(), default=0))
+        best = min(SERVER_ASSIGNORS, key=lambda server: (skews[server], server != "uniform"))
+        return ServerAssignorAdvice(
+            current=self.snapshot.assignment.protocol, recommended=best, skew=skews, largest_lag=largest
+        )
+
     def recommendation(self, threshold: float, evaluations_held: int, time: float) -> Recommendation:
-        """The record to publish at ``time``: the trigger held ``evaluations_held`` times against ``threshold``."""
-        assigned = self.snapshot.assignment
-        infos: dict[str, MemberAssignment] = {member.member_id: member for member in assigned.members}
-        return Recommendation(
-            id=self.id,
-            time=time,
-            group=assigned.group,
-            generation=assigned.generation,
-            protocol=assigned.protocol,
-            strategy=self.strategy,
-            lag_unit=self.lag_unit,
-            trigger=Trigger(
+        """The rebalance to publish at ``time``: the trigger held ``evaluations_held`` times against
+        ``threshold``. For a group on the consumer protocol it is marked not applicable client-side and
+        names the broker's assignor that fits better."""
+        server_side = self.server_side
+        return self._record(
+            self.id,
+            self.recommended,
+            self.recommended_ticks,
+            self.skew_after,
+            self.moves,
+            Trigger(
                 metric=self.metric,
                 value=self.skew_before,
                 threshold=threshold,
@@ -274,6 +393,63 @@ class Proposal:
                 total_lag=self.total_lag,
                 improvement=self.improvement,
             ),
+            time,
+            client_side=not server_side,
+            server_assignor=self.server_assignor_advice() if server_side else None,
+        )
+
+    def scale_recommendation(
+        self, evidence: ScaleEvidence, threshold: float, evaluations_held: int, time: float
+    ) -> Recommendation:
+        """The ``scale`` recommendation to publish at ``time``: no assignment of these members keeps up
+        (``evidence``), so nothing is moved: each member's recommended partitions are its current ones."""
+        return self._record(
+            self._id(self.current, "scale", evidence.members_needed),
+            self.current,
+            self.current_ticks,
+            self.skew_before,
+            (),
+            Trigger(
+                metric=self.metric,
+                value=self.skew_before,
+                threshold=threshold,
+                evaluations_held=evaluations_held,
+                total_lag=self.total_lag,
+                improvement=0.0,
+            ),
+            time,
+            kind=RecommendationKind.SCALE,
+            scale=evidence,
+            client_side=not self.server_side,
+        )
+
+    def _record(
+        self,
+        id: str,
+        recommended: Assignment,
+        recommended_ticks: Mapping[str, int],
+        skew_after: float,
+        moved: tuple[Move, ...],
+        trigger: Trigger,
+        time: float,
+        *,
+        kind: RecommendationKind = RecommendationKind.REBALANCE,
+        scale: ScaleEvidence | None = None,
+        client_side: bool = True,
+        server_assignor: ServerAssignorAdvice | None = None,
+    ) -> Recommendation:
+        """The record, shared by both kinds: ``recommended`` with its ticks and skew, ``moved`` to get there."""
+        assigned = self.snapshot.assignment
+        infos: dict[str, MemberAssignment] = {member.member_id: member for member in assigned.members}
+        return Recommendation(
+            id=id,
+            time=time,
+            group=assigned.group,
+            generation=assigned.generation,
+            protocol=assigned.protocol,
+            strategy=self.strategy,
+            lag_unit=self.lag_unit,
+            trigger=trigger,
             members=tuple(
                 MemberRecommendation(
                     member_id=member_id,
@@ -281,13 +457,13 @@ class Proposal:
                     client_host=infos[member_id].client_host,
                     current=_refs(self.current[member_id]),
                     current_lag=self.in_unit(self.current_ticks[member_id]),
-                    recommended=_refs(self.recommended[member_id]),
-                    recommended_lag=self.in_unit(self.recommended_ticks[member_id]),
+                    recommended=_refs(recommended[member_id]),
+                    recommended_lag=self.in_unit(recommended_ticks[member_id]),
                 )
                 for member_id in sorted(self.current)
             ),
             skew_before=self.skew_before,
-            skew_after=self.skew_after,
+            skew_after=skew_after,
             lower_bound=self.in_unit(self.lower_bound_ticks),
             moves=tuple(
                 PartitionMove(
@@ -297,9 +473,13 @@ class Proposal:
                     to_member=move.target,
                     lag=self.in_unit(self.lag.get(move.partition, 0)),
                 )
-                for move in self.moves
+                for move in moved
             ),
             alternatives=self.alternatives,
+            kind=kind,
+            scale=scale,
+            client_side=client_side,
+            server_assignor=server_assignor,
         )
 
 

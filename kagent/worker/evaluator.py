@@ -210,7 +210,12 @@ class Evaluator(Stage, OpenIncidentsReader):
             resent = state.pending_recommendation
             state = await self._publish(group, state)
         with self._metrics.evaluation_seconds.time():
-            new_state, recommendation, skew, proposal = evaluate(snapshot, state, self._policy, now)
+            throughput = (
+                self._groups.throughput(snapshot, self._policy.rate_window)
+                if self._policy.scale_headroom is not None
+                else None
+            )
+            new_state, recommendation, skew, proposal, scale = evaluate(snapshot, state, self._policy, now, throughput)
         self._metrics.evaluations.inc()
         if recommendation is not None:
             new_state = new_state.model_copy(update={"pending_recommendation": recommendation})
@@ -225,6 +230,9 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._metrics.group_status.labels(self._cluster, group).set(health.status.severity)
         if proposal is not None and not proposal.unknown:
             self._metrics.group_recommended_skew.labels(self._cluster, group).set(proposal.skew_after)
+        if snapshot.assignment.members:
+            needed = scale.members_needed if scale is not None else len(snapshot.assignment.members)
+            self._metrics.group_recommended_members.labels(self._cluster, group).set(needed)
         member_lag = {m: proposal.in_unit(t) for m, t in proposal.current_ticks.items()} if proposal else {}
         observation = IncidentObservation(
             group=group,

@@ -21,6 +21,7 @@ from kagent.core.events import GroupAssigned
 from kagent.core.group_health import GroupHealth
 from kagent.core.incidents import Incident
 from kagent.core.snapshot import GroupSnapshot
+from kagent.core.throughput import PartitionThroughput
 
 __all__ = ["EndOffsetsPolled", "GroupChange", "GroupChanged", "GroupStateReader", "OpenIncidentsReader"]
 
@@ -78,6 +79,12 @@ class GroupStateReader(Protocol):
         """The status at ``now`` of the group of ``snapshot`` (taken at ``now``) by Burrow's rules
         (:mod:`kagent.core.group_health`), judged on the commit window of each partition it has one
         on; OK with nothing judged for a group without members."""
+        ...
+
+    def throughput(self, snapshot: GroupSnapshot, window: float) -> dict[TopicPartition, PartitionThroughput]:
+        """Every partition the group of ``snapshot`` reads: its production rate and the group's consumption
+        on it over the ``window`` seconds before the snapshot (:mod:`kagent.core.throughput`), counting only
+        the commits since the group's current generation began (earlier ones were other members')."""
         ...
 
     def partitions_read(self) -> list[TopicPartition]:

@@ -83,6 +83,10 @@ class LagFigures:
         history = self._history.get(tp)
         return tuple(point.offset for point in history.points[-count:]) if history is not None else ()
 
+    def log_end_history(self, tp: TopicPartition) -> EndOffsetHistory | None:
+        """``tp``'s log-end offsets at the polls (bounded; see :class:`EndOffsetHistory`); None if never polled."""
+        return self._history.get(tp)
+
     def take(self, polled: EndOffsetsPolled) -> None:
         """Take one poll's answers: end offsets, their history (for time lag) and partition counts.
         Cheap; the lag entries they make due are rewritten apart (:meth:`due`)."""

@@ -32,7 +32,8 @@ SAMPLE_SUFFIXES: dict[str, tuple[str, ...]] = {
 class Metrics:
     """Counters, gauges and histograms of one worker.
 
-    The per-group gauges (:attr:`group_recommended_skew`, :attr:`group_status`, :attr:`group_open_incidents`)
+    The per-group gauges (:attr:`group_recommended_skew`, :attr:`group_recommended_members`,
+    :attr:`group_status`, :attr:`group_open_incidents`)
     are set by the stage that owns each figure; :meth:`forget_group` removes a group's series from all of them.
     """
 
@@ -102,6 +103,13 @@ class Metrics:
             ["cluster_name", "group"],
             registry=r,
         )
+        self.group_recommended_members = Gauge(
+            "kagent_group_recommended_members",
+            "Members the group needs to keep up with its producers: more than it has when no assignment of its "
+            "members keeps up (a scale recommendation), otherwise the members it has",
+            ["cluster_name", "group"],
+            registry=r,
+        )
         self.group_status = Gauge(
             "kagent_group_status",
             "The group's health as Burrow's status code: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND",
@@ -149,6 +157,7 @@ class Metrics:
         """Remove ``group``'s series from the per-group gauges, so a group this worker no longer holds
         stops being exported; a series that does not exist is no error."""
         self.group_recommended_skew.remove(cluster_name, group)
+        self.group_recommended_members.remove(cluster_name, group)
         self.group_status.remove(cluster_name, group)
         kinds = {
             sample.labels["kind"]

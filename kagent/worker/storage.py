@@ -48,6 +48,7 @@ from kagent.core.events import (
 from kagent.core.group_health import GroupHealth, PartitionHealth, group_status, partition_status
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
 from kagent.core.table_keys import partition_key
+from kagent.core.throughput import PartitionThroughput, partition_throughput
 from kagent.worker.applied_offsets import AppliedOffsets, Verdict
 from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
 from kagent.worker.channel import Channel
@@ -458,6 +459,18 @@ class Storage(Stage, GroupStateReader):
                 recent_log_end_offsets=self._lag.recent_log_ends(tp, window.capacity),
             )
         return group_status(judged, group_gone_or_empty=False)
+
+    def throughput(self, snapshot: GroupSnapshot, window: float) -> dict[TopicPartition, PartitionThroughput]:
+        group, now = snapshot.group, snapshot.taken_at
+        stamp = snapshot.assignment.state_timestamp
+        since = stamp / 1000 if stamp is not None else None
+        figures: dict[TopicPartition, PartitionThroughput] = {}
+        for topic, count in snapshot.partition_counts.items():
+            for partition in range(count):
+                tp = TopicPartition(topic, partition)
+                history, commits = self._lag.log_end_history(tp), self._windows.window(group, tp)
+                figures[tp] = partition_throughput(history, commits, now, since, window)
+        return figures
 
     def partitions_read(self) -> list[TopicPartition]:
         partitions: set[TopicPartition] = set()

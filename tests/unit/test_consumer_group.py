@@ -258,7 +258,7 @@ def test_a_member_without_metadata_is_kept_but_left_out_of_the_assignment() -> N
     assert state is not None
     assert state.members["m2"].client_id is None and state.members["m2"].member_epoch == 2
     assert assignment(state, {str(ORDERS): "orders"}) == GroupAssigned(
-        group=GROUP, generation=2, protocol=None, leader=None, members=()
+        group=GROUP, generation=2, protocol=None, leader=None, members=(), group_protocol="consumer"
     )
 
 
@@ -398,6 +398,7 @@ def test_assignment_names_topics_from_the_groups_topics_then_the_resolver() -> N
                 partitions=(PartitionRef(topic="orders", partition=2), PartitionRef(topic="payments", partition=1)),
             ),
         ),
+        group_protocol="consumer",
     )
 
 
@@ -472,7 +473,7 @@ def test_a_regex_resolved_before_any_member_starts_the_state_and_a_deletion_neve
 
 def test_assignment_of_a_group_without_members_or_epoch() -> None:
     assert assignment(ConsumerGroupState(group=GROUP)) == GroupAssigned(
-        group=GROUP, generation=-1, protocol=None, leader=None, members=()
+        group=GROUP, generation=-1, protocol=None, leader=None, members=(), group_protocol="consumer"
     )
 
 

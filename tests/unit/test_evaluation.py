@@ -86,7 +86,7 @@ def run(
     """Evaluate each snapshot at its time, threading the state; the final state and each evaluation's result."""
     results = []
     for snapshot, now in zip(snapshots, times, strict=True):
-        state, recommendation, _, _ = evaluate(snapshot, state, policy, now)
+        state, recommendation, *_ = evaluate(snapshot, state, policy, now)
         results.append(recommendation)
     return state, results
 
@@ -260,7 +260,7 @@ def test_any_history_respects_hold_hysteresis_and_cooldown(
         now += wait
         base = GROUPS[index]
         snapshot = dataclasses.replace(base, assignment=base.assignment.model_copy(update={"generation": generation}))
-        state, rec, skew, _ = evaluate(snapshot, state, policy, now)
+        state, rec, skew, *_ = evaluate(snapshot, state, policy, now)
         proposal = propose(snapshot, policy)
         log.append((now, generation, bool(snapshot.assignment.members) and triggers(proposal, policy), skew, rec))
     sends = [i for i, entry in enumerate(log) if entry[4] is not None]

@@ -102,8 +102,8 @@ def written_samples() -> list[tuple[str, Any]]:
     """(schema file, JSON value) for samples of every record kagent writes, as it writes them."""
     snapshot = skewed_snapshot()
     policy = Settings(hold_evaluations=1).evaluation_policy
-    armed, _, _, _ = evaluate(dataclasses.replace(snapshot, lag={}), None, policy, 31.0)
-    state, recommendation, _, _ = evaluate(snapshot, armed, policy, 36.0)
+    armed, *_ = evaluate(dataclasses.replace(snapshot, lag={}), None, policy, 31.0)
+    state, recommendation, *_ = evaluate(snapshot, armed, policy, 36.0)
     assert recommendation is not None
     commit = OffsetCommitted(
         group="billing", topic="orders", partition=0, offset=42, commit_timestamp=1_700_000_000_000
