@@ -26,6 +26,7 @@ from tests.support.processes import process_alive
 from tests.support.waiting import wait_until
 
 RULES = REPO / "deploy" / "prometheus" / "kagent-rules.yml"
+SCALED_OBJECT = REPO / "deploy" / "keda" / "scaledobject.yaml"
 ALERTMANAGER_CONFIG = REPO / "deploy" / "alertmanager" / "alertmanager.yml"
 
 DEADLINE = 120.0
@@ -44,6 +45,10 @@ kagent_group_skew{cluster_name="prod",group="billing"} 2.0
 # TYPE kafka_consumergroup_group_max_lag_seconds gauge
 kafka_consumergroup_group_max_lag_seconds{cluster_name="prod",group="orders",is_simple_consumer="false"} 12.0
 kafka_consumergroup_group_max_lag_seconds{cluster_name="prod",group="billing",is_simple_consumer="false"} 3.0
+# HELP kagent_group_recommended_members Members the group needs to keep up with its producers
+# TYPE kagent_group_recommended_members gauge
+kagent_group_recommended_members{cluster_name="prod",group="orders"} 3
+kagent_group_recommended_members{cluster_name="prod",group="billing"} 6
 # HELP kagent_stage_stalled 1 while a stage has records waiting and applies none
 # TYPE kagent_stage_stalled gauge
 kagent_stage_stalled{stage="storage"} 0.0
@@ -199,3 +204,19 @@ def test_every_dashboard_query_parses_in_prometheus() -> None:
                 query = query.replace(variable, value)
             assert "$" not in query, f"a variable Grafana sets is not substituted here: {query}"
             prometheus.query(query)  # ServerError (Prometheus's 400 and its message) if it does not parse
+
+
+def test_the_keda_example_query_returns_one_group_member_count_in_prometheus() -> None:
+    """KEDA's Prometheus scaler needs a one-element answer; with threshold 1 its value is the replicas."""
+    require_binary("prometheus")
+    [trigger] = yaml.safe_load(SCALED_OBJECT.read_text())["spec"]["triggers"]
+    query = trigger["metadata"]["query"].replace('cluster_name="production"', 'cluster_name="prod"')
+    assert 'group="billing"' in query and 'cluster_name="prod"' in query
+    with (
+        MetricsTarget(HEALTHY % {"orders_status": 1}) as target,
+        Prometheus(targets=[target.address]) as prometheus,
+    ):
+        [answer] = wait_until(
+            lambda: prometheus.query(query) or None, DEADLINE, "Prometheus to answer the KEDA query", interval=0.5
+        )
+        assert float(answer["value"][1]) == 6

@@ -36,6 +36,7 @@ RULES = DEPLOY / "prometheus" / "kagent-rules.yml"
 RULES_TESTS = DEPLOY / "prometheus" / "kagent-rules.test.yml"
 ALERTMANAGER_CONFIG = DEPLOY / "alertmanager" / "alertmanager.yml"
 DASHBOARD = DEPLOY / "grafana" / "kagent-dashboard.json"
+SCALED_OBJECT = DEPLOY / "keda" / "scaledobject.yaml"
 
 SEVERITIES = {"critical", "error", "warning", "info"}
 """PagerDuty Events API v2's severities, the words kagent's alerts use."""
@@ -452,3 +453,24 @@ def test_an_alternative_name_of_a_binary_is_found(monkeypatch: pytest.MonkeyPatc
     (tmp_path / "alertmanager").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert require_binary("prometheus-alertmanager", "alertmanager") == str(tmp_path / "alertmanager")
+
+
+# -- KEDA ---------------------------------------------------------------------------------------
+
+
+def test_keda_scales_to_the_member_count_kagent_recommends(exported: frozenset[str]) -> None:
+    """The ScaledObject as KEDA 2.x reads it: one Prometheus trigger on kagent's recommended member count,
+    AverageValue with threshold 1 (so the replicas are the value), a fallback, and no more replicas than
+    a group can use. (Its query runs in a real Prometheus in tests/integration/test_monitoring_servers.py.)"""
+    scaled = yaml.safe_load(SCALED_OBJECT.read_text())
+    assert (scaled["apiVersion"], scaled["kind"]) == ("keda.sh/v1alpha1", "ScaledObject")
+    spec = scaled["spec"]
+    assert spec["scaleTargetRef"]["kind"] == "Deployment" and spec["scaleTargetRef"]["name"]
+    assert 1 <= spec["minReplicaCount"] <= spec["fallback"]["replicas"] <= spec["maxReplicaCount"]
+    [trigger] = spec["triggers"]
+    assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
+    metadata = trigger["metadata"]
+    assert metadata["threshold"] == "1" and metadata["ignoreNullValues"] == "false"
+    assert metadata["serverAddress"].startswith("http")
+    assert promql_metric_names(metadata["query"]) == {"kagent_group_recommended_members"} <= exported
+    assert re.search(r'cluster_name="[^"]+"', metadata["query"]) and re.search(r'group="[^"]+"', metadata["query"])
