@@ -1,6 +1,8 @@
 """One simulated consumer: a real aiokafka consumer group member.
 
-It subscribes with its group's assignor, processes records at its own speed
+It subscribes with its group's assignor (with `kagent`, a RecommendedAssignor
+fed by the group's kagent worker, and a RecommendationFollower when the group
+applies recommendations), processes records at its own speed
 (a delay per record), commits what it processed every commit interval, on
 revocation and on stop, and tells its `SimulatedGroup` what the group
 coordinator would record: the plan when it leads, its adopted assignment,
@@ -24,6 +26,8 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, Cons
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
+from kagent.client.applying import RecommendationFollower, RecommendedAssignor
+from kagent.client.recommendation_feed import ApiFeed
 from kagent.connections import KafkaConnection
 from kagent.tools.simulator.coordinator_records import assignment_of, subscription_of
 from kagent.tools.simulator.rebalance import LeaderPlan, MemberIdentity
@@ -33,7 +37,7 @@ __all__ = ["ASSIGNORS", "MemberReports", "ObservedAssignor", "SimulatedMember"]
 
 log = logging.getLogger(__name__)
 
-#: aiokafka's assignor of each name a scenario can use.
+#: aiokafka's assignor of each name a scenario can use, but `kagent` (one instance per member).
 ASSIGNORS: Mapping[AssignorName, type[AbstractPartitionAssignor]] = {
     "range": RangePartitionAssignor,
     "roundrobin": RoundRobinPartitionAssignor,
@@ -45,14 +49,16 @@ POLL_TIMEOUT_MS = 200
 
 
 class ObservedAssignor(AbstractPartitionAssignor):
-    """One of aiokafka's assignors, reporting each plan it computes.
+    """An aiokafka assignor (a class of stateless ones, or an instance), reporting each plan it computes.
 
     aiokafka calls `assign` only on the group leader, with every member's
     decoded subscription, which is how the simulator learns who leads and
     what the whole group was given.
     """
 
-    def __init__(self, assignor: type[AbstractPartitionAssignor], member: SimulatedMember) -> None:
+    def __init__(
+        self, assignor: AbstractPartitionAssignor | type[AbstractPartitionAssignor], member: SimulatedMember
+    ) -> None:
         self._assignor = assignor
         self._member = member
 
@@ -98,6 +104,15 @@ class SimulatedMember(ConsumerRebalanceListener):
         self.spec = spec
         self.client_id = group.spec.client_id(spec)
         group_spec: GroupSpec = group.spec
+        self.feed: ApiFeed | None = None
+        self.recommended: RecommendedAssignor | None = None
+        """With assignor `kagent`: this member's assignor (its `last_decision` says what it did as leader)."""
+        assignor: AbstractPartitionAssignor | type[AbstractPartitionAssignor]
+        if group_spec.kagent_url is not None:
+            self.feed = ApiFeed(group_spec.kagent_url, group_spec.group, refresh=group_spec.kagent_refresh_ms / 1000)
+            assignor = self.recommended = RecommendedAssignor(self.feed, group_spec.group)
+        else:
+            assignor = ASSIGNORS[group_spec.assignor]
         self.consumer = kafka.consumer(
             group_id=group_spec.group,
             client_id=self.client_id,
@@ -106,7 +121,14 @@ class SimulatedMember(ConsumerRebalanceListener):
             session_timeout_ms=group_spec.session_timeout_ms,
             heartbeat_interval_ms=group_spec.heartbeat_interval_ms,
             rebalance_timeout_ms=group_spec.rebalance_timeout_ms,
-            partition_assignment_strategy=(ObservedAssignor(ASSIGNORS[group_spec.assignor], self),),
+            partition_assignment_strategy=(ObservedAssignor(assignor, self),),
+        )
+        self.follower = (
+            RecommendationFollower(
+                self.consumer, self.recommended, min_interval=group_spec.min_apply_interval_ms / 1000
+            )
+            if self.recommended is not None and group_spec.apply_recommendations
+            else None
         )
         self._client_host = client_host
         self._processed: dict[TopicPartition, int] = {}
@@ -172,7 +194,11 @@ class SimulatedMember(ConsumerRebalanceListener):
         delay = self.spec.processing_delay_ms / 1000
         self.consumer.subscribe(list(self.group.spec.topics), listener=self)
         try:
+            if self.feed is not None:
+                await self.feed.start()
             await self.consumer.start()
+            if self.follower is not None:
+                await self.follower.start()
             next_commit = loop.time() + interval
             while not stop.is_set():
                 batches = await self.consumer.getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=MAX_POLL_RECORDS)
@@ -189,7 +215,11 @@ class SimulatedMember(ConsumerRebalanceListener):
                 await self._commit()
         finally:
             self._stopping = True
+            if self.follower is not None:
+                await self.follower.stop()
             await self.consumer.stop()
+            if self.feed is not None:
+                await self.feed.stop()
 
     async def _commit(self) -> None:
         """Commit every processed position (as Java's auto-commit does, changed

@@ -24,8 +24,10 @@ __all__ = [
 ]
 
 #: The assignors a group can use: the names aiokafka's (and Kafka's)
-#: RangePartitionAssignor and RoundRobinPartitionAssignor announce.
-AssignorName = Literal["range", "roundrobin"]
+#: RangePartitionAssignor and RoundRobinPartitionAssignor announce, and
+#: `kagent`, kagent's RecommendedAssignor (`kagent.client.applying`), which
+#: applies the recommendations of the kagent worker at the group's `kagent_url`.
+AssignorName = Literal["range", "roundrobin", "kagent"]
 
 
 class ScenarioError(ValueError):
@@ -106,6 +108,13 @@ class GroupSpec:
     revocation and on stop. Each member's client id is `<group>-<member
     name>`; brokers make member ids `<client id>-<uuid>`, so members sort
     (for range and round-robin) in the order of their names.
+
+    With assignor `kagent`, each member's assignor reads the group's
+    recommendations and lag from the kagent worker API at `kagent_url`
+    (polled every `kagent_refresh_ms`); with `apply_recommendations`, each
+    member also runs a RecommendationFollower, which makes the group
+    rebalance for a new recommendation at most once per
+    `min_apply_interval_ms`.
     """
 
     group: str
@@ -116,6 +125,10 @@ class GroupSpec:
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 2000
     rebalance_timeout_ms: int = 10000
+    kagent_url: str | None = None
+    kagent_refresh_ms: int = 1000
+    apply_recommendations: bool = False
+    min_apply_interval_ms: int = 60000
 
     def __post_init__(self) -> None:
         where = f"group {self.group!r}"
@@ -134,6 +147,14 @@ class GroupSpec:
             f"{where}: needs 0 < heartbeat_interval_ms < session_timeout_ms",
         )
         _require(self.rebalance_timeout_ms > 0, f"{where}: rebalance_timeout_ms must be > 0")
+        kagent = self.assignor == "kagent"
+        _require(
+            kagent == (self.kagent_url is not None),
+            f"{where}: assignor 'kagent' needs a kagent_url, and only it takes one",
+        )
+        _require(kagent or not self.apply_recommendations, f"{where}: apply_recommendations needs assignor 'kagent'")
+        _require(self.kagent_refresh_ms > 0, f"{where}: kagent_refresh_ms must be > 0")
+        _require(self.min_apply_interval_ms >= 0, f"{where}: min_apply_interval_ms must be >= 0")
 
     def client_id(self, member: MemberSpec) -> str:
         """The client id of `member` in this group."""
