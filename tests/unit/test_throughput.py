@@ -219,11 +219,16 @@ def test_member_capacity_is_the_median_of_the_saturated_members() -> None:
     assert saturated_group([10.0, 50.0, 400.0], [0.0, 0.0, 0.0]).member_capacity == 50.0
 
 
-def test_a_member_rate_adds_up_its_partitions_and_unknown_counts_zero() -> None:
+def test_a_member_rate_adds_up_its_partitions_and_one_not_measured_makes_it_no_measure_of_capacity() -> None:
     assignment = {"a": [tp(0), tp(1), tp(2)]}
-    partitions = {tp(0): figures(10.0, 40.0, busy=True), tp(1): figures(5.0, None), tp(2): figures(5.0, 5.0)}
+    partitions = {tp(0): figures(10.0, 40.0, busy=True), tp(1): figures(5.0, 3.0), tp(2): figures(5.0, 5.0)}
     (member,) = group_throughput(assignment, partitions).members
-    assert member == MemberThroughput("a", consumption_rate=45.0, saturated=True, capacity=45.0)
+    assert member == MemberThroughput("a", consumption_rate=48.0, saturated=True, capacity=48.0)
+    # tp(1) not measured yet (too few commits since the rebalance): 45 is only part of its pace.
+    partitions[tp(1)] = figures(5.0, None)
+    group = group_throughput(assignment, partitions)
+    assert group.members == (MemberThroughput("a", consumption_rate=45.0, saturated=False, capacity=45.0),)
+    assert group.member_capacity is None
 
 
 def test_production_counts_unheld_partitions_and_missing_ones_are_unknown() -> None:
@@ -232,7 +237,8 @@ def test_production_counts_unheld_partitions_and_missing_ones_are_unknown() -> N
     group = group_throughput(assignment, partitions)
     assert group.production_rate == pytest.approx(35.0)
     assert group.unknown_partitions == 2  # tp(2): no rate; tp(9): held, no figures
-    assert group.members == (MemberThroughput("a", consumption_rate=40.0, saturated=True, capacity=40.0),)
+    # tp(9) has no figures, so its consumption is not measured either: a is no measure of capacity.
+    assert group.members == (MemberThroughput("a", consumption_rate=40.0, saturated=False, capacity=40.0),)
     assert members_needed(group, partitions=4, headroom=0.2) is None
     assert falls_behind(group, partitions=4, headroom=0.2) is None
 
@@ -379,3 +385,14 @@ def test_a_need_that_is_a_whole_number_is_not_rounded_up_by_float_error() -> Non
 def test_a_negative_headroom_is_refused() -> None:
     with pytest.raises(ValueError, match="headroom"):
         members_needed(saturated_group([10.0], [100.0]), partitions=20, headroom=-0.1)
+
+
+def test_fewer_commits_than_half_the_window_holds_tell_nothing() -> None:
+    """A rebalance just happened: 4 commits of a window of 10 measure batches, not a pace."""
+    commits = [CommitObservation(50 * i, float(i), 1000) for i in range(5)]
+    four = CommitWindow(capacity=10, min_distance=0, commits=tuple(commits[:4]))
+    five = CommitWindow(capacity=10, min_distance=0, commits=tuple(commits))
+    assert partition_consumption(four, now=4.0) == (None, False)
+    assert partition_consumption(five, now=4.0) == (pytest.approx(50.0), True)
+    # Counted since the generation began: the same five commits, but only three after it.
+    assert partition_consumption(five, now=4.0, since=2.0) == (None, False)
