@@ -12,6 +12,9 @@ in Spark, and writes under the output directory:
 - ``strategy_summary/``: Parquet, per (group, strategy): ``snapshots``,
   ``share_above`` (share of snapshots with skew >= threshold),
   ``median_skew``, ``p95_skew`` and ``total_moves``;
+- ``recommendation_summary/``: Parquet, per group, kagent's own
+  recommendations by kind (``recommendations.recommendation_summary``),
+  when the backtest is given them;
 - ``report.html``: the plots and tables of ``report``.
 """
 
@@ -29,6 +32,7 @@ from kagent.connections import KafkaConnection
 from kagent.core.policy import SkewMetric
 from kagent.tools.pipeline.backtest_kernel import ACTUAL, STRATEGIES, backtest_group
 from kagent.tools.pipeline.kafka_source import FORMAT
+from kagent.tools.pipeline.recommendations import RecommendationsRead, recommendation_summary
 from kagent.tools.pipeline.report import render_report
 
 __all__ = [
@@ -57,6 +61,10 @@ class BacktestSummary:
     strategy_summary: str
     report: str
     summary: pd.DataFrame
+    recommendation_summary: str | None = None
+    """Where the per-group summary of kagent's recommendations went; None when none were given."""
+    recommendations: pd.DataFrame | None = None
+    """That summary, by group; None when no recommendations were given."""
 
 
 def read_snapshots(spark: SparkSession, path: str) -> DataFrame:
@@ -210,15 +218,18 @@ def backtest(
     metric: SkewMetric = SkewMetric.PEAK_TO_MEAN,
     worst_groups: int = 5,
     on_step: Callable[[str], None] = lambda step: None,
+    recommendations: RecommendationsRead | None = None,
 ) -> BacktestSummary:
     """Backtest ``strategies`` on ``snapshots`` and write the results, summary and report under ``output``.
 
     The report (a local file: ``output`` must be a local directory for it)
     plots skew over time for the ``worst_groups`` groups with the highest
     share of snapshots above ``threshold`` under their actual assignment.
+    Given kagent's own ``recommendations``, it also writes their per-group
+    summary, for the groups of ``snapshots``, and the report shows it.
     """
     base = output.rstrip("/")
-    paths = {name: f"{base}/{name}" for name in ("snapshot_results", "strategy_summary")}
+    paths = {name: f"{base}/{name}" for name in ("snapshot_results", "strategy_summary", "recommendation_summary")}
     chosen = tuple(strategies)
 
     def kernel(rows: pd.DataFrame) -> pd.DataFrame:
@@ -233,6 +244,10 @@ def backtest(
         summary_frame.write.mode("overwrite").parquet(paths["strategy_summary"])
         summary: pd.DataFrame = summary_frame.toPandas()
         summary = summary.sort_values(["group", "strategy"], ignore_index=True)
+        kagent = None
+        if recommendations is not None:
+            on_step("summarising kagent's recommendations")
+            kagent = _kagent_summary(recommendations.rows, results, paths["recommendation_summary"])
         on_step("writing the report")
         actual = summary[summary["strategy"] == ACTUAL].sort_values(["share_above", "median_skew"], ascending=False)
         worst = actual["group"].head(worst_groups).tolist()
@@ -240,5 +255,21 @@ def backtest(
     finally:
         results.unpersist()
     report = Path(base) / "report.html"
-    report.write_text(render_report(summary, series, worst, threshold, metric.value))
-    return BacktestSummary(paths["snapshot_results"], paths["strategy_summary"], str(report), summary)
+    skipped = 0 if recommendations is None else recommendations.skipped
+    report.write_text(render_report(summary, series, worst, threshold, metric.value, kagent, skipped))
+    return BacktestSummary(
+        paths["snapshot_results"],
+        paths["strategy_summary"],
+        str(report),
+        summary,
+        None if kagent is None else paths["recommendation_summary"],
+        kagent,
+    )
+
+
+def _kagent_summary(recommendations: DataFrame, results: DataFrame, path: str) -> pd.DataFrame:
+    """The per-group summary of ``recommendations`` for the groups of ``results``, written to ``path``."""
+    frame = recommendation_summary(recommendations, results.select("group"))
+    frame.write.mode("overwrite").parquet(path)
+    kagent: pd.DataFrame = frame.toPandas()
+    return kagent.sort_values("group", ignore_index=True)

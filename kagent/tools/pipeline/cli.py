@@ -23,9 +23,15 @@ from kagent.settings import Settings, SettingsError, load_settings
 from kagent.tools.pipeline.backfill import OFFSETS_TOPIC, backfill
 from kagent.tools.pipeline.backtest import backtest, read_snapshots, snapshots_from_changelogs
 from kagent.tools.pipeline.backtest_kernel import STRATEGIES
+from kagent.tools.pipeline.coordinator_rows import Source
 from kagent.tools.pipeline.kafka_client import KafkaSourceError
 from kagent.tools.pipeline.kafka_offsets import SourceOptionError
 from kagent.tools.pipeline.progress import Progress
+from kagent.tools.pipeline.recommendations import (
+    RecommendationsRead,
+    recommendations_from_json_lines,
+    recommendations_from_topic,
+)
 from kagent.tools.pipeline.report import strategy_comparison
 from kagent.tools.pipeline.session import spark_session
 
@@ -137,7 +143,7 @@ def _python_error(exc: Exception) -> str | None:
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per Kafka operation.")
 @click.pass_obj
 def backfill_command(
-    spark_settings: _Spark, broker: str, output: str, source: str, topic: str | None, timeout: float
+    spark_settings: _Spark, broker: str, output: str, source: Source, topic: str | None, timeout: float
 ) -> None:
     """Decode a topic from its earliest offset into Parquet: offset commits and group generations."""
     topic = topic or (OFFSETS_TOPIC if source == "offsets-topic" else "kagent-derived-events")
@@ -149,7 +155,7 @@ def backfill_command(
             source,
             topic,
             timeout,
-            on_step=progress.step,  # type: ignore[arg-type]
+            on_step=progress.step,
         )
     rows = ", ".join(f"{count} {kind}" for kind, count in sorted(summary.rows.items())) or "nothing"
     click.echo(f"read {topic}: {rows}")
@@ -160,7 +166,12 @@ def backfill_command(
 @pipeline.command("backtest")
 @click.option("--snapshots", help="Parquet lag snapshots (group, snapshot, topic, partition, lag, member).")
 @click.option("--broker", help="Read the snapshots from kagent's changelogs on this cluster instead.")
-@click.option("--app-id", default="kagent", show_default=True, help="The kagent app id naming the changelogs.")
+@click.option(
+    "--app-id",
+    default="kagent",
+    show_default=True,
+    help="The kagent app id naming the changelogs and the recommendations topic.",
+)
 @click.option("--output", required=True, help="Directory for the Parquet results and report.html.")
 @click.option("--threshold", type=float, default=1.5, show_default=True, help="Skew from which a snapshot counts.")
 @click.option(
@@ -171,6 +182,18 @@ def backfill_command(
     help="A strategy to compare (repeatable) [default: all six].",
 )
 @click.option("--worst-groups", type=int, default=5, show_default=True, help="Groups plotted over time in the report.")
+@click.option(
+    "--recommendations",
+    "recommendations_path",
+    metavar="PATH",
+    help="kagent's own recommendations to set beside the strategies: JSON Lines, one record a line "
+    "(as `kagent recommendations tail --json` prints them).",
+)
+@click.option(
+    "--recommendations-broker",
+    metavar="HOST:PORT",
+    help="Read kagent's own recommendations from <app id>-recommendations on this cluster instead.",
+)
 @click.pass_obj
 def backtest_command(
     spark_settings: _Spark,
@@ -181,10 +204,14 @@ def backtest_command(
     threshold: float,
     strategies: tuple[str, ...],
     worst_groups: int,
+    recommendations_path: str | None,
+    recommendations_broker: str | None,
 ) -> None:
     """Replay every strategy on a history of lag snapshots; write results, a summary and an HTML report."""
     if (snapshots is None) == (broker is None):
         raise click.UsageError("give exactly one of --snapshots and --broker")
+    if recommendations_path is not None and recommendations_broker is not None:
+        raise click.UsageError("give at most one of --recommendations and --recommendations-broker")
     with _job(spark_settings, "backtest") as (spark, progress):
         progress.step("planning the read of the lag snapshots")
         if snapshots is not None:
@@ -192,9 +219,42 @@ def backtest_command(
         else:
             assert broker is not None
             rows = snapshots_from_changelogs(spark, spark_settings.kafka(broker), app_id)
+        recommendations = None
+        if recommendations_path is not None or recommendations_broker is not None:
+            progress.step("reading kagent's recommendations")
+            recommendations = _recommendations(
+                spark, spark_settings, recommendations_path, recommendations_broker, app_id
+            )
         chosen = strategies or STRATEGIES
-        result = backtest(rows, output, threshold, chosen, worst_groups=worst_groups, on_step=progress.step)
+        result = backtest(
+            rows,
+            output,
+            threshold,
+            chosen,
+            worst_groups=worst_groups,
+            on_step=progress.step,
+            recommendations=recommendations,
+        )
     click.echo(strategy_comparison(result.summary).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if recommendations is not None and result.recommendations is not None:
+        kagent = result.recommendations
+        click.echo(
+            f"kagent's recommendations for these groups: {kagent['kagent_rebalances'].sum()} rebalances, "
+            f"{kagent['kagent_scales'].sum()} scales; {recommendations.skipped} records skipped (not recommendations)"
+        )
     click.echo(f"snapshot_results: {result.snapshot_results}")
     click.echo(f"strategy_summary: {result.strategy_summary}")
+    if result.recommendation_summary is not None:
+        click.echo(f"recommendation_summary: {result.recommendation_summary}")
     click.echo(f"report: {result.report}")
+
+
+def _recommendations(
+    spark: SparkSession, spark_settings: _Spark, path: str | None, broker: str | None, app_id: str
+) -> RecommendationsRead:
+    """kagent's recommendations from the JSON Lines at ``path``, or else from ``<app_id>-recommendations`` on
+    ``broker`` (one of the two is given)."""
+    if path is not None:
+        return recommendations_from_json_lines(spark, path)
+    assert broker is not None
+    return recommendations_from_topic(spark, spark_settings.kafka(broker), app_id)

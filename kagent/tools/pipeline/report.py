@@ -1,8 +1,9 @@
 """The backtest's HTML report: one self-contained page, plots embedded as PNG.
 
 Pure apart from drawing (matplotlib, Agg backend: no display needed):
-:func:`render_report` takes the per-(group, strategy) summary and the skew
-series of the worst groups and returns the page's HTML.
+:func:`render_report` takes the per-(group, strategy) summary, the skew
+series of the worst groups and, optionally, the per-group summary of kagent's
+own recommendations, and returns the page's HTML.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
-__all__ = ["render_report", "strategy_comparison"]
+__all__ = ["GROUPS_SHOWN", "render_report", "strategy_comparison"]
+
+GROUPS_SHOWN = 20
+"""The report's table of kagent's recommendations shows at most this many groups, those with the most."""
 
 
 def strategy_comparison(summary: pd.DataFrame) -> pd.DataFrame:
@@ -42,10 +46,18 @@ def strategy_comparison(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def render_report(
-    summary: pd.DataFrame, series: pd.DataFrame, worst: Sequence[str], threshold: float, metric: str
+    summary: pd.DataFrame,
+    series: pd.DataFrame,
+    worst: Sequence[str],
+    threshold: float,
+    metric: str,
+    kagent: pd.DataFrame | None = None,
+    skipped: int = 0,
 ) -> str:
-    """The report page: strategy comparison (plot and table), then skew over time of each ``worst`` group
-    under every strategy, with the threshold drawn."""
+    """The report page: strategy comparison (plot and table); given ``kagent``, the per-group summary of
+    kagent's own recommendations (``recommendations.recommendation_summary``), with the ``skipped`` records
+    that were not recommendations; then skew over time of each ``worst`` group under every strategy, with
+    the threshold drawn."""
     comparison = strategy_comparison(summary)
     sections = [
         f"<h1>kagent backtest</h1><p>{summary['group'].nunique()} groups; skew metric {html.escape(metric)}, "
@@ -53,14 +65,37 @@ def render_report(
         "<h2>Strategy comparison</h2>",
         _img(_comparison_plot(comparison, threshold)),
         comparison.to_html(index=False, float_format=lambda v: f"{v:.3f}"),
-        "<h2>Skew over time, worst groups under their actual assignment</h2>",
     ]
+    if kagent is not None:
+        sections += _kagent_section(kagent, skipped)
+    sections.append("<h2>Skew over time, worst groups under their actual assignment</h2>")
     for group in worst:
         sections.append(f"<h3>{html.escape(group)}</h3>")
         sections.append(_img(_series_plot(series[series["group"] == group], threshold, metric)))
     body = "\n".join(sections)
     head = "<meta charset='utf-8'><title>kagent backtest</title>"
     return f"<!doctype html><html><head>{head}</head><body>{body}</body></html>"
+
+
+def _kagent_section(kagent: pd.DataFrame, skipped: int) -> list[str]:
+    """Totals by kind, then a table of the :data:`GROUPS_SHOWN` groups with the most recommendations."""
+    counts = kagent["kagent_rebalances"] + kagent["kagent_scales"]
+    ranked = kagent.assign(total=counts)[counts > 0].sort_values(["total", "group"], ascending=[False, True])
+    shown = ranked.drop(columns="total").head(GROUPS_SHOWN).astype({"kagent_members_needed": "Int64"})
+    shown = shown.astype(object).where(shown.notna(), "")  # a figure kagent did not give is blank
+    notes = [
+        f"Rebalances: {int(kagent['kagent_rebalances'].sum())}; scale recommendations: "
+        f"{int(kagent['kagent_scales'].sum())}; groups with any: {len(ranked)} of {len(kagent)}."
+    ]
+    if len(ranked) > len(shown):
+        notes.append(f"The {len(shown)} groups with the most are shown.")
+    if skipped:
+        notes.append(f"Records skipped (not recommendations): {skipped}.")
+    return [
+        "<h2>kagent's recommendations</h2>",
+        f"<p>{' '.join(notes)}</p>",
+        shown.to_html(index=False),
+    ]
 
 
 def _comparison_plot(comparison: pd.DataFrame, threshold: float) -> Figure:
