@@ -133,6 +133,9 @@ class SkewDetail(_Record):
     """Skew under the recommended assignment."""
     moves: tuple[PartitionMove, ...]
     """Partitions the recommendation moves, by topic and partition."""
+    members_needed: int | None = None
+    """For a ``scale`` recommendation (no assignment of the members keeps up): the members the group
+    needs; None for a rebalance."""
 
     @classmethod
     def of(cls, recommendation: Recommendation) -> SkewDetail:
@@ -145,6 +148,7 @@ class SkewDetail(_Record):
             skew_before=recommendation.skew_before,
             skew_after=recommendation.skew_after,
             moves=recommendation.moves,
+            members_needed=recommendation.scale.members_needed if recommendation.scale is not None else None,
         )
 
 
@@ -358,11 +362,7 @@ def step(
                 if recommendation is None or not is_new:
                     continue
                 at, skew_detail = recommendation.time, SkewDetail.of(recommendation)
-                summary = (
-                    f"skew {skew_detail.skew_before:.3g} ({skew_detail.metric.value}) at or above "
-                    f"{skew_detail.threshold:.3g}: recommendation {skew_detail.recommendation_id} moves "
-                    f"{len(skew_detail.moves)} partitions, skew after {skew_detail.skew_after:.3g}"
-                )
+                summary = _skew_summary(skew_detail, recommendation)
                 last_recommendation_id = recommendation.id
             else:
                 if kind is not health_kind or (incident is not None and incident.partitions == _partitions(culprits)):
@@ -410,3 +410,19 @@ def step(
 
 def _partitions(culprits: tuple[CulpritPartition, ...]) -> frozenset[tuple[str, int]]:
     return frozenset((culprit.topic, culprit.partition) for culprit in culprits)
+
+
+def _skew_summary(detail: SkewDetail, recommendation: Recommendation) -> str:
+    """The ``lag-skew`` incident's summary: what the recommendation asks for, and why."""
+    scale = recommendation.scale
+    if scale is not None:
+        return (
+            f"the members cannot keep up ({scale.capacity:.4g} records/s read, {scale.production_rate:.4g}/s "
+            f"written): recommendation {detail.recommendation_id} asks for {scale.members_needed} members "
+            f"instead of {scale.members}"
+        )
+    return (
+        f"skew {detail.skew_before:.3g} ({detail.metric.value}) at or above "
+        f"{detail.threshold:.3g}: recommendation {detail.recommendation_id} moves "
+        f"{len(detail.moves)} partitions, skew after {detail.skew_after:.3g}"
+    )

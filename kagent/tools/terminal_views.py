@@ -297,8 +297,18 @@ def recommendation_line(recommendation: Recommendation) -> str:
     after = _largest(m.recommended_lag for m in r.members)
     return (
         f"{format_time(r.time)}  {r.id}  {r.group}  generation {r.generation}, {r.protocol or '?'} -> {r.strategy}: "
-        f"{r.trigger.metric.value} {r.skew_before:.2f} -> {r.skew_after:.2f}, {_moves(len(r.moves))}, "
+        f"{r.trigger.metric.value} {r.skew_before:.2f} -> {r.skew_after:.2f}, {_asks(r)}, "
         f"largest member lag {format_lag(before, r.lag_unit)} -> {format_lag(after, r.lag_unit)} {r.lag_unit.value}"
+    )
+
+
+def _asks(recommendation: Recommendation) -> str:
+    """What the recommendation asks for: its moves, or (kind ``scale``) the member count."""
+    scale = recommendation.scale
+    return (
+        f"scale {scale.members} -> {scale.members_needed} members"
+        if scale is not None
+        else _moves(len(recommendation.moves))
     )
 
 
@@ -312,7 +322,7 @@ def recommendations_table(found: Sequence[Recommendation], now: float) -> Table:
     table.add_column("gen", justify="right")
     table.add_column("assignor -> strategy")
     table.add_column("skew before -> after", justify="right")
-    table.add_column("moves", justify="right")
+    table.add_column("asks for", justify="right")
     table.add_column("largest member lag before -> after", justify="right")
     for r in found:
         table.add_row(
@@ -323,7 +333,7 @@ def recommendations_table(found: Sequence[Recommendation], now: float) -> Table:
             str(r.generation),
             f"{r.protocol or '?'} -> {r.strategy}",
             f"{r.skew_before:.2f} -> {r.skew_after:.2f}",
-            format_count(len(r.moves)),
+            _asks(r),
             f"{format_lag(_largest(m.current_lag for m in r.members), r.lag_unit)} -> "
             f"{format_lag(_largest(m.recommended_lag for m in r.members), r.lag_unit)}",
         )

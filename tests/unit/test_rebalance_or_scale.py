@@ -200,3 +200,17 @@ def test_scale_recommendations_validate_against_the_schema() -> None:
     assert rec is not None
     validator = Draft202012Validator(schemas()["recommendation.schema.json"])
     assert not list(validator.iter_errors(json.loads(rec.model_dump_json())))
+
+
+def test_a_scale_recommendation_says_so_in_its_incident_and_on_the_terminal() -> None:
+    from kagent.core.incidents import SkewDetail, _skew_summary
+    from kagent.tools.terminal_views import recommendation_line
+
+    rec = run(BALANCED, every(BALANCED, (100.0, 50.0, True)))[2]
+    assert rec is not None
+    assert SkewDetail.of(rec).members_needed == 6
+    assert _skew_summary(SkewDetail.of(rec), rec).endswith("asks for 6 members instead of 3")
+    assert "scale 3 -> 6 members" in recommendation_line(rec)
+    rebalance = run(SKEWED, None)[2]
+    assert rebalance is not None and SkewDetail.of(rebalance).members_needed is None
+    assert "moves" in recommendation_line(rebalance)
