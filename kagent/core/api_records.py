@@ -27,7 +27,7 @@ from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
 from kagent.core.incidents import Incident, IncidentKind, Severity
 from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import PartitionMove, Proposal, Recommendation
+from kagent.core.recommendation import PartitionMove, Proposal, Recommendation, RecommendationKind
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 
 __all__ = [
@@ -192,6 +192,11 @@ class RecommendationRef(_Record):
     moves: tuple[PartitionMove, ...]
     url: str
     """``/api/recommendations/<id>``."""
+    kind: RecommendationKind = RecommendationKind.REBALANCE
+    members_needed: int | None = None
+    """For kind ``scale``: the members the group needs (it has ``summary.members``)."""
+    server_assignor: str | None = None
+    """For a group on the consumer protocol (KIP-848): the broker assignor that fits better."""
 
 
 class SkewPoint(_Record):
@@ -443,6 +448,11 @@ def group_detail(
             skew_after=recommendation.skew_after,
             moves=recommendation.moves,
             url=recommendation_url(recommendation.id),
+            kind=recommendation.kind,
+            members_needed=recommendation.scale.members_needed if recommendation.scale is not None else None,
+            server_assignor=(
+                recommendation.server_assignor.recommended if recommendation.server_assignor is not None else None
+            ),
         )
     return GroupDetail(
         summary=summary,

@@ -31,7 +31,10 @@ import pytest
 from aiokafka.structs import TopicPartition
 from playwright.sync_api import Browser, Page, expect
 
-from kagent.core.api_records import WorkerAnswer
+from kagent.core.api_records import WorkerAnswer, group_detail, summarize
+from kagent.core.evaluation import evaluate
+from kagent.core.group_health import GroupStatus
+from kagent.core.recommendation import RecommendationKind
 from kagent.tools.embedded import EmbeddedBroker
 from tests.support import REPO
 from tests.support.browser import StandInApi, chromium, require_chromium, summaries
@@ -46,6 +49,9 @@ from tests.support.coordinator import (
 from tests.support.waiting import wait_until
 from tests.support.web import get_answer
 from tests.support.worker import FAST, Worker
+from tests.unit.test_evaluation import BALANCED as EVEN_SNAPSHOT
+from tests.unit.test_evaluation import POLICY
+from tests.unit.test_rebalance_or_scale import every
 
 pytestmark = pytest.mark.integration
 
@@ -394,3 +400,31 @@ def test_a_page_polls_only_while_visible(page: Page) -> None:
         assert fetches() == hidden  # a minute hidden: nothing asked
         assert set_hidden(False) == hidden + 1  # shown again: asked at once
         wait_until(lambda: len(api.asked) == hidden + 1, 10, "the stand-in to get that request")
+
+
+def test_a_scale_recommendation_says_how_many_members_the_group_needs(page: Page) -> None:
+    """A group no assignment of whose members keeps up: its page says the count instead of listing moves."""
+    state, recommendation, evaluation = None, None, None
+    for now in (0.0, 5.0, 10.0):
+        evaluation = evaluate(EVEN_SNAPSHOT, state, POLICY, now, every(EVEN_SNAPSHOT, (100.0, 50.0, True)))
+        state, recommendation = evaluation.state, evaluation.recommendation or recommendation
+    assert evaluation is not None and evaluation.proposal is not None and recommendation is not None
+    assert recommendation.kind is RecommendationKind.SCALE
+    summary = summarize(
+        EVEN_SNAPSHOT,
+        status=GroupStatus.OK,
+        skew=evaluation.skew,
+        skew_metric=POLICY.skew_metric,
+        lag_unit=POLICY.lag_unit,
+        state=state,
+        incidents=(),
+        worker="http://stand-in",
+    )
+    with StandInApi(
+        groups=[summary], details={"g": group_detail(summary, evaluation.proposal, recommendation, ())}
+    ) as api:
+        page.goto(api.url + "groups/g")
+        expect(page.get_by_test_id("no-moves")).to_have_text(
+            "No moves: the members cannot keep up whatever their assignment; the group needs 6 members (it has 3)."
+        )
+        expect(page.get_by_test_id("move-row")).to_have_count(0)

@@ -611,16 +611,26 @@
         setText(stale, `Made for generation ${rec.generation}; ${since}.`);
       }
       const unit = detail.summary.lag_unit;
+      const noMoves =
+        rec.kind === "scale"
+          ? `No moves: the members cannot keep up whatever their assignment; ` +
+            `the group needs ${integer(rec.members_needed)} members (it has ${integer(detail.summary.members)}).`
+          : rec.server_assignor
+            ? `No moves: the broker assigns (KIP-848); its ${rec.server_assignor} assignor fits better.`
+            : "No moves.";
       syncRows(
         $("moves-body"),
         rec.moves.length ? rec.moves : [null],
         (mv) => (mv === null ? "" : `${mv.topic}\u0000${mv.partition}`),
         (mv) =>
           mv === null
-            ? h("tr", {}, h("td", { colspan: "4", class: "empty", text: "No moves." }))
+            ? h("tr", {}, h("td", { colspan: "4", class: "empty", testid: "no-moves" }))
             : h("tr", { testid: "move-row" }, h("td"), h("td"), h("td"), h("td", { class: "num" })),
         (tr, mv) => {
-          if (mv === null) return;
+          if (mv === null) {
+            setText(tr.firstChild, noMoves);
+            return;
+          }
           const [partition, from, to, lag] = tr.children;
           setText(partition, `${mv.topic}-${mv.partition}`);
           setText(from, mv.from_member === null ? "(unassigned)" : mv.from_member);
