@@ -5,7 +5,8 @@ finds the groups that are due. A group storage says changed
 (:class:`~kagent.worker.group_state.GroupChanged`) is evaluated at the next
 tick if its trigger is not already holding and half an interval has passed,
 so a skew that appears is seen soon, while the hold still takes whole
-intervals. The decision itself is :func:`kagent.core.evaluation.evaluate`, a
+intervals. A group seen for the first time counts as changed then: it is
+evaluated half an interval later. The decision itself is :func:`kagent.core.evaluation.evaluate`, a
 pure function of the group's snapshot and its trigger state.
 
 After each evaluation it judges the group's health (Burrow's rules, from
@@ -92,6 +93,8 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._metrics = metrics
         self._cluster = cluster_name
         self._last_evaluated: dict[str, float] = {}
+        self._first_seen: dict[str, float] = {}
+        """Groups held but never evaluated here -> when a round first saw them."""
         self._changed: set[str] = set()
         self._deleted: set[str] = set()
         """Groups storage said were deleted, whose incidents are still to resolve."""
@@ -130,6 +133,7 @@ class Evaluator(Stage, OpenIncidentsReader):
             if notice.change is GroupChange.DELETED:
                 self._writer.delete(self._states, notice.group)
                 self._last_evaluated.pop(notice.group, None)
+                self._first_seen.pop(notice.group, None)
                 self._changed.discard(notice.group)
                 self._deleted.add(notice.group)
             else:
@@ -161,8 +165,14 @@ class Evaluator(Stage, OpenIncidentsReader):
 
     def _due(self, group: str, now: float) -> bool:
         """An interval since the last evaluation; or a change, half an interval since, while
-        the trigger is not already holding (changes must not make a hold count faster)."""
-        since = now - self._last_evaluated.get(group, float("-inf"))
+        the trigger is not already holding (changes must not make a hold count faster). A group
+        never evaluated here is a change seen when it was first seen: it is due half an interval
+        after that, not at once (a worker reading a backlog of thousands of new groups evaluated
+        each as it appeared, whatever ``KAGENT_EVALUATE_INTERVAL`` said)."""
+        last = self._last_evaluated.get(group)
+        if last is None:
+            return now - self._first_seen.setdefault(group, now) >= self._interval / 2
+        since = now - last
         if since >= self._interval:
             return True
         if group not in self._changed or since < self._interval / 2:
@@ -176,6 +186,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         now = time.time()
         held = set(self._groups.held_groups())
         await self._resolve_deleted(held, now)
+        self._first_seen = {group: seen for group, seen in self._first_seen.items() if group in held}
         for group in list(self._last_evaluated):
             if group not in held:
                 del self._last_evaluated[group]
@@ -187,6 +198,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         for group in sorted(held):
             if self._due(group, now):
                 self._last_evaluated[group] = now
+                self._first_seen.pop(group, None)
                 self._changed.discard(group)
                 await self.evaluate_group(group, now)
                 evaluated += 1
