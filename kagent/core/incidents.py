@@ -20,7 +20,9 @@ Severities are PagerDuty Events API v2's words (Alertmanager takes any label;
 these are the usual ones), one per kind (:data:`SEVERITY`):
 
 - ``lag-skew``: warning. The group is consuming; its lag is unevenly spread
-  and a recommendation says how to even it. Worth a look, not a page.
+  and a recommendation says how to even it, or (a ``scale`` recommendation)
+  its members together read slower than its producers write and it says how
+  many members the group needs. Worth a look, not a page.
 - ``stop``: critical. Records wait and nobody commits: the consumer is gone
   or stuck, and the lag grows without bound.
 - ``stall``: critical. The consumer commits but never moves: as bad for the
@@ -263,6 +265,9 @@ class IncidentObservation(NamedTuple):
     recommendation: Recommendation | None
     """The recommendation the evaluation emitted this round, if any."""
     health: GroupHealth
+    falls_behind: bool = False
+    """No assignment of the members keeps up with the producers (the evaluation's scale evidence): a
+    ``lag-skew`` incident stays open while it holds, whatever the skew."""
 
 
 def incident_id(group: str, kind: IncidentKind, opened_at: float, serial: int) -> str:
@@ -287,8 +292,9 @@ def step(
     - ``lag-skew`` opens on a recommendation in ``observation`` when none is
       open, and updates on one when it is open; a recommendation whose id is
       ``state.last_recommendation_id`` (seen already) does neither. It
-      resolves when no recommendation came this round and the skew was
-      measured below ``rearm_below``.
+      resolves when no recommendation came this round, the skew was
+      measured below ``rearm_below``, and the members keep up with the
+      producers (not ``observation.falls_behind``).
     - A health kind opens when the group's status is its status and none is
       open; updates when the set of culprit partitions changes (not when only
       their reasons or lags do, which change every round); resolves when the
@@ -338,7 +344,12 @@ def step(
             reason = "group deleted or empty"
         elif kind is IncidentKind.LAG_SKEW:
             skew = observation.skew
-            if recommendation is None and skew is not None and skew < observation.rearm_below:
+            if (
+                recommendation is None
+                and not observation.falls_behind
+                and skew is not None
+                and skew < observation.rearm_below
+            ):
                 reason = f"skew {skew:.3g} below {observation.rearm_below:.3g} (threshold x hysteresis)"
         elif kind is not health_kind:
             reason = f"group status {observation.health.status.value}: {observation.health.reason}"

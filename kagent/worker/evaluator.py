@@ -255,6 +255,7 @@ class Evaluator(Stage, OpenIncidentsReader):
             rearm_below=self._policy.rearm_below,
             recommendation=recommendation or resent,
             health=health,
+            falls_behind=scale is not None,
         )
         for transition in await self._incidents.observe(observation, now):
             log.info(

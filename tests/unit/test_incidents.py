@@ -50,6 +50,7 @@ def observe(
     partitions: Sequence[int] = (0,),
     gone: bool = False,
     member_lag: dict[str, float] | None = None,
+    falls_behind: bool = False,
 ) -> IncidentObservation:
     return IncidentObservation(
         group="g",
@@ -60,6 +61,7 @@ def observe(
         rearm_below=1.2,
         recommendation=rec,
         health=health(status, partitions, gone),
+        falls_behind=falls_behind,
     )
 
 
@@ -104,6 +106,22 @@ def test_lag_skew_opens_on_a_recommendation_updates_on_a_newer_one_and_resolves_
     assert resolved[0].incident.id == incident.id and resolved[0].incident.resolved_at == 140.0
     assert "below 1.2" in resolved[0].reason
     assert state.open_incidents == {} and state.opened == 1
+
+
+def test_a_lag_skew_incident_stays_open_while_the_members_cannot_keep_up_whatever_the_skew() -> None:
+    # A scale recommendation for a balanced group (skew 1): open until the group keeps up again.
+    _, emitted = run(
+        [
+            observe(rec=recommendation("r1", 100.0), skew=1.0, falls_behind=True),
+            observe(skew=1.0, falls_behind=True),
+            observe(skew=1.0),
+        ]
+    )
+    assert [actions(t) for t in emitted] == [
+        [(IncidentAction.OPEN, IncidentKind.LAG_SKEW)],
+        [],
+        [(IncidentAction.RESOLVE, IncidentKind.LAG_SKEW)],
+    ]
 
 
 def test_an_unmeasured_skew_resolves_nothing_and_a_seen_recommendation_never_reopens() -> None:
