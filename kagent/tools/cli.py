@@ -133,7 +133,10 @@ def main() -> None:
 @click.option(
     "--simulate/--no-simulate",
     default=None,
-    help="Run the simulator's skewed and balanced groups (default: on the embedded broker only).",
+    help=(
+        "Run the simulator's skewed and balanced groups, and a skewed one applying the worker's recommendations "
+        "(default: on the embedded broker only)."
+    ),
 )
 @click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
@@ -174,7 +177,8 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
                 _fail_worker(worker, log_path)
             with_simulator = embedded is not None if simulate is None else simulate
             if with_simulator:
-                scenario = default_scenario()
+                # Its kagent group applies the recommendations of the worker started here.
+                scenario = default_scenario(kagent_url=settings.worker_url)
                 click.echo(f"simulator: groups {', '.join(g.group for g in scenario.groups)}")
             code = asyncio.run(_watch(settings, worker, scenario if with_simulator else None))
             if code is not None:

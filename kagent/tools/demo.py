@@ -8,17 +8,26 @@ current assignment, and the largest member lag its recommended assignment
 would have with today's lag. The recommendation's own figures (skew before ->
 after, moves, age) come from the record and do not change until the next one.
 
+A group that applies its recommendation (the simulator's ``shipments-processors``,
+with kagent's ``RecommendedAssignor`` and ``RecommendationFollower``) also shows
+the generation it applied it in and its skew as the API measured it before and
+after that rebalance (:class:`Applied`, followed one answer at a time by
+:func:`follow_applied`): measured, not the recommendation's prediction.
+
 Otherwise (logs, pipes), one :func:`summary` line per recommendation.
 
-:func:`summary` and :func:`render` are pure.
+:func:`summary`, :func:`render` and :func:`follow_applied` are pure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from statistics import mean
 
 from aiokafka import AIOKafkaConsumer
 from rich import box
@@ -34,7 +43,7 @@ from kagent.tools.api_client import ApiClient, ApiFailure
 from kagent.tools.recommendations_topic import parse_recommendation
 from kagent.tools.terminal_views import format_age, format_lag
 
-__all__ = ["CurrentFigures", "render", "summary", "watch_recommendations"]
+__all__ = ["Applied", "CurrentFigures", "follow_applied", "render", "summary", "watch_recommendations"]
 
 REDRAW_EVERY = 1.0
 """Seconds between redraws of the live table (its age column moves)."""
@@ -42,6 +51,20 @@ POLL_EVERY = 1.0
 """Seconds between two rounds of asking the worker's API for the shown groups' figures now."""
 API_TIMEOUT = 2.0
 """Seconds the live table waits for one answer of the API before it shows the figures as unknown."""
+SETTLED_SHARE = 0.2
+"""A group that applied a recommendation has worked off the backlog the recommendation was made for once its
+total lag is at most this share of its total lag before the rebalance ..."""
+SETTLE_ANSWERS = 10
+"""... in this many answers of the API in a row (one a second: two of the worker's end-offset polls at its
+default interval of 5 s, between which a member's measured lag falls as it commits and jumps at the next
+poll)."""
+SETTLE_LIMIT = 120.0
+"""Seconds, on the worker's clock, from the first answer showing a group in the generation that applied its
+recommendation after which it counts as settled however much lag it has (one that does not work its
+backlog off shows the skew it keeps)."""
+AFTER_MEASUREMENTS = 20
+"""Measurements (one per answer of the API) averaged into the skew after: among small lags one measurement
+swings with each commit and each end-offset poll of the worker."""
 
 UNKNOWN = "?"
 
@@ -59,12 +82,18 @@ def summary(recommendation: Recommendation) -> str:
 
 
 def render(
-    latest: Mapping[str, Recommendation], current: Mapping[str, GroupDetail], now: float, problem: str | None = None
+    latest: Mapping[str, Recommendation],
+    current: Mapping[str, GroupDetail],
+    now: float,
+    problem: str | None = None,
+    applied: Mapping[str, Applied] | None = None,
 ) -> Table:
     """The table of each group's latest recommendation, groups by name.
 
     ``current``: what the worker's API answered last for each group; a group missing from it shows its
-    figures now as ``?``. ``problem``: why some answer is missing (shown under the table)."""
+    figures now as ``?``. ``problem``: why some answer is missing (shown under the table). ``applied``:
+    each group's :class:`Applied` for its latest recommendation; a group missing from it, or one that
+    has not applied it, shows ``-`` for the generation and the measured skew."""
     table = Table(
         title="latest recommendation per group, beside the group now",
         title_justify="left",
@@ -80,16 +109,20 @@ def render(
     table.add_column("largest\nmember lag\nif applied", justify="right")
     table.add_column("for\ngen", justify="right")
     table.add_column("recommended\nskew before\n-> after", justify="right")
+    table.add_column("applied\nin gen", justify="right")
+    table.add_column("measured\nskew before\n-> after", justify="right")
     table.add_column("moves", justify="right")
     table.add_column("age", justify="right")
     for group in sorted(latest):
         r = latest[group]
         detail = current.get(group)
+        seen = (applied or {}).get(group)
         table.add_row(
             group,
             *_now(r, detail),
             str(r.generation),
             f"{r.skew_before:.2f} -> {r.skew_after:.2f}",
+            *_applied(seen if seen is not None and seen.recommendation_id == r.id else None),
             str(len(r.moves)),
             format_age(now - r.time),
         )
@@ -115,6 +148,89 @@ def _now(recommendation: Recommendation, detail: GroupDetail | None) -> tuple[st
         if recommended:
             applied = format_lag(max(recommended), unit)
     return skew, largest, applied
+
+
+def _applied(applied: Applied | None) -> tuple[str, str]:
+    """The cells of the rebalance that applied the recommendation: its generation, and the skew measured
+    before -> after it (``settling`` until the skew after is known, ``?`` for what was not measured);
+    ``-`` for both before it was applied."""
+    if applied is None or applied.generation is None:
+        return "-", "-"
+    before = UNKNOWN if applied.skew_before is None else f"{applied.skew_before:.2f}"
+    if not applied.done:
+        return str(applied.generation), f"{before} -> settling"
+    after = f"{mean(applied.skews_after):.2f}" if applied.skews_after else UNKNOWN
+    return str(applied.generation), f"{before} -> {after}"
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A group's skew around the rebalance that applied recommendation ``recommendation_id``, as the worker's
+    API measured it (:func:`follow_applied` builds it, one answer at a time)."""
+
+    recommendation_id: str
+    skew_before: float | None = None
+    """The skew of the last answer showing the group in the recommendation's generation; None if none did."""
+    generation: int | None = None
+    """The first later generation in which the group held exactly the recommended assignment (what kagent's
+    ``RecommendedAssignor`` hands out when its leader takes the recommendation's path); None until one did."""
+    lag_before: float | None = None
+    """The group's total lag in the same answer as ``skew_before``."""
+    settle_by: float = math.inf
+    """Seconds since the epoch, on the worker's clock: :data:`SETTLE_LIMIT` s after the first answer in
+    ``generation`` (never before the group applied the recommendation)."""
+    calm: int = 0
+    """Answers in a row, up to the last, in ``generation`` with a total lag of at most :data:`SETTLED_SHARE`
+    of ``lag_before``."""
+    skews_after: tuple[float, ...] = ()
+    """The skews measured in ``generation`` once the group settled, at most :data:`AFTER_MEASUREMENTS`."""
+    done: bool = False
+    """Whether ``skews_after`` is final: it holds :data:`AFTER_MEASUREMENTS` skews, or the group left
+    ``generation`` before (with what it measured until then)."""
+
+
+def follow_applied(applied: Applied | None, recommendation: Recommendation, detail: GroupDetail) -> Applied:
+    """``applied`` after one more answer of the API for the recommendation's group, ``detail``.
+
+    Starts afresh when ``applied`` is None or for another recommendation. Before the group applies it, an
+    answer in the recommendation's generation gives the skew (and total lag) before, and the first answer
+    in a later generation whose assignment is exactly the recommended one marks the rebalance that applied
+    it (a later generation with another assignment, such as one formed before every member rejoined, is
+    passed over). In that generation the group has settled once :data:`SETTLE_ANSWERS` answers in a row
+    had a total lag of at most :data:`SETTLED_SHARE` of the total lag before, or at the first answer measured
+    :data:`SETTLE_LIMIT` s or more after the first answer in it; from there each answer adds its skew, up to
+    :data:`AFTER_MEASUREMENTS` of them. The first answer in another generation ends the count. An answer
+    without a skew adds nothing.
+    """
+    if applied is None or applied.recommendation_id != recommendation.id:
+        applied = Applied(recommendation.id)
+    summary = detail.summary
+    if applied.generation is None:
+        if summary.generation == recommendation.generation and summary.skew is not None:
+            return replace(applied, skew_before=summary.skew, lag_before=summary.total_lag)
+        if summary.generation > recommendation.generation and _holds_recommended(detail, recommendation):
+            return replace(applied, generation=summary.generation, settle_by=summary.evaluated_at + SETTLE_LIMIT)
+        return applied
+    if applied.done:
+        return applied
+    if summary.generation != applied.generation:
+        return replace(applied, done=True)
+    if applied.calm < SETTLE_ANSWERS and summary.evaluated_at < applied.settle_by:  # not settled yet
+        low = applied.lag_before is not None and summary.total_lag <= SETTLED_SHARE * applied.lag_before
+        applied = replace(applied, calm=applied.calm + 1 if low else 0)
+        if applied.calm < SETTLE_ANSWERS:
+            return applied
+    if summary.skew is None:
+        return applied
+    skews = (*applied.skews_after, summary.skew)
+    return replace(applied, skews_after=skews, done=len(skews) >= AFTER_MEASUREMENTS)
+
+
+def _holds_recommended(detail: GroupDetail, recommendation: Recommendation) -> bool:
+    """Whether the group's assignment in ``detail`` is exactly the one ``recommendation`` recommends."""
+    holds = {m.member_id: frozenset(m.partitions) for m in detail.members}
+    recommended = {m.member_id: frozenset(m.recommended) for m in recommendation.members}
+    return holds == recommended
 
 
 async def watch_recommendations(
@@ -169,7 +285,8 @@ async def _show_live(
                 drawn = 0.0
                 while not stop.is_set():
                     if time.monotonic() - drawn >= REDRAW_EVERY:
-                        screen.update(render(latest, figures.current, time.time(), figures.problem), refresh=True)
+                        table = render(latest, figures.current, time.time(), figures.problem, figures.applied)
+                        screen.update(table, refresh=True)
                         drawn = time.monotonic()
                     for recommendation in await _news(consumer, shown):
                         latest[recommendation.group] = recommendation
@@ -195,7 +312,8 @@ async def _news(consumer: AIOKafkaConsumer, shown: set[str]) -> list[Recommendat
 
 
 class CurrentFigures:
-    """The worker API's latest answer for each group of ``latest``, asked every :data:`POLL_EVERY` s."""
+    """The worker API's latest answer for each group of ``latest``, asked every :data:`POLL_EVERY` s, and
+    what the answers tell of the rebalance that applied each group's latest recommendation."""
 
     def __init__(self, api: ApiClient, latest: Mapping[str, Recommendation]) -> None:
         self._api = api
@@ -204,6 +322,8 @@ class CurrentFigures:
         """Group -> its detail as last answered; a group whose last request failed is absent."""
         self.problem: str | None = None
         """The last round's first failure, if any."""
+        self.applied: dict[str, Applied] = {}
+        """Group -> :func:`follow_applied` over every answer for it since its latest recommendation."""
 
     async def poll(self, stop: asyncio.Event) -> None:
         """Ask for every group's figures now, every :data:`POLL_EVERY` s, until ``stop`` is set."""
@@ -222,4 +342,7 @@ class CurrentFigures:
             self.current.pop(group, None)
             return str(exc)
         self.current[group] = detail
+        recommendation = self._latest.get(group)
+        if recommendation is not None:
+            self.applied[group] = follow_applied(self.applied.get(group), recommendation, detail)
         return detail

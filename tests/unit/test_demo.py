@@ -1,11 +1,14 @@
 """The demo's rendering of recommendations: a line each, or a live table whose figures now come from the
-worker's API (asked of a real local HTTP server here) and are never the recommendation's own."""
+worker's API (asked of a real local HTTP server here) and are never the recommendation's own, and whose
+skew before and after the rebalance that applied a recommendation is the API's measurements, followed
+answer by answer (:func:`follow_applied`)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from io import StringIO
 
 import pytest
@@ -19,7 +22,16 @@ from kagent.core.group_health import GroupStatus
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import MemberRecommendation, PartitionMove, Recommendation
 from kagent.tools.api_client import ApiClient
-from kagent.tools.demo import CurrentFigures, render, summary
+from kagent.tools.demo import (
+    AFTER_MEASUREMENTS,
+    SETTLE_ANSWERS,
+    SETTLE_LIMIT,
+    Applied,
+    CurrentFigures,
+    follow_applied,
+    render,
+    summary,
+)
 from tests.support.incidents import recommendation
 from tests.support.waiting import wait_until_async
 
@@ -125,6 +137,31 @@ def _detail(group: str, hot_lag: float, cold_lag: float, skew: float, rec_id: st
     )
 
 
+def _measured(generation: int, skew: float | None, at: float, *, applied: bool, lag: float = 1200) -> GroupDetail:
+    """The API's answer at ``at`` (the worker's clock) for group ``orders`` in ``generation``, measuring
+    ``skew`` and a total lag of ``lag``: with ``applied``, a holds the hot partition and b the cold one (the
+    recommended assignment of :func:`_recommendation`); otherwise a holds both, as in :func:`_detail`."""
+    detail = _detail("orders", hot_lag=1000, cold_lag=200, skew=2.0)
+    summary = detail.summary.model_copy(
+        update={"generation": generation, "skew": skew, "evaluated_at": at, "total_lag": lag}
+    )
+    members = detail.members
+    if applied:
+        members = (
+            members[0].model_copy(update={"partitions": (HOT,)}),
+            members[1].model_copy(update={"partitions": (COLD,)}),
+        )
+    return detail.model_copy(update={"summary": summary, "members": members})
+
+
+def _follow(recommendation: Recommendation, *answers: GroupDetail, applied: Applied | None = None) -> Applied:
+    """:func:`follow_applied` over ``answers``, in order, from ``applied``."""
+    for answer in answers:
+        applied = follow_applied(applied, recommendation, answer)
+    assert applied is not None, "no answer given"
+    return applied
+
+
 def _text(table: Table) -> list[str]:
     out = StringIO()
     Console(file=out, width=200, highlight=False).print(table)
@@ -157,13 +194,15 @@ def test_render_lists_groups_by_name_with_columns_that_say_what_they_show() -> N
         "largest member lag if applied",
         "for gen",
         "recommended skew before -> after",
+        "applied in gen",
+        "measured skew before -> after",
         "moves",
         "age",
     ]
     lines = _text(table)
     rows = _rows(lines)
     assert [row[0] for row in rows] == ["alpha", "zeta"]
-    assert rows[0] == ["alpha", "?", "?", "?", "4", "3.00 -> 1.10", "1", "40 s"]
+    assert rows[0] == ["alpha", "?", "?", "?", "4", "3.00 -> 1.10", "-", "-", "1", "40 s"]
 
 
 def test_render_shows_the_figures_now_not_those_of_the_recommendation() -> None:
@@ -171,7 +210,7 @@ def test_render_shows_the_figures_now_not_those_of_the_recommendation() -> None:
     latest = {"orders": _recommendation("orders", 2.0, 1.67, 100.0)}
     current = {"orders": _detail("orders", hot_lag=5000, cold_lag=423, skew=2.45)}
     assert _rows(_text(render(latest, current, 189.0))) == [
-        ["orders", "2.45", "5,423", "5,000", "4", "2.00 -> 1.67", "1", "1 min"]
+        ["orders", "2.45", "5,423", "5,000", "4", "2.00 -> 1.67", "-", "-", "1", "1 min"]
     ]
 
 
@@ -195,6 +234,100 @@ def test_render_shows_unknown_figures_now_and_says_why() -> None:
 
 def test_render_says_when_nothing_arrived_yet() -> None:
     assert _text(render({}, {}, 0.0))[-1].strip() == "(no recommendation yet)"
+
+
+def test_the_skew_before_is_the_last_measured_in_the_recommendations_generation() -> None:
+    advice = _recommendation("orders", 2.0, 1.67, 100.0)  # for generation 4
+    followed = _follow(
+        advice,
+        _measured(4, 2.4, 101.0, applied=False, lag=1500),
+        _measured(4, None, 102.0, applied=False, lag=1600),  # no skew measured: nothing changes
+        _measured(4, 2.6, 103.0, applied=False, lag=1700),
+    )
+    assert followed == Applied(advice.id, skew_before=2.6, lag_before=1700)
+
+
+def test_the_rebalance_that_applied_it_is_the_first_later_generation_holding_the_recommended_assignment() -> None:
+    advice = _recommendation("orders", 2.0, 1.67, 100.0)
+    before = _follow(advice, _measured(4, 2.6, 103.0, applied=False))
+    # A generation formed before every member rejoined holds something else: passed over.
+    passed_over = _follow(advice, _measured(5, 1.0, 104.0, applied=False), applied=before)
+    assert passed_over == before
+    applied = _follow(advice, _measured(6, 1.9, 105.0, applied=True), applied=passed_over)
+    assert applied == replace(before, generation=6, settle_by=105.0 + SETTLE_LIMIT)
+
+
+def test_the_skew_after_averages_the_measurements_once_the_backlog_is_worked_off() -> None:
+    advice = _recommendation("orders", 2.0, 1.67, 100.0)
+    applied = _follow(
+        advice, _measured(4, 2.6, 103.0, applied=False, lag=2000), _measured(5, 1.9, 105.0, applied=True, lag=1900)
+    )
+    # A fifth of the backlog before is 400: a lag above it in the last answer starts the count again.
+    lags = [300] * (SETTLE_ANSWERS - 1) + [401]
+    draining = _follow(
+        advice, *(_measured(5, 3.0, 110.0 + i, applied=True, lag=lag) for i, lag in enumerate(lags)), applied=applied
+    )
+    assert draining.calm == 0 and not draining.skews_after
+    skews = [1.0 + i / 10 for i in range(SETTLE_ANSWERS + AFTER_MEASUREMENTS + 1)]
+    lags = [400] * SETTLE_ANSWERS + [900] * (len(skews) - SETTLE_ANSWERS)  # settled: a later jump changes nothing
+    answers = [
+        _measured(5, skew, 130.0 + i, applied=True, lag=lag)
+        for i, (skew, lag) in enumerate(zip(skews, lags, strict=True))
+    ]
+    done = _follow(advice, *answers, applied=draining)
+    assert done.skews_after == tuple(skews[SETTLE_ANSWERS - 1 : SETTLE_ANSWERS - 1 + AFTER_MEASUREMENTS])
+    assert done.done
+    assert _follow(advice, _measured(6, 3.0, 200.0, applied=False), applied=done) == done  # final
+
+
+def test_a_group_that_never_works_its_backlog_off_settles_after_the_limit() -> None:
+    advice = _recommendation("orders", 2.0, 1.67, 100.0)
+    applied = _follow(
+        advice, _measured(4, 2.6, 103.0, applied=False, lag=2000), _measured(5, 2.9, 105.0, applied=True, lag=2500)
+    )
+    waiting = _follow(advice, _measured(5, 2.9, 104.9 + SETTLE_LIMIT, applied=True, lag=4000), applied=applied)
+    assert waiting == applied
+    counted = _follow(advice, _measured(5, 2.95, 105.0 + SETTLE_LIMIT, applied=True, lag=4100), applied=waiting)
+    assert counted.skews_after == (2.95,)
+    later = _follow(advice, _measured(5, 2.9, 106.0 + SETTLE_LIMIT, applied=True, lag=4200), applied=counted)
+    assert later.skews_after == (2.95, 2.9)
+
+
+def test_leaving_the_applied_generation_ends_the_count_with_what_was_measured() -> None:
+    advice = _recommendation("orders", 2.0, 1.67, 100.0)
+    applied = _follow(
+        advice,
+        _measured(5, 1.9, 105.0, applied=True),
+        _measured(5, 1.2, 105.0 + SETTLE_LIMIT, applied=True),
+        _measured(5, 1.4, 106.0 + SETTLE_LIMIT, applied=True),
+        _measured(6, 3.0, 107.0 + SETTLE_LIMIT, applied=False),
+    )
+    assert applied == Applied(
+        advice.id, generation=5, settle_by=105.0 + SETTLE_LIMIT, skews_after=(1.2, 1.4), done=True
+    )
+
+
+def test_a_new_recommendation_is_followed_afresh() -> None:
+    first = _follow(_recommendation("orders", 2.0, 1.67, 100.0), _measured(4, 2.6, 103.0, applied=False))
+    second = _recommendation("orders", 2.0, 1.67, 200.0, rec_id="1" * 32)
+    assert _follow(second, _measured(7, 1.5, 201.0, applied=False), applied=first) == Applied(second.id)
+
+
+def test_render_shows_the_generation_that_applied_it_and_the_skew_measured_before_and_after() -> None:
+    advice = _recommendation("orders", 2.0, 1.67, 100.0)
+    latest = {"orders": advice}
+    current = {"orders": _measured(5, 1.2, 150.0, applied=True)}
+
+    def row(applied: Applied) -> list[str]:
+        [cells] = _rows(_text(render(latest, current, 150.0, applied={"orders": applied})))
+        return cells[6:8]
+
+    settling = Applied(advice.id, skew_before=2.61, lag_before=2000, generation=5, settle_by=225.0)
+    assert row(settling) == ["5", "2.61 -> settling"]
+    assert row(replace(settling, skews_after=(1.2, 1.4), done=True)) == ["5", "2.61 -> 1.30"]
+    assert row(replace(settling, skew_before=None, done=True)) == ["5", "? -> ?"]
+    assert row(Applied(advice.id, skew_before=2.61)) == ["-", "-"]  # not applied (yet)
+    assert row(replace(settling, recommendation_id="f" * 32)) == ["-", "-"]  # for another recommendation
 
 
 @pytest.fixture
@@ -238,8 +371,15 @@ async def test_current_figures_follow_the_api_every_poll(worker_api: tuple[str, 
             await wait_until_async(lambda: answered(1200), 10, "the first answers")
             assert "ghost" not in figures.current
             assert figures.problem == f"{url}/api/groups/ghost: HTTP 404 Not Found: unknown group 'ghost'"
+            assert figures.applied == {"orders": Applied(latest["orders"].id, skew_before=2.0, lag_before=1200)}
             groups["orders"] = _detail("orders", hot_lag=5000, cold_lag=423, skew=2.0)
             await wait_until_async(lambda: answered(5423), 10, "the figures of the next poll")
+            groups["orders"] = _measured(5, 1.1, 300.0, applied=True)
+
+            async def rebalanced() -> bool:
+                return figures.applied["orders"].generation == 5
+
+            await wait_until_async(rebalanced, 10, "the rebalance that applied the recommendation")
         finally:
             stop.set()
             await asyncio.wait_for(poller, 5)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import uuid
 from dataclasses import replace
 
 import pytest
+from aiokafka.structs import TopicPartition
 
+from kagent.core.assignors import Assignment, Member, assign
+from kagent.tools.simulator.key_skew import partition_shares
 from kagent.tools.simulator.scenario import (
     GroupSpec,
     MemberSpec,
@@ -34,6 +39,55 @@ def test_default_scenario_is_valid_and_has_a_skewed_and_a_balanced_group() -> No
     assert any(t.zipf_exponent == 0 and not t.hot_partitions for t in scenario.traffic)
     assert any(m.processing_delay_ms > 0 for g in scenario.groups for m in g.members)
     assert scenario.partitions("orders") == 12
+
+
+def test_default_scenario_with_a_kagent_url_adds_a_skewed_group_that_applies_recommendations() -> None:
+    url = "http://127.0.0.1:6066"
+    scenario = default_scenario(kagent_url=url)
+    assert scenario.groups[:2] == default_scenario().groups
+    applying = scenario.groups[2]
+    assert (applying.group, applying.assignor, applying.kagent_url) == ("shipments-processors", "kagent", url)
+    assert applying.apply_recommendations
+    assert applying.topics == ("shipments",) and scenario.partitions("shipments") == 6
+
+
+def test_the_applying_groups_first_assignment_is_skewed_and_any_recommendation_lets_every_member_keep_up() -> None:
+    """The docstring's claims, with kagent's own strategies: the group's first assignment (sticky, nothing
+    known yet) gives the slow member more than it can read; the lag-sticky recommendation made once it fell
+    behind gives every member less than it can read, whatever the member ids and the lags of the partitions
+    that keep up (tried with 50 draws of both); and the members, as fast as the slow one, can read the
+    traffic with kagent's default 20 % headroom, so what kagent recommends is a rebalance, not more members."""
+    scenario = default_scenario(kagent_url="http://127.0.0.1:6066")
+    group = scenario.groups[2]
+    [topic] = group.topics
+    count = scenario.partitions(topic)
+    traffic = [(t.rate, partition_shares(t, count)) for t in scenario.traffic if t.topic == topic]
+    rates = [sum(rate * shares[p] for rate, shares in traffic) for p in range(count)]
+    capacity = {m.name: 1000 / m.processing_delay_ms for m in group.members}
+    rng = random.Random(7)
+    for _ in range(50):
+        # Member ids as brokers make them: <client id>-<uuid>.
+        ids = {m.name: f"{group.client_id(m)}-{uuid.UUID(int=rng.getrandbits(128), version=4)}" for m in group.members}
+
+        def load(assignment: Assignment, name: str, ids: dict[str, str] = ids) -> float:
+            return sum(rates[tp.partition] for tp in assignment[ids[name]])
+
+        first = assign("sticky", {topic: count}, {ids[name]: Member((topic,)) for name in ids})
+        assert load(first, "c0") > 1.2 * capacity["c0"]
+        assert all(load(first, name) < 0.1 * capacity[name] for name in ("c1", "c2"))
+
+        # c0's partitions hold the backlog; the others up to a second's worth, or nothing.
+        backlog = (load(first, "c0") - capacity["c0"]) * rng.uniform(20, 60)
+        share = rng.uniform(0.3, 0.7)
+        lag = {TopicPartition(topic, p): rng.randint(0, int(rates[p])) for p in range(count)}
+        c0, c0_other = first[ids["c0"]]
+        lag |= {c0: int(backlog * share), c0_other: int(backlog * (1 - share))}
+        owned = {ids[name]: Member((topic,), owned=first[ids[name]], generation=1) for name in ids}
+        recommended = assign("lag-sticky", {topic: count}, owned, lag)
+        assert all(load(recommended, name) < 0.8 * capacity[name] for name in ids), recommended
+
+    # kagent takes every member to read as fast as the one it saw fall behind (kagent.core.throughput).
+    assert sum(rates) * 1.2 < len(group.members) * capacity["c0"]
 
 
 def test_client_ids_name_group_and_member() -> None:

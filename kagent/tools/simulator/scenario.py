@@ -4,7 +4,8 @@ Every class is frozen and validates itself on construction, raising
 `ScenarioError` naming the bad field; a `Scenario` also checks that what it
 refers to exists (topics of traffic and groups, partitions of hot keys).
 `default_scenario()` is the built-in one: a clearly skewed group and a
-balanced one for contrast.
+balanced one for contrast, and, given a kagent worker's URL, a skewed group
+that applies kagent's recommendations.
 """
 
 from __future__ import annotations
@@ -198,8 +199,9 @@ class Scenario:
         raise KeyError(topic)
 
 
-def default_scenario() -> Scenario:
-    """The built-in scenario: one skewed group and one balanced group.
+def default_scenario(kagent_url: str | None = None) -> Scenario:
+    """The built-in scenario: one skewed group and one balanced group, and with
+    `kagent_url` a skewed group that applies kagent's recommendations.
 
     - `orders` (12 partitions) gets 250 records/s over 1200 keys with Zipf
       popularity (exponent 1.0); the most popular keys land on partitions
@@ -211,25 +213,58 @@ def default_scenario() -> Scenario:
     - `payments` (12 partitions) gets 150 records/s over 1200 keys, uniform;
       `payments-processors` reads it with round-robin, three equal members
       with spare capacity: balanced, lag near zero.
+
+    With `kagent_url` (the API of the kagent worker watching the cluster):
+
+    - `shipments` (6 partitions) gets 80 records/s on each of partitions 0
+      and 3 (one key each) and 5 records/s on every partition (60 keys).
+    - `shipments-processors` reads it with assignor `kagent`, applying the
+      recommendations of the worker at `kagent_url`. Its first assignment,
+      with no recommendation or lag known yet, is sticky's, as round-robin's
+      for a new group: `c0` (the slowest, 8 ms per record, 125 records/s)
+      gets partitions 0 and 3, about 170 records/s, so its lag grows, and
+      the others only cold partitions. A recommendation that lowers the
+      largest member lag moves one of `c0`'s hot partitions to another
+      member, which can only give a cold one back: `c0` is left with about
+      90 records/s, which it keeps up with, whatever the lags of the cold
+      partitions when kagent recommends. Its follower makes the group
+      rebalance to it. The members' capacity, each as fast as `c0`, stays
+      above the traffic with kagent's default 20 % headroom, so what kagent
+      recommends is a rebalance, not more members.
     """
-    return Scenario(
-        topics=(TopicSpec("orders", 12), TopicSpec("payments", 12)),
-        traffic=(
-            TrafficSpec("orders", rate=250, keys=1200, zipf_exponent=1.0, hot_partitions=(0, 1, 2, 3)),
-            TrafficSpec("payments", rate=150, keys=1200),
+    topics = [TopicSpec("orders", 12), TopicSpec("payments", 12)]
+    traffic = [
+        TrafficSpec("orders", rate=250, keys=1200, zipf_exponent=1.0, hot_partitions=(0, 1, 2, 3)),
+        TrafficSpec("payments", rate=150, keys=1200),
+    ]
+    groups = [
+        GroupSpec(
+            "orders-processors",
+            topics=("orders",),
+            assignor="range",
+            members=(MemberSpec("c0", 8.0), MemberSpec("c1", 2.0), MemberSpec("c2", 2.0)),
         ),
-        groups=(
+        GroupSpec(
+            "payments-processors",
+            topics=("payments",),
+            assignor="roundrobin",
+            members=(MemberSpec("c0", 2.0), MemberSpec("c1", 2.0), MemberSpec("c2", 2.0)),
+        ),
+    ]
+    if kagent_url is not None:
+        topics.append(TopicSpec("shipments", 6))
+        traffic += [
+            TrafficSpec("shipments", rate=160, keys=2, hot_partitions=(0, 3)),
+            TrafficSpec("shipments", rate=30, keys=60),
+        ]
+        groups.append(
             GroupSpec(
-                "orders-processors",
-                topics=("orders",),
-                assignor="range",
+                "shipments-processors",
+                topics=("shipments",),
+                assignor="kagent",
                 members=(MemberSpec("c0", 8.0), MemberSpec("c1", 2.0), MemberSpec("c2", 2.0)),
-            ),
-            GroupSpec(
-                "payments-processors",
-                topics=("payments",),
-                assignor="roundrobin",
-                members=(MemberSpec("c0", 2.0), MemberSpec("c1", 2.0), MemberSpec("c2", 2.0)),
-            ),
-        ),
-    )
+                kagent_url=kagent_url,
+                apply_recommendations=True,
+            )
+        )
+    return Scenario(topics=tuple(topics), traffic=tuple(traffic), groups=tuple(groups))
