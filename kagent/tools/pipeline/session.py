@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
 from kagent.tools.pipeline.kafka_source import register
 
-__all__ = ["DEFAULT_MASTER", "spark_session"]
+__all__ = ["DEFAULT_MASTER", "on_loopback", "spark_session"]
 
 DEFAULT_MASTER = "local[2]"
 
@@ -22,7 +24,8 @@ def spark_session(
 
     Python workers run this interpreter unless ``PYSPARK_PYTHON`` says
     otherwise (on a cluster, set it to the executors' Python, which needs
-    kagent installed). A ``local`` master binds the driver to 127.0.0.1.
+    kagent installed). A master on this machine (``local``, or a standalone
+    ``spark://`` master on a loopback address) binds the driver to 127.0.0.1.
     ``config`` entries are set on the builder; Arrow is on, as the jobs move
     data between the JVM and Python in Arrow batches.
     """
@@ -34,9 +37,10 @@ def spark_session(
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    if master.startswith("local"):
-        # Everything runs in this process: keep the driver on loopback rather than the
-        # address Spark finds for the host name (a network interface).
+    if on_loopback(master):
+        # Everything runs in this process, or on workers that reach their master on loopback, so are on
+        # this machine: keep the driver on loopback rather than the address Spark finds for the host name
+        # (a network interface, which a firewall may close to the executors' connections back).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for key, value in (config or {}).items():
@@ -44,3 +48,26 @@ def spark_session(
     spark = builder.getOrCreate()
     register(spark)
     return spark
+
+
+def on_loopback(master: str) -> bool:
+    """True if every executor of ``master`` runs on this machine, reaching the driver on loopback: a
+    ``local`` master, or a standalone ``spark://host:port[,host:port...]`` whose hosts are all
+    ``localhost`` or loopback addresses (workers there register with a master only this machine reaches).
+    """
+    if master.startswith("local"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    hosts = [urlsplit(f"spark://{address.strip()}").hostname for address in master.removeprefix("spark://").split(",")]
+    return all(host is not None and _loopback_host(host) for host in hosts)
+
+
+def _loopback_host(host: str) -> bool:
+    """``localhost``, or a loopback IP address (``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
