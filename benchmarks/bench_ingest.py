@@ -1,0 +1,701 @@
+"""Ingest throughput of kagent workers on a realistic ``__consumer_offsets``, beside a bare consumer's.
+
+    python benchmarks/bench_ingest.py [--quick] [--records N] [--groups N] [--seed N] [--profile FILE]
+
+The mix, built deterministically from ``--seed`` (the structure; timestamps
+are the time of building): ``--groups`` consumer groups (5,000) of 1 to 20
+members (P(m) proportional to 1/m: many small groups, few large), each
+reading 1, 2 or 3 topics (50/30/20 %) drawn from a pool of 24 topics of 1 to
+70 partitions, 552 in all. 60 % of the groups are Java consumers
+(cooperative-sticky, consumer-protocol subscription and assignment v3, the
+subscription carrying the owned partitions, the generation and the
+assignor's user data; their commits carry a leader epoch), 40 % aiokafka
+consumers (range, v0 blobs, no leader epoch); the assignments come from
+``kagent.core.assignors``. On ``__consumer_offsets``, in this order: each
+group's metadata (value v3, generation 1); then rounds of offset commits on
+every partition each group is assigned, the last round cut short once the
+records reach ``--records`` (1,000,000); commits are value v3 before the
+middle round and v4 from it on (the cluster's metadata version bumped), and
+just before it 5 % of the groups rebalance (a new generation's metadata: one
+member more or fewer, and a group reading several topics unsubscribes from
+its last one, committing on it no more); after the last round, the offsets
+of each unsubscribed topic expire (an offset tombstone per partition), and
+1 % of the groups are deleted (metadata of the empty group, an offset
+tombstone per partition, the group tombstone). Every record derives exactly
+one event (checked in process before any worker starts). The mix's exact
+composition is printed. Records are built by ``tests.support.coordinator``
+and the simulator's ``coordinator_records``, and published with the
+producer's normal batching (20 ms linger, 256 KiB batches), each to its
+group's partition of 50 by Kafka's rule, before any worker starts. The 24
+topics exist, empty: nothing polls their end offsets.
+
+Measured in the same run, on one embedded broker (Tansu):
+
+- a bare aiokafka consumer reading every record of ``__consumer_offsets``
+  (best of 3, from its first fetch to its last record); CPU microseconds per
+  record from this process's process time;
+- the source's pure work on the same bytes in this process, with no I/O
+  (:func:`kagent.core.ingest.ingest` on batches of 10,000 records as fetched,
+  and encoding the derived-events records), once;
+- one worker (``faust -A kagent.app worker``, ``tests.support.worker``) with
+  ``KAGENT_EVALUATE_INTERVAL`` and ``KAGENT_END_OFFSET_INTERVAL`` at 3600 s
+  (neither runs while it ingests) and the producer's normal batching for
+  everything it writes (``KAGENT_ONE_RECORD_BATCHES=false``: nothing here
+  reads Tansu's ListOffsets of its topics, so no line needs the workaround).
+  The window runs from the first poll (every 0.1 s) of the worker's
+  ``/metrics`` that sees ``kagent_source_records_total`` above 0 to the
+  newest timestamp of the records of the app's changelog topics: the flush
+  of the last batch of derived events applied to the tables. ``/metrics`` is
+  not polled in between: at 5,000 groups held one scrape (65,000 samples)
+  cost the worker 1.9 s of CPU (the lag exporter computes every group's
+  figures) and this process 2.6 s to parse, so polling it measured the
+  polling (3,529 records/s and 138 µs per record on this mix, polled at 10 Hz
+  as ``bench_agent.py`` does; 12,824/s and 78 µs without). Instead, the workers' and the broker's CPU time
+  is sampled from ``/proc`` every 0.1 s, and once the workers' CPU has been
+  near idle for 3 s, one scrape confirms the end: every record read
+  (``kagent_source_records_total``), every derived event applied
+  (``kagent_derived_events_total``), every stage's backlog gauge at 0;
+  changelog records stamped after that scrape are not counted. "Read" is the
+  same start to the newest derived-events record (the source's part). CPU
+  microseconds per record are the worker's ``utime + stime`` (``/proc``,
+  every thread) over the window, the broker's beside them; the peak RSS is
+  the worker's ``VmHWM`` at the end;
+- two workers of one app id sharing the work (the source's consumer group
+  and Faust's split the partitions between them; Faust keeps a standby copy
+  of each table on the other worker), started together with a session
+  timeout of 20 s (so that both join the first generation of each group and
+  none rebalances while reading; see ``PAIR_SETTINGS``), measured the same
+  way: the combined rate, their summed CPU, ``os.cpu_count()``, and how
+  many events were applied twice (a rebalance while reading makes the new
+  owner read a batch again).
+
+The targets (issue #15) are printed beside the figures with PASS or FAIL:
+one worker applies at least 100,000 records/s, at least 0.5 of the bare
+consumer's rate, at under 10 µs of CPU per record. The exit code is 0 only
+if all three pass. ``--profile FILE`` writes py-spy's raw (collapsed) stacks
+of the one worker over its window; the figures of such a run are disturbed
+by the sampling and are not of record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import platform
+import random
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The repository root, for this checkout's kagent and the shared tests.support (sys.path[0] is benchmarks/).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from aiokafka.structs import TopicPartition
+
+from kagent.core.assignors import Member, assign
+from kagent.core.consumer_offsets import (
+    Assignment,
+    GroupMetadata,
+    GroupTombstone,
+    OffsetTombstone,
+    Record,
+    Subscription,
+)
+from kagent.core.events import encode_events
+from kagent.core.ingest import ingest
+from kagent.tools.embedded import EmbeddedBroker
+from kagent.tools.simulator import coordinator_records
+from kagent.tools.simulator.rebalance import MemberIdentity, Rebalance, RebalancedMember
+from tests.support.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    REBALANCE_TIMEOUT_MS,
+    SESSION_TIMEOUT_MS,
+    offset_commit,
+    publish,
+)
+from tests.support.processes import cpu_seconds, memory_kb
+from tests.support.waiting import wait_until_async
+from tests.support.worker import Worker, metric_total, running_workers
+
+TOPIC_PARTITIONS = (1, 2, 3, 4, 6, 6, 8, 8, 10, 12, 12, 16, 16, 20, 24, 24, 30, 32, 36, 40, 48, 60, 64, 70)
+"""The pool of topics the groups read, by partition count: 24 topics, 552 partitions."""
+TOPICS_PER_GROUP = {1: 0.5, 2: 0.3, 3: 0.2}
+MAX_MEMBERS = 20
+JAVA_SHARE = 0.6
+"""Groups of Java consumers (cooperative-sticky, v3 blobs); the others are aiokafka's (range, v0 blobs)."""
+REBALANCE_SHARE = 0.05
+DELETE_SHARE = 0.01
+
+TARGET_RATE = 100_000
+TARGET_RATIO = 0.5
+TARGET_CPU_US = 10.0
+
+POLL = 0.1
+"""Seconds between two samples of the workers' counters (before the first record) or CPU time (after)."""
+QUIET = 3.0
+"""Seconds the workers' CPU must have been nearly idle before ``/metrics`` is scraped to confirm the end;
+also the least time between two such scrapes."""
+IDLE_CPU = 0.1
+"""Cores per worker below which a worker counts as idle (an idle worker uses about 0.03)."""
+WORKER_SETTINGS = {"evaluate_interval": "3600", "end_offset_interval": "3600", "one_record_batches": "false"}
+"""Neither the evaluation nor the end-offset poll runs while the records are applied; the producer batches."""
+PAIR_SETTINGS = {**WORKER_SETTINGS, "session_timeout": "20"}
+"""Tansu holds a group's first join for half the session timeout: 10 s lets the second worker of a pair
+join the first generation of both groups (the source's and Faust's), so the pair does not rebalance
+while it reads (with the 2 s of the tests, one run's pair applied 30,000 events twice)."""
+BACKLOG = "kagent_stage_backlog_records"
+
+
+# --- the mix ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Group:
+    """A group's state while its records are built."""
+
+    name: str
+    java: bool
+    topics: list[str]
+    members: list[str]
+    generation: int = 0
+    assignment: dict[str, list[TopicPartition]] = field(default_factory=dict)
+    offsets: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    """Per assigned partition: (first committed offset, records consumed between two commits)."""
+    dropped: str | None = None
+    """The topic it unsubscribed from at its rebalance, if any."""
+
+    @property
+    def partitions(self) -> list[TopicPartition]:
+        return sorted(tp for tps in self.assignment.values() for tp in tps)
+
+
+@dataclass(frozen=True)
+class Mix:
+    records: list[Record]
+    groups: int
+    java_groups: int
+    members: Counter[int]
+    """Groups by member count (at generation 1)."""
+    group_partitions: int
+    """Group-partitions at generation 1."""
+    rounds: int
+    """Commit rounds, the last one possibly cut short."""
+    upgrade_round: int
+    """The round from which commits are value v4, before which the rebalances happen."""
+    kinds: Counter[str]
+
+
+_UUID = "01234567-89ab-cdef-0123-456789abcdef"
+"""A UUID's shape: Kafka's member id is ``<client id>-<random UUID>``."""
+
+
+def _new_member(rng: random.Random, group: _Group, index: int) -> str:
+    client = f"consumer-{group.name}-{index}" if group.java else "aiokafka-0.12.0"
+    return f"{client}-{uuid.UUID(int=rng.getrandbits(128), version=4)}"
+
+
+def _metadata(group: _Group, rng: random.Random, now_ms: int) -> GroupMetadata:
+    """The group's next generation, as its client's assignor leads it: a Java consumer's cooperative-sticky
+    (v3 blobs: owned partitions, generation, the assignor's user data), an aiokafka consumer's range (v0)."""
+    partitions = {topic: TOPIC_PARTITIONS[int(topic.rsplit("-", 1)[1])] for topic in group.topics}
+    previous = group.assignment
+    group.generation += 1
+    topics = tuple(sorted(group.topics))
+    members = {
+        m: Member(topics, owned=previous.get(m, ()), generation=group.generation - 1 if m in previous else -1)
+        for m in group.members
+    }
+    group.assignment = assign("cooperative-sticky" if group.java else "range", partitions, members)
+    rebalanced = []
+    for m in group.members:
+        assigned = tuple(sorted(group.assignment[m]))
+        if group.java:
+            owned, generation = members[m].owned, members[m].generation
+            # The cooperative-sticky assignor's user data is the member's generation (an int32).
+            subscription = Subscription(3, topics, struct.pack(">i", generation), tuple(sorted(owned)), generation)
+            assignment = Assignment(3, assigned)
+        else:
+            subscription, assignment = Subscription(0, topics), Assignment(0, assigned)
+        identity = MemberIdentity(
+            m,
+            m[: -len(_UUID) - 1],
+            f"/10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}",
+            SESSION_TIMEOUT_MS,
+            REBALANCE_TIMEOUT_MS,
+        )
+        rebalanced.append(RebalancedMember(identity, subscription, assignment))
+    protocol = "cooperative-sticky" if group.java else "range"
+    rebalance = Rebalance(group.name, group.generation, protocol, group.members[0], tuple(rebalanced))
+    return coordinator_records.group_metadata(rebalance, now_ms)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def build_mix(groups: int, target: int, seed: int) -> Mix:
+    """The records of the mix the module docstring describes, in the order they are published."""
+    rng = random.Random(seed)
+    topics = [f"orders-{t:02d}" for t in range(len(TOPIC_PARTITIONS))]
+    member_weights = [1 / m for m in range(1, MAX_MEMBERS + 1)]
+    planned: list[_Group] = []
+    for g in range(groups):
+        count = rng.choices(list(TOPICS_PER_GROUP), weights=list(TOPICS_PER_GROUP.values()))[0]
+        group = _Group(f"service-{g:05d}", rng.random() < JAVA_SHARE, rng.sample(topics, count), [])
+        size = rng.choices(range(1, MAX_MEMBERS + 1), weights=member_weights)[0]
+        group.members = [_new_member(rng, group, i) for i in range(size)]
+        planned.append(group)
+    order = rng.sample(range(groups), groups)
+    rebalancing = {planned[i].name for i in order[: max(1, round(groups * REBALANCE_SHARE))]}
+    deleted = {planned[i].name for i in order[-max(1, round(groups * DELETE_SHARE)) :]}
+
+    kinds: Counter[str] = Counter()
+    records: list[Record] = []
+
+    def add(record: Record, kind: str) -> None:
+        records.append(record)
+        kinds[kind] += 1
+
+    for group in planned:
+        add(_metadata(group, rng, _now_ms()), "group metadata v3, generation 1")
+        for tp in group.partitions:
+            group.offsets[tp] = (rng.randrange(1_000_000), rng.randrange(1, 5_000))
+    members = Counter(len(group.members) for group in planned)
+    group_partitions = sum(len(group.offsets) for group in planned)
+
+    # What the tail adds: the rebalances' metadata, the expired topics' and the deleted groups' tombstones.
+    for group in planned:
+        if group.name in rebalancing and len(group.topics) > 1:
+            group.dropped = group.topics[-1]
+    expiring = sum(1 for group in planned for tp in group.offsets if tp.topic == group.dropped)
+    tail = len(rebalancing) + expiring + sum(2 + len(g.offsets) for g in planned if g.name in deleted)
+    commits = max(0, target - len(records) - tail)
+    upgrade_round = max(1, math.ceil(commits / max(1, group_partitions)) // 2)
+
+    leader_epochs = {topic: rng.randrange(10) for topic in topics}
+    rounds = 0
+    while commits > 0:
+        if rounds == upgrade_round:
+            for group in planned:
+                if group.name in rebalancing:
+                    if group.dropped is not None:
+                        group.topics.remove(group.dropped)
+                    if len(group.members) > 1 and (len(group.members) == MAX_MEMBERS or rng.random() < 0.5):
+                        group.members.pop(rng.randrange(len(group.members)))
+                    else:
+                        group.members.append(_new_member(rng, group, len(group.members)))
+                    add(_metadata(group, rng, _now_ms()), "group metadata v3, new generation")
+        version = 4 if rounds >= upgrade_round else 3
+        for group in planned:
+            for tp in group.partitions:
+                first, step = group.offsets[tp]
+                commit = offset_commit(group.name, tp.topic, tp.partition, first + (rounds + 1) * step)
+                if group.java or version == 4:
+                    commit = commit._replace(
+                        value_version=version, leader_epoch=leader_epochs[tp.topic] if group.java else None
+                    )
+                add(commit, f"offset commit v{version}")
+                commits -= 1
+            if commits <= 0:
+                break
+        rounds += 1
+
+    for group in planned:
+        if group.dropped is not None:
+            for tp in sorted(tp for tp in group.offsets if tp.topic == group.dropped):
+                add(OffsetTombstone(group.name, tp.topic, tp.partition), "offset tombstone, topic unsubscribed")
+    for group in planned:
+        if group.name in deleted:
+            add(
+                coordinator_records.empty_group_metadata(group.name, group.generation + 1, _now_ms()),
+                "group metadata v3, empty group",
+            )
+            for tp in sorted(tp for tp in group.offsets if tp.topic != group.dropped):
+                add(OffsetTombstone(group.name, tp.topic, tp.partition), "offset tombstone, group deleted")
+            add(GroupTombstone(group.name), "group tombstone")
+    return Mix(
+        records,
+        groups,
+        sum(group.java for group in planned),
+        members,
+        group_partitions,
+        rounds,
+        upgrade_round,
+        kinds,
+    )
+
+
+def describe(mix: Mix) -> list[str]:
+    mean = sum(m * n for m, n in mix.members.items()) / mix.groups
+    sizes = ", ".join(f"{m}: {mix.members[m]}" for m in sorted(mix.members))
+    lines = [
+        f"{mix.groups:,} groups ({mix.java_groups:,} Java cooperative-sticky with v3 blobs, "
+        f"{mix.groups - mix.java_groups:,} aiokafka range with v0 blobs), "
+        f"{mean:.1f} members on average",
+        f"  groups by members: {sizes}",
+        f"  {len(TOPIC_PARTITIONS)} topics of {sum(TOPIC_PARTITIONS)} partitions; "
+        f"{mix.group_partitions:,} group-partitions; {mix.rounds} commit rounds "
+        f"(value v4 from round {mix.upgrade_round + 1}, the rebalances just before it)",
+        f"  {len(mix.records):,} records:",
+    ]
+    lines += [f"    {n:>9,}  {kind}" for kind, n in sorted(mix.kinds.items())]
+    return lines
+
+
+# --- the baselines ------------------------------------------------------------------------------
+
+
+async def bare_consumer_rate(bootstrap: str, expected: int, repeats: int = 3) -> tuple[float, float]:
+    """(records/s, CPU microseconds per record) of a bare aiokafka consumer reading all of
+    ``__consumer_offsets`` from its first fetch to its last record; best of ``repeats``."""
+    best, cpu = 0.0, 0.0
+    for _ in range(repeats):
+        started, cpu_started = await _read_all(bootstrap, expected, keep=None)
+        rate = expected / (time.perf_counter() - started)
+        if rate > best:
+            best, cpu = rate, (time.process_time() - cpu_started) / expected * 1e6
+    return best, cpu
+
+
+async def _read_all(
+    bootstrap: str, expected: int, keep: list[ConsumerRecord[bytes, bytes]] | None
+) -> tuple[float, float]:
+    """Read ``__consumer_offsets`` from its start until ``expected`` records came (into ``keep``, given
+    one): perf_counter and process_time at the first fetch."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(OFFSETS_TOPIC, p) for p in range(OFFSETS_TOPIC_PARTITIONS)])
+        await consumer.seek_to_beginning()
+        seen, started, cpu_started = 0, time.perf_counter(), time.process_time()
+
+        async def read() -> bool:
+            nonlocal seen
+            for messages in (await consumer.getmany(timeout_ms=1000)).values():
+                seen += len(messages)
+                if keep is not None:
+                    keep.extend(messages)
+            return seen >= expected
+
+        await wait_until_async(read, 300, f"a bare consumer to read {expected:,} records", interval=0)
+        return started, cpu_started
+    finally:
+        await consumer.stop()
+
+
+def in_process_rate(records: Sequence[ConsumerRecord[bytes, bytes]], batch: int = 10_000) -> float:
+    """Records/s of the source's pure work (decode, check, derive, group, encode) on ``records`` in
+    batches of ``batch``, in this process with no I/O. Raises unless every record derives one event."""
+    events = 0
+    started = time.process_time()
+    for start in range(0, len(records), batch):
+        result = ingest(records[start : start + batch], ())
+        if result.malformed:
+            _, failure = result.malformed[0]
+            raise RuntimeError(f"{len(result.malformed)} malformed records, the first: {failure}")
+        for derived in result.events:
+            encode_events(derived)
+            events += len(derived.events)
+    seconds = time.process_time() - started
+    if events != len(records):
+        raise RuntimeError(f"{len(records):,} records derived {events:,} events, not one each")
+    return len(records) / seconds
+
+
+# --- the workers --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    workers: int
+    records: int
+    applied: int
+    """Derived events applied, over all workers (more than ``records`` where some were applied twice)."""
+    seconds: float
+    """From the first record read to the last changelog write of the last batch applied."""
+    read_seconds: float
+    """From the first record read to the last derived-events record sent (the source's part)."""
+    cpu_s: float
+    broker_cpu_s: float
+    peak_rss_kb: list[int]
+    scrapes: int
+    """Scrapes of ``/metrics`` after the first record was read."""
+    scrape: tuple[int, float, float]
+    """One scrape of the first worker's ``/metrics`` at the end: (samples, the worker's CPU s, this
+    process's CPU s to parse it)."""
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def cpu_us(self) -> float:
+        return self.cpu_s / self.records * 1e6
+
+    @property
+    def broker_cpu_us(self) -> float:
+        return self.broker_cpu_s / self.records * 1e6
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """The wall-clock time and the CPU seconds used so far by the workers and by the broker."""
+
+    time: float
+    cpu: float
+    broker_cpu: float
+
+
+def _counters(workers: Sequence[Worker]) -> tuple[float, float, bool]:
+    """(records read, derived events applied, every stage's backlog gauge at 0) over ``workers``, from
+    one scrape of each one's ``/metrics``."""
+    read = applied = 0.0
+    idle = True
+    for worker in workers:
+        worker.check_alive()
+        samples = worker.metrics() or {}
+        read += metric_total(samples, "kagent_source_records_total")
+        applied += metric_total(samples, "kagent_derived_events_total")
+        gauges = [v for k, v in samples.items() if k.startswith(BACKLOG + "{")]
+        idle &= bool(gauges) and not any(gauges)
+    return read, applied, idle
+
+
+async def _newest_timestamps(bootstrap: str, prefix: str, until: float) -> dict[str, float]:
+    """Per topic whose name starts with ``prefix``, the newest timestamp (s) of its records stamped no
+    later than ``until`` (topics without one left out): every record is read, up to a fetch that brings
+    nothing for 2 s (Tansu's end offsets cannot say where a batched topic ends)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    newest: dict[str, float] = {}
+    try:
+        topics = sorted(t for t in await consumer.topics() if t.startswith(prefix))
+        consumer.assign([TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())])
+        await consumer.seek_to_beginning()
+        limit = until * 1000
+        while batches := await consumer.getmany(timeout_ms=2000):
+            for tp, messages in batches.items():
+                stamped = [m.timestamp for m in messages if m.timestamp <= limit]
+                if stamped:
+                    newest[tp.topic] = max(newest.get(tp.topic, 0.0), max(stamped) / 1000)
+    finally:
+        await consumer.stop()
+    return newest
+
+
+async def into_tables(
+    workers: Sequence[Worker], broker: EmbeddedBroker, app_id: str, expected: int, profile: Path | None = None
+) -> Run:
+    """Measure ``workers`` (of app ``app_id``) applying ``expected`` records, as the module docstring says.
+
+    ``/metrics`` is scraped every :data:`POLL` s only until the first record is read (the workers hold
+    no group yet, so a scrape is cheap): at 5,000 groups held, one scrape costs a worker more than a
+    second of CPU (the lag exporter computes every group's figures), so polling it would measure the
+    scraper. From then on the workers' and the broker's CPU time is sampled from ``/proc`` every
+    :data:`POLL` s, and ``/metrics`` is scraped again only once the workers' CPU has been quiet for
+    :data:`QUIET` s, to confirm that every record is applied. The end is the newest timestamp of the
+    app's changelog records written by then: the last flush of the last batch applied.
+    """
+    assert broker.pid is not None
+    broker_pid = broker.pid
+    timeout = 300 + expected / 1_000
+
+    def sample() -> _Sample:
+        return _Sample(time.time(), sum(cpu_seconds(w.pid) for w in workers), cpu_seconds(broker_pid))
+
+    async def first_read() -> _Sample | None:
+        read, _, _ = await asyncio.to_thread(_counters, workers)
+        return sample() if read > 0 else None
+
+    start = await wait_until_async(
+        first_read, 300, "a worker to read a record", interval=POLL, detail=workers[0].log_tail
+    )
+    profiler = None
+    if profile is not None:
+        py_spy = Path(sys.executable).parent / "py-spy"
+        profiler = subprocess.Popen(
+            [str(py_spy), "record", "--pid", str(workers[0].pid), "--format", "raw", "--output", str(profile)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+    samples = [start]
+    scrapes = 0
+    applied = 0.0
+    last_scrape = start.time
+
+    async def done() -> bool:
+        nonlocal scrapes, applied, last_scrape
+        now = sample()
+        samples.append(now)
+        quiet = [s for s in samples if s.time >= now.time - QUIET]
+        if now.time - quiet[0].time < QUIET * 0.9 or now.time - last_scrape < QUIET:
+            return False
+        if (now.cpu - quiet[0].cpu) / (now.time - quiet[0].time) > IDLE_CPU * len(workers):
+            return False
+        read, applied, idle = await asyncio.to_thread(_counters, workers)
+        scrapes += 1
+        last_scrape = time.time()
+        return read >= expected and applied >= expected and idle
+
+    try:
+        await wait_until_async(
+            done,
+            timeout,
+            f"{len(workers)} worker(s) to apply {expected:,} events",
+            interval=POLL,
+            detail=lambda: "\n".join(w.log_tail() for w in workers),
+        )
+    finally:
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            profiler.wait(60)
+    confirmed = samples[-1].time
+    peak_rss = [memory_kb(w.pid)["VmHWM"] for w in workers]
+    worker_cpu, own_cpu = cpu_seconds(workers[0].pid), time.process_time()
+    scraped = await asyncio.to_thread(workers[0].metrics)
+    scrape = (len(scraped or ()), cpu_seconds(workers[0].pid) - worker_cpu, time.process_time() - own_cpu)
+    newest = await _newest_timestamps(broker.bootstrap_servers, f"{app_id}-", confirmed)
+    derived = f"{app_id}-derived-events"
+    end = max(stamp for topic, stamp in newest.items() if topic.endswith("-changelog"))
+    at_end = min((s for s in samples if s.time >= end), key=lambda s: s.time, default=samples[-1])
+    return Run(
+        len(workers),
+        expected,
+        int(applied),
+        end - start.time,
+        newest.get(derived, end) - start.time,
+        at_end.cpu - start.cpu,
+        at_end.broker_cpu - start.broker_cpu,
+        peak_rss,
+        scrapes,
+        scrape,
+    )
+
+
+# --- the benchmark ------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+async def main(groups: int, records: int, seed: int, profile: Path | None) -> int:
+    print(
+        f"kagent ingest on the embedded broker (Tansu), {platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
+    )
+    started = time.perf_counter()
+    mix = build_mix(groups, records, seed)
+    n = len(mix.records)
+    print(f"mix (seed {seed}, built in {time.perf_counter() - started:.0f} s):")
+    print("\n".join(describe(mix)))
+    topics = {f"orders-{t:02d}": count for t, count in enumerate(TOPIC_PARTITIONS)}
+    with tempfile.TemporaryDirectory(prefix="kagent-bench-ingest-") as tmp, EmbeddedBroker(log_dir=Path(tmp)) as broker:
+        workdir = Path(tmp)
+        try:
+            await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, **topics})
+            started = time.perf_counter()
+            await publish(broker.bootstrap_servers, mix.records, by_group=True, batched=True)
+            print(
+                f"published to {OFFSETS_TOPIC} ({OFFSETS_TOPIC_PARTITIONS} partitions, each group on its own) "
+                f"with normal batching in {time.perf_counter() - started:.0f} s"
+            )
+            del mix  # the bytes are on the broker now
+            bare_rate, bare_cpu = await bare_consumer_rate(broker.bootstrap_servers, n)
+            fetched: list[ConsumerRecord[bytes, bytes]] = []
+            await _read_all(broker.bootstrap_servers, n, keep=fetched)
+            pure_rate = in_process_rate(fetched)
+            del fetched
+
+            with running_workers(broker.bootstrap_servers, workdir / "one") as start:
+                (workdir / "one").mkdir()
+                worker = start("bench-ingest-one", **WORKER_SETTINGS)
+                one = await into_tables([worker], broker, "bench-ingest-one", n, profile)
+                worker.stop()
+            with contextlib.ExitStack() as stack:
+                pair = []
+                for name in ("a", "b"):
+                    (workdir / name).mkdir()
+                    start = stack.enter_context(running_workers(broker.bootstrap_servers, workdir / name))
+                    pair.append(start("bench-ingest-two", **PAIR_SETTINGS))
+                two = await into_tables(pair, broker, "bench-ingest-two", n)
+                for worker in pair:
+                    worker.stop()
+        except BaseException:
+            for log in sorted(workdir.rglob("*.log")):
+                print(f"--- {log.name} (tail) ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+            raise
+
+    print(
+        f"\n{'':<46}{'records/s':>11}{'x bare':>8}{'seconds':>9}{'read s':>8}"
+        f"{'CPU us/rec':>11}{'broker us':>10}{'peak RSS MB':>12}"
+    )
+    print(
+        f"{'bare aiokafka consumer (best of 3)':<46}{bare_rate:>11,.0f}{1:>8.3f}{n / bare_rate:>9.1f}"
+        f"{'':>8}{bare_cpu:>11.1f}"
+    )
+    print(
+        f"{'decode+check+derive+encode alone, in process':<46}{pure_rate:>11,.0f}{pure_rate / bare_rate:>8.3f}"
+        f"{n / pure_rate:>9.1f}{'':>8}{1e6 / pure_rate:>11.1f}"
+    )
+    for label, run in (("one worker", one), (f"two workers, combined ({os.cpu_count()} CPUs)", two)):
+        rss = "+".join(f"{kb / 1024:.0f}" for kb in run.peak_rss_kb)
+        print(
+            f"{label:<46}{run.rate:>11,.0f}{run.rate / bare_rate:>8.3f}{run.seconds:>9.1f}{run.read_seconds:>8.1f}"
+            f"{run.cpu_us:>11.1f}{run.broker_cpu_us:>10.1f}{rss:>12}"
+        )
+    print(
+        f"(/metrics scraped {one.scrapes} and {two.scrapes} times after the first record read: "
+        "once the workers' CPU was quiet, to confirm the end)"
+    )
+    samples, worker_cpu, own_cpu = one.scrape
+    print(
+        f"(one scrape of the one worker's /metrics at the end: {samples:,} samples, "
+        f"{worker_cpu:.2f} s of the worker's CPU, {own_cpu:.2f} s of this process's to parse it)"
+    )
+    if two.applied > n:
+        print(f"(the two workers applied {two.applied - n:,} events twice: batches read again after a rebalance)")
+    checks = [
+        (f"one worker >= {TARGET_RATE:,} records/s", one.rate >= TARGET_RATE, f"{one.rate:,.0f}/s"),
+        (
+            f"one worker >= {TARGET_RATIO} of the bare consumer",
+            one.rate >= TARGET_RATIO * bare_rate,
+            f"{one.rate / bare_rate:.3f}",
+        ),
+        (f"one worker < {TARGET_CPU_US:g} us of CPU per record", one.cpu_us < TARGET_CPU_US, f"{one.cpu_us:.1f} us"),
+    ]
+    for what, ok, figure in checks:
+        print(f"target {what}: {verdict(ok)} ({figure})")
+    print(
+        f"two workers: {two.rate:,.0f} records/s combined on {os.cpu_count()} CPUs "
+        f"({two.rate / one.rate:.2f} x one worker)"
+    )
+    if profile is not None:
+        print(f"py-spy stacks of the one worker: {profile} (figures disturbed by the sampling, not of record)")
+    return 0 if all(ok for _, ok, _ in checks) else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="500 groups, 100,000 records: a smoke run")
+    parser.add_argument("--records", type=int, help="records on __consumer_offsets, at least (default 1,000,000)")
+    parser.add_argument("--groups", type=int, help="consumer groups (default 5,000)")
+    parser.add_argument("--seed", type=int, default=15, help="the mix's seed (default 15)")
+    parser.add_argument("--profile", type=Path, help="py-spy raw stacks of the one worker's window, to this file")
+    args = parser.parse_args()
+    groups = args.groups or (500 if args.quick else 5_000)
+    records = args.records or (100_000 if args.quick else 1_000_000)
+    sys.exit(asyncio.run(main(groups, records, args.seed, args.profile)))
