@@ -385,14 +385,7 @@ class Proposal:
             self.recommended_ticks,
             self.skew_after,
             self.moves,
-            Trigger(
-                metric=self.metric,
-                value=self.skew_before,
-                threshold=threshold,
-                evaluations_held=evaluations_held,
-                total_lag=self.total_lag,
-                improvement=self.improvement,
-            ),
+            self._trigger(threshold, evaluations_held, self.improvement),
             time,
             client_side=not server_side,
             server_assignor=self.server_assignor_advice() if server_side else None,
@@ -409,18 +402,23 @@ class Proposal:
             self.current_ticks,
             self.skew_before,
             (),
-            Trigger(
-                metric=self.metric,
-                value=self.skew_before,
-                threshold=threshold,
-                evaluations_held=evaluations_held,
-                total_lag=self.total_lag,
-                improvement=0.0,
-            ),
+            self._trigger(threshold, evaluations_held, 0.0),
             time,
             kind=RecommendationKind.SCALE,
             scale=evidence,
             client_side=not self.server_side,
+        )
+
+    def _trigger(self, threshold: float, evaluations_held: int, improvement: float) -> Trigger:
+        """Why a recommendation of this proposal is sent: the skew now held ``evaluations_held`` times
+        against ``threshold``; ``improvement`` is what the recommended assignment does to the largest lag."""
+        return Trigger(
+            metric=self.metric,
+            value=self.skew_before,
+            threshold=threshold,
+            evaluations_held=evaluations_held,
+            total_lag=self.total_lag,
+            improvement=improvement,
         )
 
     def _record(

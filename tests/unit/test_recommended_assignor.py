@@ -29,8 +29,8 @@ from kagent.client.applying import Path, RecommendationFollower, RecommendedAssi
 from kagent.client.recommendation_feed import ApiFeed
 from kagent.core.assignors import Group, Member, StickyAssignor, assign
 from kagent.core.events import PartitionRef
-from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import MemberRecommendation, Recommendation, RecommendationKind, Trigger
+from kagent.core.recommendation import MemberRecommendation, Recommendation, RecommendationKind
+from tests.support.incidents import recommendation as shared_recommendation
 
 GROUP = "billing"
 TOPIC = "orders"
@@ -86,43 +86,21 @@ def recommendation(
     kind: RecommendationKind = RecommendationKind.REBALANCE,
     client_side: bool = True,
 ) -> Recommendation:
-    """A recommendation of `recommended` for `GROUP` (its other figures are immaterial here)."""
-    return Recommendation(
-        id=id,
-        time=1.0,
-        group=GROUP,
-        generation=3,
-        protocol="kagent",
-        strategy="lag-sticky",
-        lag_unit=LagUnit.MESSAGES,
-        trigger=Trigger(
-            metric=SkewMetric.PEAK_TO_MEAN,
-            value=2.5,
-            threshold=1.5,
-            evaluations_held=2,
-            total_lag=900,
-            improvement=0.5,
-        ),
-        members=tuple(
-            MemberRecommendation(
-                member_id=member_id,
-                client_id=member_id,
-                client_host="/127.0.0.1",
-                current=(),
-                current_lag=0,
-                recommended=tuple(PartitionRef(topic=p.topic, partition=p.partition) for p in partitions),
-                recommended_lag=0,
-            )
-            for member_id, partitions in sorted(recommended.items())
-        ),
-        skew_before=2.5,
-        skew_after=1.1,
-        lower_bound=300,
-        moves=(),
-        alternatives=(),
-        kind=kind,
-        client_side=client_side,
+    """A recommendation of `recommended` for `GROUP` (its other figures, the shared builder's, are immaterial)."""
+    members = tuple(
+        MemberRecommendation(
+            member_id=member_id,
+            client_id=member_id,
+            client_host="/127.0.0.1",
+            current=(),
+            current_lag=0,
+            recommended=tuple(PartitionRef(topic=p.topic, partition=p.partition) for p in partitions),
+            recommended_lag=0,
+        )
+        for member_id, partitions in sorted(recommended.items())
     )
+    built = shared_recommendation(id, 1.0, group=GROUP, move_count=0)
+    return built.model_copy(update={"members": members, "kind": kind, "client_side": client_side})
 
 
 def rebalance(
