@@ -70,8 +70,7 @@ from kagent.client.applying import RecommendedAssignor
 from kagent.connections import KafkaConnection
 from kagent.core.assignors import Member, assign
 from kagent.core.events import PartitionRef
-from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import MemberRecommendation, Recommendation, Trigger
+from kagent.core.recommendation import MemberRecommendation, Recommendation
 from kagent.tools.embedded import EmbeddedBroker, create_topics
 from kagent.tools.recommendations_topic import parse_recommendation
 from kagent.tools.simulator import (
@@ -89,6 +88,7 @@ from kagent.tools.simulator.group import SimulatedGroup
 from kagent.tools.simulator.publisher import CoordinatorRecordPublisher
 from kagent.tools.simulator.runner import client_host
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS
+from tests.support.incidents import recommendation as shared_recommendation
 from tests.support.waiting import wait_until_async
 from tests.support.worker import FAST, Worker, running_workers
 
@@ -337,36 +337,22 @@ def joined(assignors: Mapping[str, RecommendedAssignor]) -> dict[str, ConsumerPr
 def recommendation_of(
     assignment: Mapping[str, list[TopicPartition]], owned: Mapping[str, list[TopicPartition]], rec_id: str
 ) -> Recommendation:
-    """A rebalance recommendation of ``assignment`` for members owning ``owned`` (its figures are immaterial)."""
-    return Recommendation(
-        id=rec_id,
-        time=time.time(),
-        group=GROUP,
-        generation=1,
-        protocol="kagent",
-        strategy="lag-sticky",
-        lag_unit=LagUnit.MESSAGES,
-        trigger=Trigger(
-            metric=SkewMetric.PEAK_TO_MEAN, value=2.5, threshold=1.5, evaluations_held=3, total_lag=1, improvement=0.5
-        ),
-        members=tuple(
-            MemberRecommendation(
-                member_id=member_id,
-                client_id=member_id.rsplit("-", 5)[0],
-                client_host="/10.0.0.1",
-                current=tuple(PartitionRef(topic=tp.topic, partition=tp.partition) for tp in owned[member_id]),
-                current_lag=0,
-                recommended=tuple(PartitionRef(topic=tp.topic, partition=tp.partition) for tp in tps),
-                recommended_lag=0,
-            )
-            for member_id, tps in sorted(assignment.items())
-        ),
-        skew_before=2.5,
-        skew_after=1.1,
-        lower_bound=0,
-        moves=(),
-        alternatives=(),
+    """A rebalance recommendation of ``assignment`` for members owning ``owned`` (its figures, the shared test
+    builder's, are immaterial)."""
+    members = tuple(
+        MemberRecommendation(
+            member_id=member_id,
+            client_id=member_id.rsplit("-", 5)[0],
+            client_host="/10.0.0.1",
+            current=tuple(PartitionRef(topic=tp.topic, partition=tp.partition) for tp in owned[member_id]),
+            current_lag=0,
+            recommended=tuple(PartitionRef(topic=tp.topic, partition=tp.partition) for tp in tps),
+            recommended_lag=0,
+        )
+        for member_id, tps in sorted(assignment.items())
     )
+    built = shared_recommendation(rec_id, time.time(), group=GROUP, move_count=0)
+    return built.model_copy(update={"members": members, "protocol": "kagent"})
 
 
 def medians(calls: tuple[Callable[[], object], Callable[[], object]], repeats: int) -> tuple[float, float]:
