@@ -592,7 +592,21 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-async def main(groups: int, records: int, seed: int, profile: Path | None) -> int:
+async def _two_workers(broker: EmbeddedBroker, workdir: Path, n: int) -> Run:
+    """Two workers of one app id sharing the work, measured like one."""
+    with contextlib.ExitStack() as stack:
+        pair = []
+        for name in ("a", "b"):
+            (workdir / name).mkdir()
+            start = stack.enter_context(running_workers(broker.bootstrap_servers, workdir / name))
+            pair.append(start("bench-ingest-two", **PAIR_SETTINGS))
+        two = await into_tables(pair, broker, "bench-ingest-two", n)
+        for worker in pair:
+            worker.stop()
+    return two
+
+
+async def main(groups: int, records: int, seed: int, profile: Path | None, one_only: bool = False) -> int:
     print(
         f"kagent ingest on the embedded broker (Tansu), {platform.python_implementation()} "
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
@@ -625,15 +639,7 @@ async def main(groups: int, records: int, seed: int, profile: Path | None) -> in
                 worker = start("bench-ingest-one", **WORKER_SETTINGS)
                 one = await into_tables([worker], broker, "bench-ingest-one", n, profile)
                 worker.stop()
-            with contextlib.ExitStack() as stack:
-                pair = []
-                for name in ("a", "b"):
-                    (workdir / name).mkdir()
-                    start = stack.enter_context(running_workers(broker.bootstrap_servers, workdir / name))
-                    pair.append(start("bench-ingest-two", **PAIR_SETTINGS))
-                two = await into_tables(pair, broker, "bench-ingest-two", n)
-                for worker in pair:
-                    worker.stop()
+            two = None if one_only else await _two_workers(broker, workdir, n)
         except BaseException:
             for log in sorted(workdir.rglob("*.log")):
                 print(f"--- {log.name} (tail) ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
@@ -651,22 +657,25 @@ async def main(groups: int, records: int, seed: int, profile: Path | None) -> in
         f"{'decode+check+derive+encode alone, in process':<46}{pure_rate:>11,.0f}{pure_rate / bare_rate:>8.3f}"
         f"{n / pure_rate:>9.1f}{'':>8}{1e6 / pure_rate:>11.1f}"
     )
-    for label, run in (("one worker", one), (f"two workers, combined ({os.cpu_count()} CPUs)", two)):
+    runs = [("one worker", one)]
+    if two is not None:
+        runs.append((f"two workers, combined ({os.cpu_count()} CPUs)", two))
+    for label, run in runs:
         rss = "+".join(f"{kb / 1024:.0f}" for kb in run.peak_rss_kb)
         print(
             f"{label:<46}{run.rate:>11,.0f}{run.rate / bare_rate:>8.3f}{run.seconds:>9.1f}{run.read_seconds:>8.1f}"
             f"{run.cpu_us:>11.1f}{run.broker_cpu_us:>10.1f}{rss:>12}"
         )
     print(
-        f"(/metrics scraped {one.scrapes} and {two.scrapes} times after the first record read: "
-        "once the workers' CPU was quiet, to confirm the end)"
+        f"(/metrics scraped {one.scrapes}{f' and {two.scrapes}' if two else ''} times after the first record "
+        "read: once the workers' CPU was quiet, to confirm the end)"
     )
     samples, worker_cpu, own_cpu = one.scrape
     print(
         f"(one scrape of the one worker's /metrics at the end: {samples:,} samples, "
         f"{worker_cpu:.2f} s of the worker's CPU, {own_cpu:.2f} s of this process's to parse it)"
     )
-    if two.applied > n:
+    if two is not None and two.applied > n:
         print(f"(the two workers applied {two.applied - n:,} events twice: batches read again after a rebalance)")
     checks = [
         (f"one worker >= {TARGET_RATE:,} records/s", one.rate >= TARGET_RATE, f"{one.rate:,.0f}/s"),
@@ -679,10 +688,11 @@ async def main(groups: int, records: int, seed: int, profile: Path | None) -> in
     ]
     for what, ok, figure in checks:
         print(f"target {what}: {verdict(ok)} ({figure})")
-    print(
-        f"two workers: {two.rate:,.0f} records/s combined on {os.cpu_count()} CPUs "
-        f"({two.rate / one.rate:.2f} x one worker)"
-    )
+    if two is not None:
+        print(
+            f"two workers: {two.rate:,.0f} records/s combined on {os.cpu_count()} CPUs "
+            f"({two.rate / one.rate:.2f} x one worker)"
+        )
     if profile is not None:
         print(f"py-spy stacks of the one worker: {profile} (figures disturbed by the sampling, not of record)")
     return 0 if all(ok for _, ok, _ in checks) else 1
@@ -695,7 +705,8 @@ if __name__ == "__main__":
     parser.add_argument("--groups", type=int, help="consumer groups (default 5,000)")
     parser.add_argument("--seed", type=int, default=15, help="the mix's seed (default 15)")
     parser.add_argument("--profile", type=Path, help="py-spy raw stacks of the one worker's window, to this file")
+    parser.add_argument("--one-only", action="store_true", help="measure one worker only, not two")
     args = parser.parse_args()
     groups = args.groups or (500 if args.quick else 5_000)
     records = args.records or (100_000 if args.quick else 1_000_000)
-    sys.exit(asyncio.run(main(groups, records, args.seed, args.profile)))
+    sys.exit(asyncio.run(main(groups, records, args.seed, args.profile, args.one_only)))

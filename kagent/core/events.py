@@ -287,7 +287,8 @@ def by_group(events: Iterable[DerivedEvent]) -> list[DerivedEvents]:
     grouped: dict[str, list[DerivedEvent]] = {}
     for event in events:
         grouped.setdefault(event.group, []).append(event)
-    return [DerivedEvents(group=group, events=tuple(events)) for group, events in grouped.items()]
+    # Built without validating again: the events are validated models, each under its own group.
+    return [DerivedEvents.model_construct(group=group, events=tuple(events)) for group, events in grouped.items()]
 
 
 def encode_events(events: DerivedEvents) -> bytes:

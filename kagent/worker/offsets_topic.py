@@ -34,10 +34,12 @@ from faust.types import TopicT
 from kagent.core.consumer_offsets import compiled_decoders
 from kagent.core.events import encode_events
 from kagent.core.ingest import ingest
+from kagent.core.table_keys import partition_of_group
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.metrics import Metrics
+from kagent.worker.record_batches import send_batches
 from kagent.worker.stage import Stage
 
 __all__ = ["OffsetsTopicSource"]
@@ -185,17 +187,18 @@ class OffsetsTopicSource(Stage):
             await consumer.stop()
 
     async def send(self, records: list[ConsumerRecord[bytes, bytes]]) -> list[asyncio.Future[object]]:
-        """Send the derived events and dead letters of ``records``; a future per record sent,
-        done when the broker has it."""
+        """Send the derived events (as record batches, each group's on its partition) and dead letters
+        of ``records``; futures done when the broker has them."""
         self._metrics.records.labels("offsets-topic").inc(len(records))
         result = ingest(records, self._skip)
-        producer = self._app.producer
-        await producer.maybe_start()
-        topic = self._derived_events
-        pending = [
-            await producer.send(topic, events.group.encode(), encode_events(events), None, None, None)
-            for events in result.events
-        ]
+        topic, partitions = self._derived_events, self._settings.topic_partitions
+        pending = await send_batches(
+            self._app,
+            (
+                (topic, partition_of_group(events.group, partitions), events.group.encode(), encode_events(events))
+                for events in result.events
+            ),
+        )
         if result.malformed:
             # One line a batch however many (a flood of them must not flood the log); each is in the dead letters.
             record, exc = result.malformed[0]
@@ -259,9 +262,10 @@ class OffsetsTopicSource(Stage):
 
 @dataclass(frozen=True)
 class _Sent:
-    """One fetched batch in flight: a future per record sent, and its offsets."""
+    """One fetched batch in flight: the futures of what was sent for it, and its offsets."""
 
     futures: list[asyncio.Future[object]]
+    """Done when the broker has what was sent for the batch."""
     starts: dict[TopicPartition, int]
     """Partition -> the batch's first offset there."""
     ends: dict[TopicPartition, int]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 
 import faust
 from aiokafka.structs import TopicPartition
@@ -119,6 +120,8 @@ class Storage(Stage, GroupStateReader):
         self._metrics = metrics
         self._changes = changes
         self._end_offsets = end_offsets
+        self._generations: dict[str, tuple[bytes, int]] = {}
+        """Group -> (the stored assignment, its generation), for :meth:`_generation`."""
         self._changed: dict[str, GroupChange] = {}
         """Groups changed since the last flush -> the weightiest change (notices go out after it)."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -215,6 +218,7 @@ class Storage(Stage, GroupStateReader):
 
     async def _apply_records(self, messages: list[faust.types.Message]) -> None:
         now, judged_at = time.time(), time.monotonic()
+        kinds: Counter[str] = Counter()
         letters = []
         applied_to: dict[int, int] = {}
         """Partition -> the offset after the last record of this batch applied from it."""
@@ -263,7 +267,10 @@ class Storage(Stage, GroupStateReader):
                 )
                 continue
             for event in derived.events:
+                kinds[event.kind] += 1
                 self._apply(event, now)
+        for kind, count in kinds.items():
+            self._metrics.derived_events.labels(kind).inc(count)
         for group in await self._consumer_groups.store():
             self._assigned(group, now)
         while True:  # the batch is acknowledged only once its tables' changelogs have it
@@ -328,7 +335,6 @@ class Storage(Stage, GroupStateReader):
         await self._app.consumer.seek_wait({tp: offset})  # in the consumer's thread, as Faust's own seeks
 
     def _apply(self, event: DerivedEvent, now: float) -> None:
-        self._metrics.derived_events.labels(event.kind).inc()
         match event:
             case OffsetCommitted():
                 key = partition_key(event.group, event.topic, event.partition)
@@ -347,18 +353,35 @@ class Storage(Stage, GroupStateReader):
                 self._windows.forget(event.group, tp)
                 self._lag.forget(event.group, tp)
             case GroupAssigned():
-                current = self.assignment(event.group)
-                if current is not None and event.generation < current.generation:
+                generation = self._generation(event.group)
+                if generation is not None and event.generation < generation:
                     self._metrics.stale_events.labels(event.kind).inc()
                     return
-                self._writer.set(self._assignments, event.group, event.model_dump_json().encode())
-                self._assigned(event.group, now)
+                raw = event.model_dump_json().encode()
+                self._writer.set(self._assignments, event.group, raw)
+                self._generations[event.group] = (raw, event.generation)
+                self._lag.refresh_group(event.group, event, now)
+                self._note(event.group, GroupChange.ASSIGNED)
             case GroupDeleted():
                 self._writer.delete(self._assignments, event.group)
+                self._generations.pop(event.group, None)
                 self._consumer_groups.apply(event)  # a KIP-848 group's, or one folded earlier in this batch
                 self._note(event.group, GroupChange.DELETED)
             case _:  # the events of KIP-848 consumer groups
                 self._consumer_groups.apply(event)
+
+    def _generation(self, group: str) -> int | None:
+        """The generation of ``group``'s stored assignment; parsed once per stored value (a large
+        group's assignment costs tens of µs to parse), whoever wrote it (a restore included)."""
+        raw = self._assignments.get(group)
+        if raw is None:
+            return None
+        known = self._generations.get(group)
+        if known is not None and known[0] is raw:
+            return known[1]
+        generation = GroupAssigned.model_validate_json(raw).generation
+        self._generations[group] = (raw, generation)
+        return generation
 
     def _assigned(self, group: str, now: float) -> None:
         assignment = self.assignment(group)

@@ -22,7 +22,7 @@ from tests.support.coordinator import (
     offset_commit,
     publish,
 )
-from tests.support.faults import fail_first_send
+from tests.support.faults import fail_first_batch
 from tests.support.topics import TopicReader
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
     kafka_broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A broker refusing a write cannot be caused on the embedded broker, so the producer's
-    first send is made to fail (a fake fault); every group's events must still arrive."""
+    first record batch sent is made to fail (a fake fault); every group's events must still arrive."""
     suffix = uuid.uuid4().hex[:6]
     settings = Settings(broker=kafka_broker.bootstrap_servers, app_id=f"source-retry-{suffix}", session_timeout=2)
     app = faust.App(settings.app_id, broker=kafka_broker.url, store="memory://")
@@ -48,7 +48,7 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
     groups = {f"source-retry-app-{suffix}-{i}" for i in range(3)}
     await publish(kafka_broker.bootstrap_servers, [offset_commit(g, "orders", 0, 7) for g in sorted(groups)])
 
-    failed = fail_first_send(monkeypatch, app.producer, KafkaError("refused"))
+    failed = fail_first_batch(monkeypatch, KafkaError("refused"))
     source = OffsetsTopicSource(
         app,
         settings,
