@@ -47,6 +47,14 @@ async def test_stages_report_what_they_applied_and_the_worker_is_ready(
     wait_until(lambda: (metric(worker, "kagent_stage_applied_records", "storage") or 0) >= 1, 30, "storage's progress")
     assert (metric(worker, "kagent_stage_applied_records", "offsets-topic-source") or 0) >= 2
     assert metric(worker, "kagent_stage_stalled", "storage") == 0
+    # Asked for by name, as Prometheus' name[] filter does: those samples only, no per-group figures.
+    asked = worker.metrics("kagent_stage_applied_records", "kagent_evaluations_total")
+    assert asked is not None and asked.keys() == {
+        'kagent_stage_applied_records{stage="offsets-topic-source"}',
+        'kagent_stage_applied_records{stage="storage"}',
+        "kagent_evaluations_total",
+    }, asked
+    assert any(name.startswith("kafka_consumergroup_group_lag{") for name in worker.metrics() or {})
     assert get_json(worker.url + "readyz") == {
         "ready": True,
         "tables_recovered": True,

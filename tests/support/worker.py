@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -115,11 +116,13 @@ class Worker:
 
         wait_until(serving, timeout, f"worker {self.app_id} to serve /healthz", interval=0.2, detail=self.log_tail)
 
-    def metrics(self) -> dict[str, float] | None:
-        """The worker's Prometheus samples at ``/metrics``, ``name{label="value",...}`` -> value
-        (labels sorted by name; no braces without labels); None while it does not answer."""
+    def metrics(self, *names: str, timeout: float = 5.0) -> dict[str, float] | None:
+        """The worker's Prometheus samples at ``/metrics`` (only those of ``names``, given some),
+        ``name{label="value",...}`` -> value (labels sorted by name; no braces without labels);
+        None while it does not answer."""
+        query = "?" + urllib.parse.urlencode([("name[]", name) for name in names]) if names else ""
         try:
-            with urllib.request.urlopen(self.url + "metrics", timeout=5) as response:
+            with urllib.request.urlopen(self.url + "metrics" + query, timeout=timeout) as response:
                 text = response.read().decode()
         except (urllib.error.URLError, OSError):
             return None
