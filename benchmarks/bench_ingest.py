@@ -207,10 +207,10 @@ def _new_member(rng: random.Random, group: _Group, index: int) -> str:
     return f"{client}-{uuid.UUID(int=rng.getrandbits(128), version=4)}"
 
 
-def _metadata(group: _Group, rng: random.Random, now_ms: int) -> GroupMetadata:
+def _metadata(group: _Group, rng: random.Random, now_ms: int, pool: Sequence[int]) -> GroupMetadata:
     """The group's next generation, as its client's assignor leads it: a Java consumer's cooperative-sticky
     (v3 blobs: owned partitions, generation, the assignor's user data), an aiokafka consumer's range (v0)."""
-    partitions = {topic: TOPIC_PARTITIONS[int(topic.rsplit("-", 1)[1])] for topic in group.topics}
+    partitions = {topic: pool[int(topic.rsplit("-", 1)[1])] for topic in group.topics}
     previous = group.assignment
     group.generation += 1
     topics = tuple(sorted(group.topics))
@@ -246,10 +246,23 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def build_mix(groups: int, target: int, seed: int) -> Mix:
-    """The records of the mix the module docstring describes, in the order they are published."""
+def build_mix(
+    groups: int,
+    target: int,
+    seed: int,
+    *,
+    pool: Sequence[int] = TOPIC_PARTITIONS,
+    first_offsets: int = 1_000_000,
+    steps: int = 5_000,
+    rounds: int | None = None,
+) -> Mix:
+    """The records of the mix the module docstring describes, in the order they are published.
+
+    ``pool``: the topics' partition counts; each group-partition's first commit is below
+    ``first_offsets`` and each later one up to ``steps`` further; ``rounds``, given, is the number
+    of commit rounds, whatever ``target`` says."""
     rng = random.Random(seed)
-    topics = [f"orders-{t:02d}" for t in range(len(TOPIC_PARTITIONS))]
+    topics = [f"orders-{t:02d}" for t in range(len(pool))]
     member_weights = [1 / m for m in range(1, MAX_MEMBERS + 1)]
     planned: list[_Group] = []
     for g in range(groups):
@@ -270,9 +283,9 @@ def build_mix(groups: int, target: int, seed: int) -> Mix:
         kinds[kind] += 1
 
     for group in planned:
-        add(_metadata(group, rng, _now_ms()), "group metadata v3, generation 1")
+        add(_metadata(group, rng, _now_ms(), pool), "group metadata v3, generation 1")
         for tp in group.partitions:
-            group.offsets[tp] = (rng.randrange(1_000_000), rng.randrange(1, 5_000))
+            group.offsets[tp] = (rng.randrange(first_offsets), rng.randrange(1, steps))
     members = Counter(len(group.members) for group in planned)
     group_partitions = sum(len(group.offsets) for group in planned)
 
@@ -282,7 +295,7 @@ def build_mix(groups: int, target: int, seed: int) -> Mix:
             group.dropped = group.topics[-1]
     expiring = sum(1 for group in planned for tp in group.offsets if tp.topic == group.dropped)
     tail = len(rebalancing) + expiring + sum(2 + len(g.offsets) for g in planned if g.name in deleted)
-    commits = max(0, target - len(records) - tail)
+    commits = max(0, target - len(records) - tail) if rounds is None else rounds * group_partitions
     upgrade_round = max(1, math.ceil(commits / max(1, group_partitions)) // 2)
 
     leader_epochs = {topic: rng.randrange(10) for topic in topics}
@@ -297,7 +310,7 @@ def build_mix(groups: int, target: int, seed: int) -> Mix:
                         group.members.pop(rng.randrange(len(group.members)))
                     else:
                         group.members.append(_new_member(rng, group, len(group.members)))
-                    add(_metadata(group, rng, _now_ms()), "group metadata v3, new generation")
+                    add(_metadata(group, rng, _now_ms(), pool), "group metadata v3, new generation")
         version = 4 if rounds >= upgrade_round else 3
         for group in planned:
             for tp in group.partitions:

@@ -99,6 +99,7 @@ __all__ = [
     "partition_status",
     "recent_lag_zero",
     "rewind_recovered",
+    "stop_possible_from",
 ]
 
 DEFAULT_COMMITS = 10
@@ -260,6 +261,25 @@ def offsets_stopped(commits: Sequence[CommitObservation], now: float) -> bool:
         return False
     first, last = commits[0].timestamp, commits[-1].timestamp
     return now - last > last - first
+
+
+def stop_possible_from(
+    window: CommitWindow, log_end_offset: int, *, allowed_lag: int = 0, min_commits: int = 2
+) -> float | None:
+    """The earliest time at which :func:`partition_status` could say STOP for this window and log end
+    if neither changes: the newest commit's time plus the time the window spans (from then on
+    :func:`offsets_stopped` holds). None when it cannot say STOP without a new commit or log end: the
+    lag is within ``allowed_lag``, or the window has fewer than ``min_commits`` commits.
+
+    STOP is the one rule that reads the clock; the others judge the window and the log end alone.
+    So until this time (the earliest over a group's partitions) a group's status is what it was,
+    unless a commit, an assignment or an end offset changes. ``time_lag`` and recent log ends only
+    hold STOP back, never bring it forward."""
+    commits = window.commits
+    if len(commits) < max(1, min_commits) or log_end_offset - commits[-1].offset <= allowed_lag:
+        return None
+    first, last = commits[0].timestamp, commits[-1].timestamp
+    return last + (last - first)
 
 
 def offsets_stalled(commits: Sequence[CommitObservation]) -> bool:

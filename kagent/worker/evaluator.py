@@ -9,6 +9,18 @@ intervals. A group seen for the first time counts as changed then: it is
 evaluated half an interval later. The decision itself is :func:`kagent.core.evaluation.evaluate`, a
 pure function of the group's snapshot and its trigger state.
 
+A quiet group is not evaluated again while nothing it reads changes. Quiet:
+its last evaluation sent nothing, left nothing to send and no hold counting,
+found its members keeping up, and its lag is in records. Then an evaluation at
+its next due time would find the same (trigger state, incidents, status),
+unless storage sends a notice (a commit, an assignment, an end offset moving on
+a partition it reads), or the clock reaches the time a partition's silence
+could mean STOP (:meth:`~kagent.worker.group_state.GroupStateReader.status_holds_until`)
+or a cleared group's cooldown ends. Such a group's due time passes without the
+work (``kagent_evaluations_skipped_total``); it is evaluated in full at least
+every :data:`QUIET_ROUNDS` intervals. A round over a large cluster where little
+moves then costs what moves, not every group.
+
 After each evaluation it judges the group's health (Burrow's rules, from
 storage's commit windows) and steps the group's incidents
 (:class:`~kagent.worker.incident_log.IncidentLog`): a ``lag-skew`` incident
@@ -26,7 +38,9 @@ transitions, is in its changelog before they are sent.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
+import math
 import time
 
 import faust
@@ -36,8 +50,9 @@ from kagent.core.api_records import summarize
 from kagent.core.evaluation import EvaluationState, evaluate
 from kagent.core.group_health import group_status
 from kagent.core.incidents import Incident, IncidentObservation
-from kagent.core.policy import EvaluationPolicy
+from kagent.core.policy import EvaluationPolicy, LagUnit
 from kagent.core.recommendation import Recommendation
+from kagent.core.snapshot import GroupSnapshot
 from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
 from kagent.worker.channel import Channel
 from kagent.worker.group_overview import GroupOverview
@@ -50,6 +65,10 @@ from kagent.worker.stage import Stage
 __all__ = ["Evaluator"]
 
 log = logging.getLogger(__name__)
+
+QUIET_ROUNDS = 10
+"""A quiet group skipped at its due time is evaluated in full again after this many intervals at the
+latest, whatever else says it need not be (its summary's figures and flags stay fresh)."""
 
 YIELD_EVERY = 0.005
 """Seconds a round of evaluations runs before it lets the event loop run other work: a round over
@@ -96,14 +115,30 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._first_seen: dict[str, float] = {}
         """Groups held but never evaluated here -> when a round first saw them."""
         self._changed: set[str] = set()
+        self._dirty: set[str] = set()
+        """Groups whose state changed (any notice, end offsets moving included) since their last evaluation."""
+        self._quiet_until: dict[str, float] = {}
+        """Groups whose last evaluation found them quiet -> until when an evaluation finds the same if
+        nothing changes (:meth:`_quiet_until_after`)."""
         self._deleted: set[str] = set()
         """Groups storage said were deleted, whose incidents are still to resolve."""
+        self._held: set[str] = set()
+        """The groups held at the last scan (:meth:`_scan`)."""
+        self._next_scan = 0.0
+        self._schedule: list[tuple[float, str]] = []
+        """A heap of (when a group may be due, the group): an entry for each group's next due time, made
+        when it is evaluated, first seen or changed; entries that turn out not due are dropped."""
         self._stopped = False
 
     @property
     def tick(self) -> float:
         """How often to look for due groups."""
         return min(0.5, self._interval / 4)
+
+    @property
+    def scan_every(self) -> float:
+        """How often to look at which groups this worker holds."""
+        return min(5.0, self._interval / 2)
 
     def register(self, app: faust.App) -> None:
         @app.timer(self.tick, name="evaluate-groups")
@@ -130,15 +165,19 @@ class Evaluator(Stage, OpenIncidentsReader):
     def _take_changes(self) -> None:
         """Note the groups storage says changed; forget the state of those deleted."""
         for notice in self._changes.drain():
+            self._dirty.add(notice.group)
             if notice.change is GroupChange.DELETED:
                 self._writer.delete(self._states, notice.group)
                 self._last_evaluated.pop(notice.group, None)
                 self._first_seen.pop(notice.group, None)
                 self._changed.discard(notice.group)
                 self._deleted.add(notice.group)
-            else:
+            elif notice.change is not GroupChange.END_OFFSETS:  # those come every poll: not sooner than due
                 self._changed.add(notice.group)
                 self._deleted.discard(notice.group)
+                last = self._last_evaluated.get(notice.group)
+                if last is not None:  # due half an interval after its last evaluation, if not holding
+                    heapq.heappush(self._schedule, (last + self._interval / 2, notice.group))
 
     async def _resolve_deleted(self, held: set[str], now: float) -> None:
         """Resolve the incidents of the groups deleted since the last round (unless they came back)."""
@@ -171,7 +210,8 @@ class Evaluator(Stage, OpenIncidentsReader):
         each as it appeared, whatever ``KAGENT_EVALUATE_INTERVAL`` said)."""
         last = self._last_evaluated.get(group)
         if last is None:
-            return now - self._first_seen.setdefault(group, now) >= self._interval / 2
+            seen = self._first_seen.get(group)
+            return seen is not None and now - seen >= self._interval / 2
         since = now - last
         if since >= self._interval:
             return True
@@ -181,10 +221,54 @@ class Evaluator(Stage, OpenIncidentsReader):
         return state is None or state.held == 0
 
     async def run_due(self) -> int:
-        """Evaluate each held group that is due (see :meth:`_due`); how many were evaluated."""
+        """Evaluate each held group that is due (see :meth:`_due`); how many were evaluated. Its CPU
+        time is counted in ``kagent_evaluation_cpu_seconds`` (the event loop's thread, yields included)."""
+        started = time.thread_time()
+        try:
+            return await self._run_due()
+        finally:
+            self._metrics.evaluation_cpu.inc(time.thread_time() - started)
+
+    async def _run_due(self) -> int:
         self._take_changes()
         now = time.time()
+        if now >= self._next_scan:
+            await self._scan(now)
+        holds = self._groups.holding()
+        due = set()
+        while self._schedule and self._schedule[0][0] <= now:
+            _, group = heapq.heappop(self._schedule)
+            if group not in due and group in self._held and holds(group) and self._due(group, now):
+                due.add(group)
+        evaluated = skipped = 0
+        ran_since = time.monotonic()
+        for group in sorted(due):
+            self._last_evaluated[group] = now
+            self._first_seen.pop(group, None)
+            self._changed.discard(group)
+            heapq.heappush(self._schedule, (now + self._interval, group))
+            if group not in self._dirty and now < self._quiet_until.get(group, -math.inf):
+                skipped += 1  # it would find what its last evaluation found
+                continue
+            await self.evaluate_group(group, now)
+            evaluated += 1
+            if time.monotonic() - ran_since >= YIELD_EVERY:
+                await asyncio.sleep(0)  # let the web server, heartbeats and other stages run
+                ran_since = time.monotonic()
+                if self._stopped:
+                    break
+        await self._writer.flush()  # no-op when no state changed
+        if skipped:
+            self._metrics.evaluations_skipped.inc(skipped)
+        return evaluated
+
+    async def _scan(self, now: float) -> None:
+        """Look at which groups this worker holds (every :attr:`scan_every` s, not every tick: at
+        50,000 groups one look costs tens of ms): forget those it no longer holds, resolve the
+        incidents of those deleted, and schedule those new here half an interval on."""
         held = set(self._groups.held_groups())
+        self._held = held
+        self._next_scan = now + self.scan_every
         await self._resolve_deleted(held, now)
         self._first_seen = {group: seen for group, seen in self._first_seen.items() if group in held}
         for group in list(self._last_evaluated):
@@ -193,26 +277,21 @@ class Evaluator(Stage, OpenIncidentsReader):
                 self._overview.forget(group)
                 self._metrics.forget_group(self._cluster, group)
         self._changed &= held
-        evaluated = 0
-        ran_since = time.monotonic()
-        for group in sorted(held):
-            if self._due(group, now):
-                self._last_evaluated[group] = now
-                self._first_seen.pop(group, None)
-                self._changed.discard(group)
-                await self.evaluate_group(group, now)
-                evaluated += 1
-                if time.monotonic() - ran_since >= YIELD_EVERY:
-                    await asyncio.sleep(0)  # let the web server, heartbeats and other stages run
-                    ran_since = time.monotonic()
-                    if self._stopped:
-                        break
-        await self._writer.flush()  # no-op when no state changed
-        return evaluated
+        self._dirty &= held
+        self._quiet_until = {group: until for group, until in self._quiet_until.items() if group in held}
+        for group in held:
+            if group not in self._last_evaluated and group not in self._first_seen:
+                self._first_seen[group] = now
+                heapq.heappush(self._schedule, (now + self._interval / 2, group))
+        if len(self._schedule) > 4 * len(held) + 1_000:  # entries made stale by changes and evaluations
+            self._schedule = [entry for entry in self._schedule if entry[1] in held]
+            heapq.heapify(self._schedule)
 
     async def evaluate_group(self, group: str, now: float) -> Recommendation | None:
         """Evaluate one group; store its trigger state if it changed; publish a recommendation if it
         triggers. A recommendation a previous holder decided but may not have sent goes out first."""
+        self._dirty.discard(group)
+        self._quiet_until.pop(group, None)
         snapshot = self._groups.snapshot(group, now)
         if snapshot is None:
             return None
@@ -266,6 +345,11 @@ class Evaluator(Stage, OpenIncidentsReader):
                 transition.action.value,
                 transition.reason,
             )
+        open_incidents = self._incidents.open_incidents([group])
+        sent = recommendation is not None or resent is not None
+        quiet_until = self._quiet_until_after(snapshot, new_state, sent, scale is not None, now)
+        if quiet_until is not None:
+            self._quiet_until[group] = quiet_until
         self._overview.record(
             summarize(
                 snapshot,
@@ -274,11 +358,37 @@ class Evaluator(Stage, OpenIncidentsReader):
                 skew_metric=self._policy.skew_metric,
                 lag_unit=self._policy.lag_unit,
                 state=new_state,
-                incidents=self._incidents.open_incidents([group]),
+                incidents=open_incidents,
                 worker=self._worker_url,
             )
         )
         return recommendation
+
+    def _quiet_until_after(
+        self, snapshot: GroupSnapshot, state: EvaluationState, sent: bool, falls_behind: bool, now: float
+    ) -> float | None:
+        """Until when an evaluation would find what this one found (``state`` after it; whether it
+        ``sent`` a recommendation; whether the group ``falls_behind``), if nothing the group reads
+        changes; None if the next one may differ anyway.
+
+        Quiet: nothing sent or to send, the trigger not counting a hold, the members keeping up (their
+        rates are measured over a window that slides with the clock), and the lag in records (time lag
+        grows with the clock). The trigger state then moves only with the skew, except that a disarmed
+        group whose skew has cleared re-arms when its cooldown ends; incidents move only with what is
+        observed (:func:`kagent.core.incidents.step`); the status moves only with the inputs until a
+        partition's silence can mean STOP (:meth:`GroupStateReader.status_holds_until`)."""
+        if (
+            sent
+            or state.pending_recommendation is not None
+            or state.held
+            or falls_behind
+            or self._policy.lag_unit is not LagUnit.MESSAGES
+        ):
+            return None
+        until = min(now + QUIET_ROUNDS * self._interval, self._groups.status_holds_until(snapshot))
+        if not state.armed and state.cleared:
+            until = min(until, (state.last_recommendation_at or 0.0) + self._policy.cooldown)
+        return until if until > now else None
 
     async def _publish(self, group: str, state: EvaluationState) -> EvaluationState:
         """Send ``state``'s pending recommendation once the state holding it is durable (an outbox);

@@ -10,7 +10,7 @@ and hand it end offsets as :class:`EndOffsetsPolled` on another.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -35,6 +35,9 @@ class GroupChange(str, Enum):
     """The assignment: a new generation, members or partitions."""
     DELETED = "deleted"
     """The group is gone: its state was dropped."""
+    END_OFFSETS = "end-offsets"
+    """A partition it reads moved: its log-end or log-start offset at a poll differs from the previous
+    poll's (its lag changed, though nothing of the group's own did)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,10 @@ class GroupStateReader(Protocol):
         """The groups with an assignment whose partition this worker holds, sorted."""
         ...
 
+    def holding(self) -> Callable[[str], bool]:
+        """Whether this worker holds a group now: one look at what it holds, asked of many groups."""
+        ...
+
     def assignment(self, group: str) -> GroupAssigned | None:
         """The group's current assignment; None if it has none here."""
         ...
@@ -79,6 +86,13 @@ class GroupStateReader(Protocol):
         """The status at ``now`` of the group of ``snapshot`` (taken at ``now``) by Burrow's rules
         (:mod:`kagent.core.group_health`), judged on the commit window of each partition it has one
         on; OK with nothing judged for a group without members."""
+        ...
+
+    def status_holds_until(self, snapshot: GroupSnapshot) -> float:
+        """Until when :meth:`health` of the group of ``snapshot`` says what it says at the snapshot's
+        time unless the group's state changes (a notice says so): the earliest time at which one of its
+        partitions could turn STOP (:func:`kagent.core.group_health.stop_possible_from`); infinity
+        when none could."""
         ...
 
     def throughput(self, snapshot: GroupSnapshot, window: float) -> dict[TopicPartition, PartitionThroughput]:

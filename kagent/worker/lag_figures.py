@@ -15,7 +15,9 @@ when it is new, when data loss appears, and otherwise at most every
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import sys
+from collections.abc import Collection, Iterable, Mapping
+from typing import NamedTuple
 
 import faust
 from aiokafka.structs import TopicPartition
@@ -27,13 +29,31 @@ from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.group_state import EndOffsetsPolled
 
-__all__ = ["REFRESH_AFTER_POLLS", "STALE_AFTER_POLLS", "LagFigures"]
+__all__ = ["REFRESH_AFTER_POLLS", "STALE_AFTER_POLLS", "GroupReads", "LagFigures"]
 
 STALE_AFTER_POLLS = 3
 """An end offset older than this many poll intervals is flagged stale."""
 
 REFRESH_AFTER_POLLS = 12
 """A lag entry unchanged by commits is rewritten in the table at most this many polls apart."""
+
+
+class GroupReads(NamedTuple):
+    """What a group's assignment says it reads: all the lag figures need of it."""
+
+    generation: int
+    topics: frozenset[str]
+    """The topics its members subscribe to."""
+    assigned: tuple[TopicPartition, ...]
+    """The partitions its members are assigned."""
+
+    @classmethod
+    def of(cls, assignment: GroupAssigned) -> GroupReads:
+        return cls(
+            assignment.generation,
+            frozenset(sys.intern(topic) for member in assignment.members for topic in member.topics),
+            tuple(ref.topic_partition for member in assignment.members for ref in member.partitions),
+        )
 
 
 class LagFigures:
@@ -66,12 +86,12 @@ class LagFigures:
         """Partition count of each of ``topics`` that a poll has seen."""
         return {topic: self._partition_counts[topic] for topic in topics if topic in self._partition_counts}
 
-    def group_partitions(self, assignment: GroupAssigned) -> list[TopicPartition]:
+    def group_partitions(self, reads: GroupAssigned | GroupReads) -> list[TopicPartition]:
         """Every partition of the topics the group subscribes to (as far as known), and every one it is assigned."""
-        topics = {topic for member in assignment.members for topic in member.topics}
-        known = [TopicPartition(t, p) for t, count in self.partition_counts(topics).items() for p in range(count)]
-        assigned = [ref.topic_partition for member in assignment.members for ref in member.partitions]
-        return sorted(set(known) | set(assigned))
+        if isinstance(reads, GroupAssigned):
+            reads = GroupReads.of(reads)
+        known = [TopicPartition(t, p) for t, count in self.partition_counts(reads.topics).items() for p in range(count)]
+        return sorted(set(known).union(reads.assigned))
 
     def log_end(self, tp: TopicPartition) -> int | None:
         """``tp``'s log-end offset at the latest poll; None if never polled here."""
@@ -87,30 +107,43 @@ class LagFigures:
         """``tp``'s log-end offsets at the polls (bounded; see :class:`EndOffsetHistory`); None if never polled."""
         return self._history.get(tp)
 
-    def take(self, polled: EndOffsetsPolled) -> None:
-        """Take one poll's answers: end offsets, their history (for time lag) and partition counts.
+    def take(self, polled: EndOffsetsPolled) -> set[TopicPartition]:
+        """Take one poll's answers: end offsets, their history (for time lag) and partition counts;
+        the partitions whose log-end or log-start offset differs from before (or is new here).
         Cheap; the lag entries they make due are rewritten apart (:meth:`due`)."""
         now = polled.polled_at
+        moved = set()
         for tp, end in polled.log_end.items():
+            start = polled.log_start.get(tp, 0)
+            if self._log_end.get(tp) != end or self._log_start.get(tp) != start:
+                moved.add(tp)
             self._log_end[tp] = end
-            self._log_start[tp] = polled.log_start.get(tp, 0)
+            self._log_start[tp] = start
             self._polled_at[tp] = now
             self._history[tp] = self._history.get(tp, EndOffsetHistory()).add(end, now)
         self._partition_counts.update(polled.partition_counts)
+        return moved
 
-    def due(self, groups: dict[str, GroupAssigned], now: float) -> tuple[list[tuple[str, TopicPartition]], int]:
+    def due(
+        self, groups: Mapping[str, GroupReads], now: float, moved: Collection[TopicPartition] = ()
+    ) -> tuple[list[tuple[str, TopicPartition]], int, list[str]]:
         """The lag entries of ``groups`` a poll taken at ``now`` makes due for a rewrite (see
-        :meth:`_due`), and how many group-partitions have end offsets. Forgets what it wrote for
-        groups not among ``groups``."""
+        :meth:`_due`), how many group-partitions have end offsets, and the groups that read one of
+        the partitions in ``moved``. Forgets what it wrote for groups not among ``groups``."""
         self._written = {key: value for key, value in self._written.items() if key[0] in groups}
         tracked = 0
         due = []
-        for group, assignment in groups.items():
-            for tp in self.group_partitions(assignment):
+        touched = []
+        for group, reads in groups.items():
+            touches = False
+            for tp in self.group_partitions(reads):
                 tracked += tp in self._log_end
+                touches = touches or tp in moved
                 if self._due(group, tp, now):
                     due.append((group, tp))
-        return due, tracked
+            if touches:
+                touched.append(group)
+        return due, tracked, touched
 
     def _due(self, group: str, tp: TopicPartition, now: float) -> bool:
         """Whether a poll should rewrite this lag entry: never written here, data loss newly

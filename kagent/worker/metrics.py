@@ -76,6 +76,17 @@ class Metrics:
             "kagent_end_offset_polls", "ListOffsets polls, by outcome", ["outcome"], registry=r
         )
         self.evaluations = Counter("kagent_evaluations", "Group evaluations", registry=r)
+        self.evaluations_skipped = Counter(
+            "kagent_evaluations_skipped",
+            "Groups due for evaluation that were not evaluated: quiet at their last evaluation, and nothing "
+            "they read has changed since",
+            registry=r,
+        )
+        self.evaluation_cpu = Counter(
+            "kagent_evaluation_cpu_seconds",
+            "CPU time of the event loop's thread spent looking for due groups and evaluating them",
+            registry=r,
+        )
         self.recommendations = Counter("kagent_recommendations", "Recommendations published", registry=r)
         self.stage_applied = Gauge(
             "kagent_stage_applied_records",

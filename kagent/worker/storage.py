@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import faust
 from aiokafka.structs import TopicPartition
@@ -46,7 +48,14 @@ from kagent.core.events import (
     OffsetDeleted,
     decode_events,
 )
-from kagent.core.group_health import GroupHealth, PartitionHealth, group_status, partition_status
+from kagent.core.group_health import (
+    CommitWindow,
+    GroupHealth,
+    PartitionHealth,
+    group_status,
+    partition_status,
+    stop_possible_from,
+)
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
 from kagent.core.table_keys import partition_key
 from kagent.core.throughput import PartitionThroughput, partition_throughput
@@ -57,7 +66,7 @@ from kagent.worker.commit_windows import CommitWindows
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader
-from kagent.worker.lag_figures import LagFigures
+from kagent.worker.lag_figures import GroupReads, LagFigures
 from kagent.worker.metrics import Metrics
 from kagent.worker.stage import Stage
 from kagent.worker.topology import HeldGroups
@@ -120,8 +129,10 @@ class Storage(Stage, GroupStateReader):
         self._metrics = metrics
         self._changes = changes
         self._end_offsets = end_offsets
-        self._generations: dict[str, tuple[bytes, int]] = {}
-        """Group -> (the stored assignment, its generation), for :meth:`_generation`."""
+        self._window_memo: tuple[GroupSnapshot, dict[TopicPartition, CommitWindow]] | None = None
+        """The last snapshot :meth:`_windows_of` read windows for, and them."""
+        self._parsed: dict[str, tuple[bytes, GroupReads]] = {}
+        """Group -> (the stored assignment, what it reads), for :meth:`_reads`."""
         self._changed: dict[str, GroupChange] = {}
         """Groups changed since the last flush -> the weightiest change (notices go out after it)."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -353,35 +364,36 @@ class Storage(Stage, GroupStateReader):
                 self._windows.forget(event.group, tp)
                 self._lag.forget(event.group, tp)
             case GroupAssigned():
-                generation = self._generation(event.group)
-                if generation is not None and event.generation < generation:
+                reads = self._reads(event.group)
+                if reads is not None and event.generation < reads.generation:
                     self._metrics.stale_events.labels(event.kind).inc()
                     return
                 raw = event.model_dump_json().encode()
                 self._writer.set(self._assignments, event.group, raw)
-                self._generations[event.group] = (raw, event.generation)
+                self._parsed[event.group] = (raw, GroupReads.of(event))
                 self._lag.refresh_group(event.group, event, now)
                 self._note(event.group, GroupChange.ASSIGNED)
             case GroupDeleted():
                 self._writer.delete(self._assignments, event.group)
-                self._generations.pop(event.group, None)
+                self._parsed.pop(event.group, None)
                 self._consumer_groups.apply(event)  # a KIP-848 group's, or one folded earlier in this batch
                 self._note(event.group, GroupChange.DELETED)
             case _:  # the events of KIP-848 consumer groups
                 self._consumer_groups.apply(event)
 
-    def _generation(self, group: str) -> int | None:
-        """The generation of ``group``'s stored assignment; parsed once per stored value (a large
-        group's assignment costs tens of µs to parse), whoever wrote it (a restore included)."""
+    def _reads(self, group: str) -> GroupReads | None:
+        """What ``group``'s stored assignment says it reads (and its generation); parsed once per stored
+        value, whoever wrote it (a restore included): every end-offsets poll asks it of every group,
+        and a large group's assignment costs tens of µs to parse."""
         raw = self._assignments.get(group)
         if raw is None:
             return None
-        known = self._generations.get(group)
+        known = self._parsed.get(group)
         if known is not None and known[0] is raw:
             return known[1]
-        generation = GroupAssigned.model_validate_json(raw).generation
-        self._generations[group] = (raw, generation)
-        return generation
+        reads = GroupReads.of(GroupAssigned.model_validate_json(raw))
+        self._parsed[group] = (raw, reads)
+        return reads
 
     def _assigned(self, group: str, now: float) -> None:
         assignment = self.assignment(group)
@@ -415,17 +427,22 @@ class Storage(Stage, GroupStateReader):
         arrived meanwhile are taken together. KIP-848 groups waiting for a name ask again."""
         while True:
             polls = [await self._end_offsets.get(), *self._end_offsets.drain()]
+            moved: set[TopicPartition] = set()
             for polled in polls:  # each one's end offsets join the time-lag history
-                self._lag.take(polled)
+                moved |= self._lag.take(polled)
             now = polls[-1].polled_at
-            groups = {group: a for group in self.held_groups() if (a := self.assignment(group)) is not None}
-            due, tracked = self._lag.due(groups, now)
+            held = self.held_groups()
+            self._parsed = {group: self._parsed[group] for group in held if group in self._parsed}
+            groups = {group: reads for group in held if (reads := self._reads(group)) is not None}
+            due, tracked, touched = self._lag.due(groups, now, moved)
+            for group in touched:
+                self._note(group, GroupChange.END_OFFSETS)
             self._metrics.groups.set(len(groups))
             self._metrics.group_partitions.set(tracked)
             for start in range(0, len(due), REFRESH_CHUNK):
-                held = set(self.held_groups())  # a group deleted meanwhile gets no entry
+                holds = self._held.holding()  # a group deleted, or no longer held, meanwhile gets no entry
                 for group, tp in due[start : start + REFRESH_CHUNK]:
-                    if group in held:
+                    if holds(group) and self._assignments.get(group) is not None:
                         self._lag.refresh_partition(group, tp, now)
                 await self._flush_end_offsets()
             for group in await self._consumer_groups.store():
@@ -442,6 +459,9 @@ class Storage(Stage, GroupStateReader):
 
     def held_groups(self) -> list[str]:
         return self._held.among(self._assignments.keys())
+
+    def holding(self) -> Callable[[str], bool]:
+        return self._held.holding()
 
     def assignment(self, group: str) -> GroupAssigned | None:
         raw = self._assignments.get(group)
@@ -466,12 +486,12 @@ class Storage(Stage, GroupStateReader):
         # Judged: every partition the group has a commit window and a lag figure on. Gone: no members
         # (Kafka's Empty state), as the alerting issue asks: the ghost groups Burrow goes on alerting on.
         # kagent measures lag under a group's assignment only, so an Empty group has no figures to judge.
-        group = snapshot.group
         if not snapshot.assignment.members:
             return group_status({}, group_gone_or_empty=True)
         judged: dict[TopicPartition, PartitionHealth] = {}
+        windows = self._windows_of(snapshot)
         for tp, entry in snapshot.lag.items():
-            window = self._windows.window(group, tp) if entry.committed is not None else None
+            window = windows.get(tp) if entry.committed is not None else None
             if window is None:
                 continue
             judged[tp] = partition_status(
@@ -483,24 +503,48 @@ class Storage(Stage, GroupStateReader):
             )
         return group_status(judged, group_gone_or_empty=False)
 
+    def status_holds_until(self, snapshot: GroupSnapshot) -> float:
+        windows = self._windows_of(snapshot)
+        until = math.inf
+        for tp, entry in snapshot.lag.items():
+            window = windows.get(tp) if entry.committed is not None else None
+            if window is not None and (stop := stop_possible_from(window, entry.log_end)) is not None:
+                until = min(until, stop)
+        return until
+
     def throughput(self, snapshot: GroupSnapshot, window: float) -> dict[TopicPartition, PartitionThroughput]:
-        group, now = snapshot.group, snapshot.taken_at
+        now = snapshot.taken_at
         stamp = snapshot.assignment.state_timestamp
         since = stamp / 1000 if stamp is not None else None
+        windows = self._windows_of(snapshot)
         figures: dict[TopicPartition, PartitionThroughput] = {}
         for topic, count in snapshot.partition_counts.items():
             for partition in range(count):
                 tp = TopicPartition(topic, partition)
-                history, commits = self._lag.log_end_history(tp), self._windows.window(group, tp)
-                figures[tp] = partition_throughput(history, commits, now, since, window)
+                figures[tp] = partition_throughput(self._lag.log_end_history(tp), windows.get(tp), now, since, window)
         return figures
+
+    def _windows_of(self, snapshot: GroupSnapshot) -> dict[TopicPartition, CommitWindow]:
+        """The commit windows of the group on the partitions of ``snapshot``'s topics, read once per
+        snapshot: an evaluation asks for its health and its throughput, each of every partition."""
+        memo = self._window_memo
+        if memo is not None and memo[0] is snapshot:
+            return memo[1]
+        windows = {}
+        for topic, count in snapshot.partition_counts.items():
+            for partition in range(count):
+                tp = TopicPartition(topic, partition)
+                if (found := self._windows.window(snapshot.group, tp)) is not None:
+                    windows[tp] = found
+        self._window_memo = (snapshot, windows)
+        return windows
 
     def partitions_read(self) -> list[TopicPartition]:
         partitions: set[TopicPartition] = set()
         for group in self.held_groups():
-            assignment = self.assignment(group)
-            if assignment is not None:
-                partitions.update(self._lag.group_partitions(assignment))
+            reads = self._reads(group)
+            if reads is not None:
+                partitions.update(self._lag.group_partitions(reads))
         return sorted(partitions)
 
 
@@ -510,5 +554,5 @@ def _older_commit(event: OffsetCommitted, stored: bytes | None) -> bool:
     return stored is not None and event.commit_timestamp < OffsetCommitted.model_validate_json(stored).commit_timestamp
 
 
-_WEIGHT = {GroupChange.COMMITTED: 0, GroupChange.ASSIGNED: 1, GroupChange.DELETED: 2}
+_WEIGHT = {GroupChange.END_OFFSETS: -1, GroupChange.COMMITTED: 0, GroupChange.ASSIGNED: 1, GroupChange.DELETED: 2}
 """A group's notice says its weightiest change since the last flush (a deletion outweighs all)."""

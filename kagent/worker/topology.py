@@ -176,6 +176,11 @@ class HeldGroups:
         """Whether this worker holds ``group`` now."""
         return partition_of_group(group, self._partitions) in self._active()
 
+    def holding(self) -> Callable[[str], bool]:
+        """Whether this worker holds a group, as of now: one look at the assignor for many groups."""
+        active, partitions = self._active(), self._partitions
+        return lambda group: partition_of_group(group, partitions) in active
+
     def among(self, groups: Iterable[str]) -> list[str]:
         """The ones of ``groups`` this worker holds now, sorted."""
         active = self._active()

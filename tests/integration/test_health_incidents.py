@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,11 +21,54 @@ from tests.support.coordinator import (
     publish,
 )
 from tests.support.topics import TopicReader
-from tests.support.worker import FAST, Worker
+from tests.support.waiting import wait_until
+from tests.support.web import get_json
+from tests.support.worker import FAST, Worker, metric_total
 
 pytestmark = pytest.mark.integration
 
 SETTINGS = {**FAST, "health_min_distance": "0"}
+SPAN = 4.0
+"""Seconds between a group's two commits: the span its silence must outlast before STOP."""
+
+
+async def test_a_quiet_group_is_skipped_until_its_silence_can_mean_stop_and_then_turns_stop(
+    kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker]
+) -> None:
+    """The evaluator skips a group that is quiet (OK, armed, nothing open) while nothing it reads
+    changes. A consumer that stops committing with records waiting, while its producers are idle too,
+    changes nothing: the STOP must still come, as soon as the silence outlasts the window's span."""
+    bootstrap = kafka_broker.bootstrap_servers
+    group, topic = "quietly-stopping-app", "incident-quiet-stop"
+    await kafka_broker.create_topics({topic: 1})
+    await produce(bootstrap, topic, {0: 500})
+    worker = start_worker("incident-quiet", **SETTINGS)
+    wait_until(lambda: (get_json(worker.url + "readyz") or {}).get("ready"), 120, "the worker ready", interval=0.5)
+    members = {f"{group}-0": [TopicPartition(topic, 0)]}
+
+    async with TopicReader(bootstrap, "incident-quiet-incidents") as reader:
+        await publish(bootstrap, [group_metadata(group, 1, members), offset_commit(group, topic, 0, 100)])
+        await asyncio.sleep(SPAN)  # pacing the scenario's commits in time, not waiting for anything
+        last_commit_at = time.time()
+        await publish(bootstrap, [offset_commit(group, topic, 0, 110)])  # then silence, 390 records waiting
+
+        def opened() -> list[dict[str, Any]]:
+            return [
+                json.loads(record.value)["incident"]
+                for record in reader.records
+                if record.key == group.encode() and json.loads(record.value)["action"] == "open"
+            ]
+
+        await reader.until(lambda: bool(opened()), 60, "a STOP incident", worker.log_tail)
+    incident = opened()[0]
+    assert (incident["kind"], incident["group"]) == ("stop", group)
+    # Not before the silence outlasted the span of the two commits (at least SPAN seconds) ...
+    assert incident["opened_at"] >= last_commit_at + SPAN - 0.1, (incident["opened_at"], last_commit_at)
+    # ... and in between, the group came due and was skipped as quiet: nothing it reads had changed.
+    assert (
+        metric_total(worker.metrics("kagent_evaluations_skipped_total") or {}, "kagent_evaluations_skipped_total") >= 1
+    )
+    assert worker.stop() == 0
 
 
 async def test_a_consumer_that_stops_committing_opens_a_stop_incident_that_resolves_when_it_catches_up(

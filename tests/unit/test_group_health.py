@@ -28,6 +28,7 @@ from kagent.core.group_health import (
     partition_status,
     recent_lag_zero,
     rewind_recovered,
+    stop_possible_from,
 )
 
 OK, WARN, STOP, STALL, REWIND = PartitionStatus
@@ -601,3 +602,46 @@ def test_a_group_is_its_worst_partition_unless_it_is_gone(
     assert health.status.severity == worst
     culprits = {c.partition.partition for c in health.culprits}
     assert culprits == (set() if health.status is OK else {p for p, s in statuses.items() if s is health.status})
+
+
+# --- When the status can next change without new input -------------------------------------------------------------
+
+
+@given(
+    offsets=st.lists(st.integers(min_value=0, max_value=1_000), min_size=1, max_size=10).map(sorted),
+    lags=st.lists(st.integers(min_value=0, max_value=50), min_size=10, max_size=10),
+    seconds=st.floats(min_value=0.5, max_value=60),
+    lag_now=st.integers(min_value=0, max_value=100),
+    later=st.floats(min_value=0, max_value=2_000),
+)
+def test_only_stop_reads_the_clock_and_not_before_stop_possible_from(
+    offsets: list[int], lags: list[int], seconds: float, lag_now: int, later: float
+) -> None:
+    """What the evaluator leans on to skip unchanged groups: with the window and the log end fixed, the
+    status at any time before stop_possible_from equals the status now; after it, only STOP can differ."""
+    judged = every(seconds, offsets, lags[: len(offsets)])
+    log_end = judged.commits[-1].offset + lag_now
+    last = judged.commits[-1].timestamp
+    from_ = stop_possible_from(judged, log_end)
+    at_last_commit = partition_status(judged, log_end, last).status
+    at_later = partition_status(judged, log_end, last + later).status
+    if from_ is None:
+        assert at_later == at_last_commit
+    elif last + later <= from_:
+        assert at_later == at_last_commit
+    else:
+        assert at_later in (at_last_commit, STOP)
+
+
+def test_a_lagging_consumer_that_stopped_committing_turns_stop_at_stop_possible_from() -> None:
+    stopped = every(10, [100, 110, 120], [50, 50, 50])  # commits at 1000, 1010, 1020: a 20 s span
+    assert stop_possible_from(stopped, 170) == 1040.0
+    assert partition_status(stopped, 170, 1040.0).status is not STOP
+    assert partition_status(stopped, 170, 1040.5).status is STOP
+
+
+def test_stop_cannot_come_without_lag_or_with_too_few_commits() -> None:
+    assert stop_possible_from(every(10, [100, 110, 120], [5, 5, 0]), 120) is None  # caught up
+    assert stop_possible_from(every(10, [100, 110, 120], [5, 5, 1]), 121, allowed_lag=1) is None
+    assert stop_possible_from(window((100, 1000.0, 150)), 150) is None  # one commit: too few to judge
+    assert stop_possible_from(CommitWindow(capacity=3), 10) is None
