@@ -76,6 +76,9 @@ TARGET_KB_PER_GROUP_PARTITION = 1.0
 TARGET_ROUND_CPU = 1.0
 TARGET_READY = 60.0
 
+SCRAPE_TIMEOUT = 300.0
+"""Seconds a scrape of the counters may take: a worker applying a large cluster's backlog answers late."""
+
 HOLD_EVALUATIONS = 3
 """``KAGENT_HOLD_EVALUATIONS``'s default: rounds 2 to 4 count a skewed group's hold, round 5 is steady."""
 
@@ -100,7 +103,7 @@ COUNTERS = (
 
 def counters(worker: Worker) -> dict[str, float]:
     """The counters of :data:`COUNTERS`, each summed over its labels (a cheap scrape)."""
-    samples = worker.metrics(*COUNTERS)
+    samples = worker.metrics(*COUNTERS, timeout=SCRAPE_TIMEOUT)
     if samples is None:
         raise RuntimeError("the worker's /metrics did not answer")
     return {name: metric_total(samples, name) for name in COUNTERS}

@@ -129,8 +129,7 @@ class LagFigures:
     ) -> tuple[list[tuple[str, TopicPartition]], int, list[str]]:
         """The lag entries of ``groups`` a poll taken at ``now`` makes due for a rewrite (see
         :meth:`_due`), how many group-partitions have end offsets, and the groups that read one of
-        the partitions in ``moved``. Forgets what it wrote for groups not among ``groups``."""
-        self._written = {key: value for key, value in self._written.items() if key[0] in groups}
+        the partitions in ``moved``."""
         tracked = 0
         due = []
         touched = []
@@ -144,6 +143,10 @@ class LagFigures:
             if touches:
                 touched.append(group)
         return due, tracked, touched
+
+    def keep_only(self, groups: Collection[str]) -> None:
+        """Forget what was written for the groups not among ``groups`` (those no longer held)."""
+        self._written = {key: value for key, value in self._written.items() if key[0] in groups}
 
     def _due(self, group: str, tp: TopicPartition, now: float) -> bool:
         """Whether a poll should rewrite this lag entry: never written here, data loss newly

@@ -86,6 +86,9 @@ FLUSH_RETRY = 1.0
 REFRESH_CHUNK = 2_000
 """Lag entries an end-offsets poll rewrites between two flushes, at most."""
 
+DUE_CHUNK = 1_000
+"""Groups whose lag entries a poll looks over between two yields to the event loop."""
+
 REPAIR_CHECK = 1.0
 """Seconds between two looks for derived-events records fetched but never delivered to storage."""
 
@@ -434,9 +437,18 @@ class Storage(Stage, GroupStateReader):
             held = self.held_groups()
             self._parsed = {group: self._parsed[group] for group in held if group in self._parsed}
             groups = {group: reads for group in held if (reads := self._reads(group)) is not None}
-            due, tracked, touched = self._lag.due(groups, now, moved)
-            for group in touched:
-                self._note(group, GroupChange.END_OFFSETS)
+            self._lag.keep_only(groups)
+            due: list[tuple[str, TopicPartition]] = []
+            tracked = 0
+            names = list(groups)
+            for start in range(0, len(names), DUE_CHUNK):  # a large cluster's take seconds: others run between
+                chunk = {group: groups[group] for group in names[start : start + DUE_CHUNK]}
+                chunk_due, chunk_tracked, touched = self._lag.due(chunk, now, moved)
+                due += chunk_due
+                tracked += chunk_tracked
+                for group in touched:
+                    self._note(group, GroupChange.END_OFFSETS)
+                await asyncio.sleep(0)
             self._metrics.groups.set(len(groups))
             self._metrics.group_partitions.set(tracked)
             for start in range(0, len(due), REFRESH_CHUNK):
@@ -540,11 +552,17 @@ class Storage(Stage, GroupStateReader):
         return windows
 
     def partitions_read(self) -> list[TopicPartition]:
+        # Topics and assigned partitions gathered first: per group, every partition of its topics
+        # would be a million entries at 50,000 groups, every poll.
+        topics: set[str] = set()
         partitions: set[TopicPartition] = set()
         for group in self.held_groups():
             reads = self._reads(group)
             if reads is not None:
-                partitions.update(self._lag.group_partitions(reads))
+                topics.update(reads.topics)
+                partitions.update(reads.assigned)
+        counts = self._lag.partition_counts(topics)
+        partitions.update(TopicPartition(topic, p) for topic, count in counts.items() for p in range(count))
         return sorted(partitions)
 
 
