@@ -21,8 +21,6 @@ from tests.support.coordinator import (
     publish,
 )
 from tests.support.topics import TopicReader
-from tests.support.waiting import wait_until
-from tests.support.web import get_json
 from tests.support.worker import FAST, Worker, metric_total
 
 pytestmark = pytest.mark.integration
@@ -43,7 +41,7 @@ async def test_a_quiet_group_is_skipped_until_its_silence_can_mean_stop_and_then
     await kafka_broker.create_topics({topic: 1})
     await produce(bootstrap, topic, {0: 500})
     worker = start_worker("incident-quiet", **SETTINGS)
-    wait_until(lambda: (get_json(worker.url + "readyz") or {}).get("ready"), 120, "the worker ready", interval=0.5)
+    worker.wait_ready()
     members = {f"{group}-0": [TopicPartition(topic, 0)]}
 
     async with TopicReader(bootstrap, "incident-quiet-incidents") as reader:

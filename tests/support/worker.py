@@ -116,6 +116,17 @@ class Worker:
 
         wait_until(serving, timeout, f"worker {self.app_id} to serve /healthz", interval=0.2, detail=self.log_tail)
 
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until the worker says ready at ``/readyz`` (started in full: its tables recovered, its
+        source caught up); fails with the log if it exits or times out. ``/healthz`` answers from
+        early in start-up, while Faust may still be creating topics and joining its group."""
+
+        def ready() -> bool:
+            self.check_alive()
+            return bool((get_json(self.url + "readyz", timeout=2) or {}).get("ready"))
+
+        wait_until(ready, timeout, f"worker {self.app_id} ready at /readyz", interval=0.2, detail=self.log_tail)
+
     def metrics(self, *names: str, timeout: float = 5.0) -> dict[str, float] | None:
         """The worker's Prometheus samples at ``/metrics`` (only those of ``names``, given some),
         ``name{label="value",...}`` -> value (labels sorted by name; no braces without labels);
