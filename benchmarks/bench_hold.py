@@ -1,6 +1,6 @@
 """A large cluster held by one worker: its memory, an evaluation round when nothing changed, a restart.
 
-    python benchmarks/bench_hold.py [--groups N] [--interval S] [--seed N] [--profile FILE]
+    python benchmarks/bench_hold.py [--groups N] [--interval S] [--seed N] [--profile FILE] [--profile-restart FILE]
 
 The mix is ``bench_ingest.py``'s (groups of 1-20 members, Java and aiokafka
 consumers, v3 and v4 commits, tombstones) on a pool of 24 topics with half
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import signal
@@ -50,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -127,27 +128,36 @@ def until(what: str, timeout: float, check: Callable[[], bool], worker: Worker, 
     wait_until(alive_and(check), timeout, what, interval=interval)
 
 
+@contextlib.contextmanager
+def profiled(worker: Worker, profile: Path | None) -> Iterator[None]:
+    """With ``profile``, py-spy's raw stacks of the worker while the block runs are written there."""
+    if profile is None:
+        yield
+        return
+    py_spy = Path(sys.executable).parent / "py-spy"
+    command = [str(py_spy), "record", "--pid", str(worker.pid), "--format", "raw", "--output", str(profile)]
+    profiler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        profiler.wait(60)
+
+
 def measure_round(worker: Worker, number: int, held: int, interval: float, profile: Path | None) -> Round:
     """Wait until every one of the ``held`` groups came due once more; the round's figures. With
     ``profile``, py-spy's raw stacks of the worker meanwhile are written there."""
     first = counters(worker)
     cpu_before, started = cpu_seconds(worker.pid), time.perf_counter()
-    profiler = None
-    if profile is not None:
-        py_spy = Path(sys.executable).parent / "py-spy"
-        command = [str(py_spy), "record", "--pid", str(worker.pid), "--format", "raw", "--output", str(profile)]
-        profiler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    until(
-        f"every group due once more (round {number})",
-        interval * 2 + 600,
-        lambda: due(counters(worker)) >= due(first) + held,
-        worker,
-        interval=2.0,
-    )
-    second = counters(worker)
-    if profiler is not None:
-        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
-        profiler.wait(60)
+    with profiled(worker, profile):
+        until(
+            f"every group due once more (round {number})",
+            interval * 2 + 600,
+            lambda: due(counters(worker)) >= due(first) + held,
+            worker,
+            interval=2.0,
+        )
+        second = counters(worker)
 
     def grew(name: str) -> float:
         return second[name] - first[name]
@@ -204,7 +214,9 @@ async def produce_topic_records(bootstrap: str, pool: tuple[int, ...]) -> None:
         await producer.stop()
 
 
-async def main(groups: int, interval: float, seed: int, profile: Path | None) -> int:
+async def main(
+    groups: int, interval: float, seed: int, profile: Path | None, profile_restart: Path | None = None
+) -> int:
     print(
         f"kagent holding a large cluster on the embedded broker (Tansu), {platform.python_implementation()} "
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
@@ -316,9 +328,10 @@ async def main(groups: int, interval: float, seed: int, profile: Path | None) ->
                 restarted_at = time.perf_counter()
                 worker = start("bench-hold", **settings)
                 deadline = restarted_at + RESTART_PATIENCE
-                while not ready(worker) and time.perf_counter() < deadline:
-                    worker.check_alive()
-                    time.sleep(0.5)
+                with profiled(worker, profile_restart):
+                    while not ready(worker) and time.perf_counter() < deadline:
+                        worker.check_alive()
+                        time.sleep(0.5)
                 waited = time.perf_counter() - restarted_at
                 if ready(worker):
                     print(f"restarted worker ready (tables recovered, source caught up) in {waited:.1f} s")
@@ -347,5 +360,8 @@ if __name__ == "__main__":
     parser.add_argument(
         "--profile", type=Path, help="py-spy raw stacks of the worker during the last round, to this file"
     )
+    parser.add_argument(
+        "--profile-restart", type=Path, help="py-spy raw stacks of the restarted worker until ready, to this file"
+    )
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.groups, args.interval, args.seed, args.profile)))
+    sys.exit(asyncio.run(main(args.groups, args.interval, args.seed, args.profile, args.profile_restart)))

@@ -260,7 +260,13 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     async def start_stages() -> None:
         await prepare_output_topics(
             app,
-            [topology.derived_events, topology.recommendations, topology.incidents, topology.dead_letters],
+            [
+                topology.derived_events,
+                topology.recommendations,
+                topology.incidents,
+                topology.dead_letters,
+                topology.partition_lag.topic,
+            ],
             topology.tables(),
         )
         for stage in stages:

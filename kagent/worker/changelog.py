@@ -12,6 +12,9 @@ the broker has it. The records are the ones Faust would
 write (same topic, partition, key and value serialization), so Faust's
 recovery and standbys read them as their own.
 
+A :class:`PublishedTable` is written the same way but kept nowhere else: its
+records go to its topic only, and no worker restores it or holds it in memory.
+
 Each stage that writes tables has a writer of its own. Storage's two tasks
 share one: the derived-events agent flushes after each batch (before those
 events are acknowledged), the end-offsets task after each poll it applies;
@@ -23,15 +26,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import faust
 from aiokafka.errors import KafkaError
 from faust.exceptions import ProducerSendError
+from faust.types import TopicT
 
+from kagent.core.table_keys import partition_of_group
 from kagent.worker.record_batches import OutgoingRecord, send_batches
 
-__all__ = ["FLUSH_TIMEOUT", "PRODUCER_ERRORS", "ChangelogWriteError", "ChangelogWriter"]
+__all__ = ["FLUSH_TIMEOUT", "PRODUCER_ERRORS", "ChangelogWriteError", "ChangelogWriter", "PublishedTable"]
 
 FLUSH_TIMEOUT = 30.0
 """Seconds a flush waits for the broker to acknowledge one more of its records before it counts as
@@ -44,6 +50,26 @@ PRODUCER_ERRORS = (KafkaError, ProducerSendError)
 (Faust wraps aiokafka's errors raised at once, such as ``ProducerClosed`` at shutdown)."""
 
 
+class PublishedTable:
+    """A table that lives in its topic only: records keyed and partitioned as a group table's
+    changelog is (JSON keys, raw values, on the group's partition), written and never read back.
+
+    For figures the worker recomputes from its other tables whenever it needs them and publishes
+    for others (the partition-lag history): restoring them at start, holding them in memory and
+    keeping standby copies would buy nothing.
+    """
+
+    def __init__(self, topic: TopicT, partitions: int, group_of: Callable[[str], str]) -> None:
+        self.topic = topic
+        self.name = topic.get_topic_name()
+        self._partitions = partitions
+        self._group_of = group_of
+
+    def partition_for_key(self, key: str) -> int:
+        """The partition of the group ``key`` belongs to."""
+        return partition_of_group(self._group_of(key), self._partitions)
+
+
 class ChangelogWriteError(Exception):
     """The producer could not send a flush's changelog records (they are staged again)."""
 
@@ -53,7 +79,7 @@ class ChangelogWriter:
 
     def __init__(self, app: faust.App) -> None:
         self._app = app
-        self._staged: dict[tuple[str, Any], tuple[faust.Table, bytes | None]] = {}
+        self._staged: dict[tuple[str, Any], tuple[faust.Table | PublishedTable, bytes | None]] = {}
         self._sending = asyncio.Lock()
         self._flushing: tuple[float, int] | None = None
         """(since when, how many records) of the flush sending now."""
@@ -81,6 +107,10 @@ class ChangelogWriter:
         if key in table.data:
             del table.data[key]
             self._staged[table.name, key] = (table, None)
+
+    def publish(self, table: PublishedTable, key: str, value: bytes | None) -> None:
+        """Stage ``key``'s record in ``table``'s topic (None: a tombstone) for the next flush."""
+        self._staged[table.name, key] = (table, value)
 
     async def flush(self) -> None:
         """Send every staged changelog record and wait until the broker has each.
@@ -120,12 +150,14 @@ class ChangelogWriter:
             self._flushing = None
 
 
-def _changelog_record(table: faust.Table, key: Any, value: bytes | None) -> OutgoingRecord:
+def _changelog_record(table: faust.Table | PublishedTable, key: Any, value: bytes | None) -> OutgoingRecord:
     """The changelog record Faust would write for ``table[key] = value`` (None: a tombstone).
 
     kagent's tables (:mod:`kagent.worker.topology`) have JSON keys and raw values; those are
     encoded here directly (Faust's codec registry costs 3 µs a record), any other through Faust.
     """
+    if isinstance(table, PublishedTable):
+        return table.name, table.partition_for_key(key), json.dumps(key).encode(), value
     topic = table.changelog_topic
     if table.key_serializer == "json" and isinstance(key, str):
         key_bytes: bytes | None = json.dumps(key).encode()

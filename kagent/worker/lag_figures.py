@@ -7,10 +7,11 @@ partition counts of the topics; :meth:`LagFigures.partition_lag` computes a
 group's lag on a partition from these and the committed-offsets table
 whenever it is asked, so evaluation always sees the latest figures.
 
-The partition-lag table keeps those figures for subscribers and for a worker
-that takes the group over: an entry is written when a commit changes it,
-when it is new, when data loss appears, and otherwise at most every
-``REFRESH_AFTER_POLLS`` poll intervals.
+The partition-lag table publishes those figures as a history for subscribers
+(it lives in its topic only, :class:`~kagent.worker.changelog.PublishedTable`):
+an entry is written when a commit changes it, when it is new, when data loss
+appears, and otherwise at most every ``REFRESH_AFTER_POLLS`` poll intervals.
+A worker that takes a group over computes its lag from its own first poll.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from kagent.core.events import GroupAssigned, OffsetCommitted
 from kagent.core.snapshot import LagFlag, PartitionLag
 from kagent.core.table_keys import partition_key
 from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
-from kagent.worker.changelog import ChangelogWriter
+from kagent.worker.changelog import ChangelogWriter, PublishedTable
 from kagent.worker.group_state import EndOffsetsPolled
 
 __all__ = ["REFRESH_AFTER_POLLS", "STALE_AFTER_POLLS", "GroupReads", "LagFigures"]
@@ -62,7 +63,7 @@ class LagFigures:
     def __init__(
         self,
         committed: faust.Table,
-        partition_lag: faust.Table,
+        partition_lag: PublishedTable,
         writer: ChangelogWriter,
         *,
         poll_interval: float,
@@ -171,25 +172,20 @@ class LagFigures:
         if lag is None:
             return
         key = partition_key(group, tp.topic, tp.partition)
-        self._writer.set(self._table, key, lag.model_dump_json().encode())
+        self._writer.publish(self._table, key, lag.model_dump_json().encode())
         self._written[group, tp] = (lag.committed, LagFlag.DATA_LOSS in lag.flags, now)
 
     def forget(self, group: str, tp: TopicPartition) -> None:
         """Drop the lag entry of ``group`` on ``tp`` (its committed offset was deleted)."""
-        self._writer.delete(self._table, partition_key(group, tp.topic, tp.partition))
+        self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), None)
         self._written.pop((group, tp), None)
 
     def partition_lag(self, group: str, tp: TopicPartition, now: float) -> PartitionLag | None:
-        """``group``'s lag on ``tp`` now, from its committed offset and the last polled end offsets.
-
-        Before this worker has polled ``tp`` (just after taking the group over), the
-        partition-lag table's entry, as the previous holder last wrote it; None if neither.
-        """
-        key = partition_key(group, tp.topic, tp.partition)
+        """``group``'s lag on ``tp`` now, from its committed offset and the last polled end offsets;
+        None before this worker has polled ``tp`` (just after taking the group over, say)."""
         if tp not in self._log_end:
-            raw = self._table.get(key)
-            return PartitionLag.model_validate_json(raw) if raw is not None else None
-        raw = self._committed.get(key)
+            return None
+        raw = self._committed.get(partition_key(group, tp.topic, tp.partition))
         committed = OffsetCommitted.model_validate_json(raw).offset if raw is not None else None
         return partition_lag_record(
             group=group,

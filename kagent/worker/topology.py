@@ -8,6 +8,12 @@ the records in ``tables/``: the changelog topics carry exactly that contract.
 One more table, ``applied-offsets``, is keyed by a derived-events partition
 (its number, as text) and lives on that partition: how far storage has
 applied it, restored with the state it describes.
+
+The ``partition-lag`` table is kept in its topic only
+(:class:`kagent.worker.changelog.PublishedTable`): lag is recomputed from the
+committed offsets and the polled end offsets whenever it is read, so the
+topic is a history for subscribers (the pipeline's backtests), not state to
+restore. It keeps the name and records of the changelog it used to be.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from faust.types import TopicT
 
 from kagent.core.table_keys import group_of_partition_key, partition_of_group
 from kagent.settings import Settings
+from kagent.worker.changelog import PublishedTable
 
 __all__ = ["GroupPartitionedTable", "HeldGroups", "Topology", "declare"]
 
@@ -81,8 +88,8 @@ class Topology:
     """group -> ``GroupAssigned`` JSON: the group's current generation and members."""
     committed: GroupPartitionedTable
     """partition key -> ``OffsetCommitted`` JSON: the group's committed offset there."""
-    partition_lag: GroupPartitionedTable
-    """partition key -> ``PartitionLag`` JSON."""
+    partition_lag: PublishedTable
+    """partition key -> ``PartitionLag`` JSON, in ``<app id>-partition-lag-changelog`` only."""
     evaluation_state: GroupPartitionedTable
     """group -> ``EvaluationState`` JSON: hold count, arming and cooldown of the trigger."""
     consumer_group_state: GroupPartitionedTable
@@ -102,7 +109,6 @@ class Topology:
         return [
             self.assignments,
             self.committed,
-            self.partition_lag,
             self.evaluation_state,
             self.consumer_group_state,
             self.commit_windows,
@@ -145,7 +151,11 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         incidents=app.topic(f"{prefix}-incidents", **own),
         assignments=table("assignments", _identity, "Current assignment per group"),
         committed=table("committed-offsets", group_of_partition_key, "Committed offset per group-partition"),
-        partition_lag=table("partition-lag", group_of_partition_key, "Lag per group-partition"),
+        partition_lag=PublishedTable(
+            app.topic(f"{prefix}-partition-lag-changelog", compacting=True, **own),
+            settings.topic_partitions,
+            group_of_partition_key,
+        ),
         evaluation_state=table("evaluation-state", _identity, "Trigger state per group"),
         consumer_group_state=table("consumer-group-state", _identity, "KIP-848 consumer group state per group"),
         commit_windows=table("commit-windows", group_of_partition_key, "Last commits per group-partition"),
