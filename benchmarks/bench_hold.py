@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import os
 import platform
 import signal
@@ -186,6 +187,37 @@ def recovery_left(worker: Worker) -> str:
             break
         need, have = need + max(0, int(cells[2])), have + max(0, int(cells[3]))
     return f"{need - have:,} changelog records of {need:,} still to recover, by its log"
+
+
+def recovery_timeline(worker: Worker) -> str:
+    """When, in seconds from the worker's first log line, it joined its group, began reading its
+    changelogs and had restored them (Faust's log), and how many records the highwaters it logged
+    put before it."""
+    stamps: dict[str, float] = {}
+    first: float | None = None
+    records = 0
+    in_highwaters = False
+    for line in worker.log().splitlines():
+        if line.startswith("["):
+            try:
+                at = datetime.datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                continue
+            first = at if first is None else first
+            in_highwaters = "Highwater for active changelog partitions" in line
+            for what, phrase in (
+                ("joined its group", "Joined group"),
+                ("began reading its changelogs", "Highwater for active changelog partitions"),
+                ("restored them", "Restore complete!"),
+            ):
+                if phrase in line and what not in stamps:
+                    stamps[what] = at - first
+        elif in_highwaters and "restored them" not in stamps:
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            if len(cells) == 3 and cells[2].lstrip("-").isdigit():
+                records += max(0, int(cells[2]) + 1)
+    said = ", ".join(f"{what} at {seconds:.1f} s" for what, seconds in stamps.items())
+    return f"{said}; {records:,} changelog records to read by its highwaters"
 
 
 def ready(worker: Worker) -> bool:
@@ -335,6 +367,7 @@ async def main(
                 waited = time.perf_counter() - restarted_at
                 if ready(worker):
                     print(f"restarted worker ready (tables recovered, source caught up) in {waited:.1f} s")
+                    print(f"  by its log: {recovery_timeline(worker)}")
                     print(f"{'RSS of the restarted worker, ready':<58}{rss_kb(worker) / 1024:>10.0f} MB")
                 else:
                     print(f"restarted worker not ready after {waited:.0f} s: {recovery_left(worker)}")

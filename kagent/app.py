@@ -49,6 +49,7 @@ from kagent.worker.shutdown import STAGE_STOP_TIMEOUT, arm_watchdog, limit_repea
 from kagent.worker.stage import Stage
 from kagent.worker.stalls import StallDetector
 from kagent.worker.storage import Storage
+from kagent.worker.table_recovery import TableManager
 from kagent.worker.topology import HeldGroups, Topology, declare
 from kagent.worker.views import Views
 
@@ -247,6 +248,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
         # faust#117). Events not acknowledged are read again by the next holder; storage's
         # writes are idempotent and never undo newer state.
         stream_wait_empty=False,
+        TableManager=TableManager,  # Faust's, recovering without a per-record count of every partition
         **({"producer_max_batch_size": ONE_RECORD_BATCH} if settings.one_record_batches else {}),
     )
     app.kafka = settings.kafka

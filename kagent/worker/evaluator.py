@@ -318,12 +318,13 @@ class Evaluator(Stage, OpenIncidentsReader):
             log.info("recommendation %s for group %s", recommendation.id, group)
             await self._publish(group, new_state)
         health = self._groups.health(snapshot, now)
-        self._metrics.group_status.labels(self._cluster, group).set(health.status.severity)
+        gauges = self._metrics.group_gauges
+        gauges.set_status(self._cluster, group, health.status.severity)
         if proposal is not None and not proposal.unknown:
-            self._metrics.group_recommended_skew.labels(self._cluster, group).set(proposal.skew_after)
+            gauges.set_recommended_skew(self._cluster, group, proposal.skew_after)
         if snapshot.assignment.members:
             needed = scale.members_needed if scale is not None else len(snapshot.assignment.members)
-            self._metrics.group_recommended_members.labels(self._cluster, group).set(needed)
+            gauges.set_recommended_members(self._cluster, group, needed)
         member_lag = {m: proposal.in_unit(t) for m, t in proposal.current_ticks.items()} if proposal else {}
         observation = IncidentObservation(
             group=group,

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 import faust
 from faust.types import TopicT
 
-from kagent.core.incidents import Incident, IncidentKind, IncidentObservation, IncidentsState, IncidentTransition, step
+from kagent.core.incidents import Incident, IncidentObservation, IncidentsState, IncidentTransition, step
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.metrics import Metrics
 
@@ -81,8 +81,7 @@ class IncidentLog:
             return []
         transitions = await self.observe(observation, now)
         self._writer.delete(self._table, observation.group)
-        for kind in IncidentKind:
-            self._metrics.group_open_incidents.labels(self._cluster, observation.group, kind.value).set(0)
+        self._metrics.group_gauges.set_open_incidents(self._cluster, observation.group, ())
         return transitions
 
     async def _settle(self, group: str) -> IncidentsState:
@@ -112,7 +111,4 @@ class IncidentLog:
         return settled
 
     def _export(self, group: str, state: IncidentsState) -> None:
-        for kind in IncidentKind:
-            self._metrics.group_open_incidents.labels(self._cluster, group, kind.value).set(
-                1 if kind in state.open_incidents else 0
-            )
+        self._metrics.group_gauges.set_open_incidents(self._cluster, group, state.open_incidents)

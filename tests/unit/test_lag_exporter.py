@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kagent.core.evaluation import evaluate
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.group_health import GroupHealth, GroupStatus
+from kagent.core.incidents import IncidentKind
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 from kagent.settings import MetricsGranularity
@@ -572,9 +573,10 @@ def test_exported_metric_names_has_every_sample_name_a_scrape_can_show() -> None
 def test_exported_metric_names_covers_a_scrape_with_every_metric_set() -> None:
     metrics = Metrics()
     metrics.registry.register(exporter(FakeGroups({"orders": ORDERS})))
-    metrics.group_recommended_skew.labels(CLUSTER, "orders").set(1.2)
-    metrics.group_status.labels(CLUSTER, "orders").set(4)
-    metrics.group_open_incidents.labels(CLUSTER, "orders", "stop").set(1)
+    metrics.group_gauges.set_recommended_skew(CLUSTER, "orders", 1.2)
+    metrics.group_gauges.set_recommended_members(CLUSTER, "orders", 3)
+    metrics.group_gauges.set_status(CLUSTER, "orders", 4)
+    metrics.group_gauges.set_open_incidents(CLUSTER, "orders", [IncidentKind.STOP])
     metrics.incident_transitions.labels("stop", "open").inc()
     metrics.alert_deliveries.labels("slack", "accepted").inc()
     metrics.alert_delivery_seconds.labels("slack").observe(0.3)
@@ -587,10 +589,9 @@ def test_exported_metric_names_covers_a_scrape_with_every_metric_set() -> None:
 def test_forget_group_removes_the_groups_series_only() -> None:
     metrics = Metrics()
     for group in ("orders", "audit"):
-        metrics.group_recommended_skew.labels(CLUSTER, group).set(1.1)
-        metrics.group_status.labels(CLUSTER, group).set(1)
-        for kind in ("lag-skew", "stop"):
-            metrics.group_open_incidents.labels(CLUSTER, group, kind).set(0)
+        metrics.group_gauges.set_recommended_skew(CLUSTER, group, 1.1)
+        metrics.group_gauges.set_status(CLUSTER, group, 1)
+        metrics.group_gauges.set_open_incidents(CLUSTER, group, [IncidentKind.STOP])
 
     metrics.forget_group(CLUSTER, "orders")
     metrics.forget_group(CLUSTER, "never-held")
@@ -598,7 +599,22 @@ def test_forget_group_removes_the_groups_series_only() -> None:
     series = scrape(metrics.registry)
     for name in ("kagent_group_recommended_skew", "kagent_group_status", "kagent_group_open_incidents"):
         assert {dict(key)["group"] for key in series[name]} == {"audit"}, name
-    assert len(series["kagent_group_open_incidents"]) == 2
+    assert "kagent_group_recommended_members" not in series  # never set: no series
+    assert {dict(key)["kind"]: value for key, value in series["kagent_group_open_incidents"].items()} == {
+        kind.value: (1.0 if kind is IncidentKind.STOP else 0.0) for kind in IncidentKind
+    }
+
+
+def test_a_group_gauge_set_again_keeps_one_series_with_the_new_value() -> None:
+    metrics = Metrics()
+    metrics.group_gauges.set_status(CLUSTER, "orders", 4)
+    metrics.group_gauges.set_status(CLUSTER, "orders", 1)
+    metrics.group_gauges.set_open_incidents(CLUSTER, "orders", [IncidentKind.STOP, IncidentKind.LAG_SKEW])
+    metrics.group_gauges.set_open_incidents(CLUSTER, "orders", [])
+
+    series = scrape(metrics.registry)
+    assert list(series["kagent_group_status"].values()) == [1.0]
+    assert set(series["kagent_group_open_incidents"].values()) == {0.0}
 
 
 def test_scrapes_within_reuse_for_share_one_computation_and_later_ones_compute_again() -> None:
