@@ -47,6 +47,8 @@ import contextlib
 import datetime
 import os
 import platform
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -190,12 +192,12 @@ def recovery_left(worker: Worker) -> str:
 
 
 def recovery_timeline(worker: Worker) -> str:
-    """When, in seconds from the worker's first log line, it joined its group, began reading its
-    changelogs and had restored them (Faust's log), and how many records the highwaters it logged
-    put before it."""
+    """When, in seconds from the worker's first log line, it joined its group, restored its changelogs
+    in bulk, and Faust's recovery began and ended (the worker's log); how many records it restored in
+    bulk, and how many the changelogs held by the highwaters Faust logged."""
     stamps: dict[str, float] = {}
     first: float | None = None
-    records = 0
+    records = restored = 0
     in_highwaters = False
     for line in worker.log().splitlines():
         if line.startswith("["):
@@ -207,17 +209,20 @@ def recovery_timeline(worker: Worker) -> str:
             in_highwaters = "Highwater for active changelog partitions" in line
             for what, phrase in (
                 ("joined its group", "Joined group"),
-                ("began reading its changelogs", "Highwater for active changelog partitions"),
-                ("restored them", "Restore complete!"),
+                ("restored them in bulk", "restored in bulk"),
+                ("Faust's recovery began", "Highwater for active changelog partitions"),
+                ("ended", "Restore complete!"),
             ):
                 if phrase in line and what not in stamps:
                     stamps[what] = at - first
-        elif in_highwaters and "restored them" not in stamps:
+            if (bulk := re.search(r"(\d+) changelog records of \d+ partitions restored in bulk", line)) is not None:
+                restored += int(bulk.group(1))
+        elif in_highwaters and "ended" not in stamps:
             cells = [cell.strip() for cell in line.strip("|").split("|")]
             if len(cells) == 3 and cells[2].lstrip("-").isdigit():
                 records += max(0, int(cells[2]) + 1)
     said = ", ".join(f"{what} at {seconds:.1f} s" for what, seconds in stamps.items())
-    return f"{said}; {records:,} changelog records to read by its highwaters"
+    return f"{said}; {restored:,} changelog records restored in bulk, {records:,} in the changelogs by the highwaters"
 
 
 def ready(worker: Worker) -> bool:
@@ -376,8 +381,11 @@ async def main(
                 )
                 worker.stop()
         except BaseException:
+            kept = Path(tempfile.mkdtemp(prefix="kagent-bench-hold-logs-"))
             for log in sorted(workdir.rglob("*.log")):
                 print(f"--- {log.name} (tail) ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+                shutil.copy(log, kept / f"{log.parent.name}-{log.name}")
+            print(f"the logs in full: {kept}")
             raise
 
     for what, ok, figure in checks:

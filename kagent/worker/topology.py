@@ -28,6 +28,7 @@ from faust.types import TopicT
 from kagent.core.table_keys import group_of_partition_key, partition_of_group
 from kagent.settings import Settings
 from kagent.worker.changelog import PublishedTable
+from kagent.worker.changelog_restore import BulkRestoredStore
 
 __all__ = ["GroupPartitionedTable", "HeldGroups", "Topology", "declare"]
 
@@ -57,6 +58,21 @@ class GroupPartitionedTable(faust.Table):  # type: ignore[misc]
         self._group_of = group_of
         self._partition_of = partition_of
         super().__init__(app, **kwargs)
+
+    def _new_store(self) -> BulkRestoredStore:
+        """Faust's in-memory store, taking records restored in bulk (:mod:`kagent.worker.changelog_restore`)."""
+        return BulkRestoredStore(
+            "memory://",
+            self.app,
+            self,
+            table_name=self.name,
+            key_type=self.key_type,
+            key_serializer=self.key_serializer,
+            value_serializer=self.value_serializer,
+            value_type=self.value_type,
+            loop=self.loop,
+            options=self.options,
+        )
 
     def partition_for_key(self, key: Any) -> int:
         if self._partition_of is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -182,6 +183,9 @@ async def test_a_restarted_worker_restores_its_tables_from_the_changelog(
     second = start_worker("agent-restart-test", **FAST)
     body = await wait_json(second.url + "api/local/groups", _all_held(["restart-app"]), 60)
     assert body["groups"]["restart-app"]["generation"] == 7
+    # Restored in bulk before Faust's recovery (kagent.worker.changelog_restore), not record by record.
+    restores = re.findall(r"(\d+) changelog records of (\d+) partitions restored in bulk", second.log())
+    assert restores and int(restores[-1][0]) > 0, second.log_tail(60)  # the log file is both workers'
     assert second.stop() == 0
 
 
