@@ -9,8 +9,12 @@ whenever it is asked, so evaluation always sees the latest figures.
 
 The partition-lag table publishes those figures as a history for subscribers
 (it lives in its topic only, :class:`~kagent.worker.changelog.PublishedTable`):
-an entry is written when a commit changes it, when it is new, when data loss
-appears, and otherwise at most every ``REFRESH_AFTER_POLLS`` poll intervals.
+an entry is written when a commit changes it, when its partition is first
+polled here, when its partition's log start moves (data loss may have
+appeared), and all of a group's entries when its assignment changes and at
+least every ``REFRESH_AFTER_POLLS`` poll intervals. What was written is
+remembered per group, not per group-partition: at 50,000 groups a record per
+group-partition cost about 280 bytes each.
 A worker that takes a group over computes its lag from its own first poll.
 """
 
@@ -24,7 +28,7 @@ import faust
 from aiokafka.structs import TopicPartition
 
 from kagent.core.events import GroupAssigned, OffsetCommitted
-from kagent.core.snapshot import LagFlag, PartitionLag
+from kagent.core.snapshot import PartitionLag
 from kagent.core.table_keys import partition_key
 from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
 from kagent.worker.changelog import ChangelogWriter, PublishedTable
@@ -36,7 +40,15 @@ STALE_AFTER_POLLS = 3
 """An end offset older than this many poll intervals is flagged stale."""
 
 REFRESH_AFTER_POLLS = 12
-"""A lag entry unchanged by commits is rewritten in the table at most this many polls apart."""
+"""All of a group's lag entries are rewritten at least this many polls apart."""
+
+_PARTITIONS: dict[TopicPartition, TopicPartition] = {}
+"""One ``TopicPartition`` object per partition for the groups' assignments (a million group-partitions
+read far fewer partitions)."""
+
+
+def _interned(tp: TopicPartition) -> TopicPartition:
+    return _PARTITIONS.setdefault(tp, tp)
 
 
 class GroupReads(NamedTuple):
@@ -53,7 +65,7 @@ class GroupReads(NamedTuple):
         return cls(
             assignment.generation,
             frozenset(sys.intern(topic) for member in assignment.members for topic in member.topics),
-            tuple(ref.topic_partition for member in assignment.members for ref in member.partitions),
+            tuple(_interned(ref.topic_partition) for member in assignment.members for ref in member.partitions),
         )
 
 
@@ -80,8 +92,12 @@ class LagFigures:
         self._polled_at: dict[TopicPartition, float] = {}
         self._history: dict[TopicPartition, EndOffsetHistory] = {}
         self._partition_counts: dict[str, int] = {}
-        self._written: dict[tuple[str, TopicPartition], tuple[int | None, bool, float]] = {}
-        """(group, partition) -> (committed offset, data loss, when) of the last table write here."""
+        self._refreshed: dict[str, float] = {}
+        """group -> when all its lag entries were last rewritten here."""
+        self._appeared: set[TopicPartition] = set()
+        """Partitions first polled since the last sweep of :meth:`due` (see :meth:`swept`)."""
+        self._start_moved: set[TopicPartition] = set()
+        """Partitions whose log start moved since the last sweep of :meth:`due`."""
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         """Partition count of each of ``topics`` that a poll has seen."""
@@ -116,6 +132,10 @@ class LagFigures:
         moved = set()
         for tp, end in polled.log_end.items():
             start = polled.log_start.get(tp, 0)
+            if tp not in self._log_end:
+                self._appeared.add(tp)
+            elif self._log_start.get(tp) != start:
+                self._start_moved.add(tp)
             if self._log_end.get(tp) != end or self._log_start.get(tp) != start:
                 moved.add(tp)
             self._log_end[tp] = end
@@ -128,41 +148,53 @@ class LagFigures:
     def due(
         self, groups: Mapping[str, GroupReads], now: float, moved: Collection[TopicPartition] = ()
     ) -> tuple[list[tuple[str, TopicPartition]], int, list[str]]:
-        """The lag entries of ``groups`` a poll taken at ``now`` makes due for a rewrite (see
-        :meth:`_due`), how many group-partitions have end offsets, and the groups that read one of
-        the partitions in ``moved``."""
+        """The lag entries of ``groups`` a poll taken at ``now`` makes due for a rewrite, how many
+        group-partitions have end offsets, and the groups that read one of the partitions in ``moved``.
+
+        Due: every polled entry of a group never rewritten whole here or not for
+        ``REFRESH_AFTER_POLLS`` polls (the group then counts as rewritten whole at ``now``); an entry
+        whose partition was first polled, or whose log start moved past its committed offset, since
+        the last :meth:`swept`. Commits rewrite their entries as they come. A sweep may call this
+        for its groups a chunk at a time, then :meth:`swept` once."""
         tracked = 0
         due = []
         touched = []
         for group, reads in groups.items():
+            refreshed = self._refreshed.get(group)
+            whole = refreshed is None or now - refreshed >= self._refresh_after
+            if whole:
+                self._refreshed[group] = now
             touches = False
             for tp in self.group_partitions(reads):
-                tracked += tp in self._log_end
+                polled = tp in self._log_end
+                tracked += polled
                 touches = touches or tp in moved
-                if self._due(group, tp, now):
+                if polled and (whole or tp in self._appeared or (tp in self._start_moved and self._lost(group, tp))):
                     due.append((group, tp))
             if touches:
                 touched.append(group)
         return due, tracked, touched
 
+    def swept(self) -> None:
+        """A sweep of :meth:`due` over every held group is over: the partitions that appeared or
+        whose log start moved before it have been looked at."""
+        self._appeared.clear()
+        self._start_moved.clear()
+
     def keep_only(self, groups: Collection[str]) -> None:
         """Forget what was written for the groups not among ``groups`` (those no longer held)."""
-        self._written = {key: value for key, value in self._written.items() if key[0] in groups}
+        self._refreshed = {group: at for group, at in self._refreshed.items() if group in groups}
 
-    def _due(self, group: str, tp: TopicPartition, now: float) -> bool:
-        """Whether a poll should rewrite this lag entry: never written here, data loss newly
-        visible, or older than the refresh period. Commits rewrite it as they come."""
-        written = self._written.get((group, tp))
-        if written is None:
-            return True
-        committed, data_loss, written_at = written
-        newly_lost = committed is not None and not data_loss and committed < self._log_start.get(tp, 0)
-        return newly_lost or now - written_at >= self._refresh_after
+    def _lost(self, group: str, tp: TopicPartition) -> bool:
+        """Whether ``group``'s committed offset on ``tp`` is below the partition's log start."""
+        raw = self._committed.get(partition_key(group, tp.topic, tp.partition))
+        return raw is not None and OffsetCommitted.model_validate_json(raw).offset < self._log_start.get(tp, 0)
 
     def refresh_group(self, group: str, assignment: GroupAssigned, now: float) -> None:
         """Rewrite all lag entries of ``group`` from the last polled end offsets."""
         for tp in self.group_partitions(assignment):
             self.refresh_partition(group, tp, now)
+        self._refreshed[group] = now
 
     def refresh_partition(self, group: str, tp: TopicPartition, now: float) -> None:
         """Rewrite the lag entry of ``group`` on ``tp`` in the table, if ``tp``'s end offsets were ever polled."""
@@ -173,12 +205,10 @@ class LagFigures:
             return
         key = partition_key(group, tp.topic, tp.partition)
         self._writer.publish(self._table, key, lag.model_dump_json().encode())
-        self._written[group, tp] = (lag.committed, LagFlag.DATA_LOSS in lag.flags, now)
 
     def forget(self, group: str, tp: TopicPartition) -> None:
         """Drop the lag entry of ``group`` on ``tp`` (its committed offset was deleted)."""
         self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), None)
-        self._written.pop((group, tp), None)
 
     def partition_lag(self, group: str, tp: TopicPartition, now: float) -> PartitionLag | None:
         """``group``'s lag on ``tp`` now, from its committed offset and the last polled end offsets;

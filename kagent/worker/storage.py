@@ -449,6 +449,7 @@ class Storage(Stage, GroupStateReader):
                 for group in touched:
                     self._note(group, GroupChange.END_OFFSETS)
                 await asyncio.sleep(0)
+            self._lag.swept()
             self._metrics.groups.set(len(groups))
             self._metrics.group_partitions.set(tracked)
             for start in range(0, len(due), REFRESH_CHUNK):

@@ -1,0 +1,129 @@
+"""Which lag entries an end-offsets poll rewrites (kagent.worker.lag_figures.LagFigures.due), what is
+published, and what the groups' assignments share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiokafka.structs import TopicPartition
+
+from kagent.core.events import GroupAssigned, MemberAssignment, OffsetCommitted, PartitionRef
+from kagent.core.table_keys import partition_key
+from kagent.worker.group_state import EndOffsetsPolled
+from kagent.worker.lag_figures import REFRESH_AFTER_POLLS, GroupReads, LagFigures
+
+INTERVAL = 10.0
+TOPIC = "orders"
+
+
+class Published:
+    """Stands in for the changelog writer: what was published, key -> value."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, bytes | None] = {}
+
+    def publish(self, table: Any, key: str, value: bytes | None) -> None:
+        self.records[key] = value
+
+
+def assignment(group: str, partitions: int) -> GroupAssigned:
+    member = MemberAssignment(
+        member_id="m",
+        client_id="c",
+        client_host="/h",
+        topics=(TOPIC,),
+        partitions=tuple(PartitionRef(topic=TOPIC, partition=p) for p in range(partitions)),
+    )
+    return GroupAssigned(group=group, generation=1, protocol="range", leader="m", members=(member,))
+
+
+def poll(at: float, partitions: int, *, start: int = 0, end: int = 100) -> EndOffsetsPolled:
+    tps = [TopicPartition(TOPIC, p) for p in range(partitions)]
+    return EndOffsetsPolled(
+        polled_at=at,
+        log_start=dict.fromkeys(tps, start),
+        log_end=dict.fromkeys(tps, end),
+        partition_counts={TOPIC: partitions},
+    )
+
+
+def figures(committed: dict[str, bytes]) -> tuple[LagFigures, Published]:
+    published = Published()
+    made = LagFigures(committed, None, published, poll_interval=INTERVAL, auto_offset_reset="earliest")  # type: ignore[arg-type]
+    return made, published
+
+
+def commit(committed: dict[str, bytes], group: str, partition: int, offset: int) -> None:
+    event = OffsetCommitted(group=group, topic=TOPIC, partition=partition, offset=offset, commit_timestamp=1)
+    committed[partition_key(group, TOPIC, partition)] = event.model_dump_json().encode()
+
+
+def sweep(made: LagFigures, groups: dict[str, GroupReads], at: float) -> set[tuple[str, int]]:
+    due, _, _ = made.due(groups, at)
+    made.swept()
+    return {(group, tp.partition) for group, tp in due}
+
+
+def test_a_group_is_rewritten_whole_when_first_seen_then_every_refresh_period() -> None:
+    made, _ = figures({})
+    groups = {"g": GroupReads.of(assignment("g", 2))}
+    made.take(poll(0.0, 2))
+    assert sweep(made, groups, 0.0) == {("g", 0), ("g", 1)}
+    for n in range(1, REFRESH_AFTER_POLLS):
+        made.take(poll(n * INTERVAL, 2, end=100 + n))
+        assert sweep(made, groups, n * INTERVAL) == set(), n
+    at = REFRESH_AFTER_POLLS * INTERVAL
+    made.take(poll(at, 2))
+    assert sweep(made, groups, at) == {("g", 0), ("g", 1)}
+
+
+def test_a_partition_first_polled_later_is_due_at_once_and_only_it() -> None:
+    made, _ = figures({})
+    groups = {"g": GroupReads.of(assignment("g", 3))}
+    made.take(poll(0.0, 2))  # partition 2 is not answered yet
+    assert sweep(made, groups, 0.0) == {("g", 0), ("g", 1)}
+    made.take(poll(INTERVAL, 3))
+    assert sweep(made, groups, INTERVAL) == {("g", 2)}
+    made.take(poll(2 * INTERVAL, 3))
+    assert sweep(made, groups, 2 * INTERVAL) == set()
+
+
+def test_a_log_start_moving_past_a_committed_offset_makes_that_entry_due() -> None:
+    committed: dict[str, bytes] = {}
+    commit(committed, "behind", 0, 5)
+    commit(committed, "ahead", 0, 90)
+    made, _ = figures(committed)
+    groups = {group: GroupReads.of(assignment(group, 1)) for group in ("behind", "ahead")}
+    made.take(poll(0.0, 1))
+    sweep(made, groups, 0.0)
+    made.take(poll(INTERVAL, 1, start=50))
+    assert sweep(made, groups, INTERVAL) == {("behind", 0)}  # data loss: 5 < 50; 90 is not lost
+    made.take(poll(2 * INTERVAL, 1, start=50))
+    assert sweep(made, groups, 2 * INTERVAL) == set()
+
+
+def test_a_group_no_longer_held_is_rewritten_whole_when_held_again() -> None:
+    made, _ = figures({})
+    reads = GroupReads.of(assignment("g", 1))
+    made.take(poll(0.0, 1))
+    sweep(made, {"g": reads}, 0.0)
+    made.keep_only([])
+    made.take(poll(INTERVAL, 1))
+    assert sweep(made, {"g": reads}, INTERVAL) == {("g", 0)}
+
+
+def test_refresh_and_forget_publish_the_entry_and_its_tombstone() -> None:
+    committed: dict[str, bytes] = {}
+    commit(committed, "g", 0, 40)
+    made, published = figures(committed)
+    made.take(poll(0.0, 1))
+    made.refresh_group("g", assignment("g", 1), 0.0)
+    key = partition_key("g", TOPIC, 0)
+    assert b'"offset_lag":60' in (published.records[key] or b"")
+    made.forget("g", TopicPartition(TOPIC, 0))
+    assert published.records[key] is None
+
+
+def test_assignments_share_one_topic_partition_object_per_partition() -> None:
+    first, second = GroupReads.of(assignment("a", 2)), GroupReads.of(assignment("b", 2))
+    assert all(x is y for x, y in zip(first.assigned, second.assigned, strict=True))
