@@ -103,10 +103,8 @@ class LagFigures:
         """Partition count of each of ``topics`` that a poll has seen."""
         return {topic: self._partition_counts[topic] for topic in topics if topic in self._partition_counts}
 
-    def group_partitions(self, reads: GroupAssigned | GroupReads) -> list[TopicPartition]:
+    def group_partitions(self, reads: GroupReads) -> list[TopicPartition]:
         """Every partition of the topics the group subscribes to (as far as known), and every one it is assigned."""
-        if isinstance(reads, GroupAssigned):
-            reads = GroupReads.of(reads)
         known = [TopicPartition(t, p) for t, count in self.partition_counts(reads.topics).items() for p in range(count)]
         return sorted(set(known).union(reads.assigned))
 
@@ -190,9 +188,9 @@ class LagFigures:
         raw = self._committed.get(partition_key(group, tp.topic, tp.partition))
         return raw is not None and OffsetCommitted.model_validate_json(raw).offset < self._log_start.get(tp, 0)
 
-    def refresh_group(self, group: str, assignment: GroupAssigned, now: float) -> None:
-        """Rewrite all lag entries of ``group`` from the last polled end offsets."""
-        for tp in self.group_partitions(assignment):
+    def refresh_group(self, group: str, reads: GroupReads, now: float) -> None:
+        """Rewrite all lag entries of ``group`` (reading ``reads``) from the last polled end offsets."""
+        for tp in self.group_partitions(reads):
             self.refresh_partition(group, tp, now)
         self._refreshed[group] = now
 

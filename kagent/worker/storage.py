@@ -373,8 +373,9 @@ class Storage(Stage, GroupStateReader):
                     return
                 raw = event.model_dump_json().encode()
                 self._writer.set(self._assignments, event.group, raw)
-                self._parsed[event.group] = (raw, GroupReads.of(event))
-                self._lag.refresh_group(event.group, event, now)
+                reads = GroupReads.of(event)
+                self._parsed[event.group] = (raw, reads)
+                self._lag.refresh_group(event.group, reads, now)
                 self._note(event.group, GroupChange.ASSIGNED)
             case GroupDeleted():
                 self._writer.delete(self._assignments, event.group)
@@ -399,9 +400,9 @@ class Storage(Stage, GroupStateReader):
         return reads
 
     def _assigned(self, group: str, now: float) -> None:
-        assignment = self.assignment(group)
-        if assignment is not None:
-            self._lag.refresh_group(group, assignment, now)
+        reads = self._reads(group)
+        if reads is not None:
+            self._lag.refresh_group(group, reads, now)
         self._note(group, GroupChange.ASSIGNED)
 
     def _note(self, group: str, change: GroupChange) -> None:

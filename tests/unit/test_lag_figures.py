@@ -117,7 +117,7 @@ def test_refresh_and_forget_publish_the_entry_and_its_tombstone() -> None:
     commit(committed, "g", 0, 40)
     made, published = figures(committed)
     made.take(poll(0.0, 1))
-    made.refresh_group("g", assignment("g", 1), 0.0)
+    made.refresh_group("g", GroupReads.of(assignment("g", 1)), 0.0)
     key = partition_key("g", TOPIC, 0)
     assert b'"offset_lag":60' in (published.records[key] or b"")
     made.forget("g", TopicPartition(TOPIC, 0))
