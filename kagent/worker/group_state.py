@@ -74,6 +74,11 @@ class GroupStateReader(Protocol):
         """Whether this worker holds a group now: one look at what it holds, asked of many groups."""
         ...
 
+    def held_partitions(self) -> frozenset[int]:
+        """The derived-events partitions this worker holds now: while they stay the same, the held groups
+        change only as groups are assigned or deleted (which storage's notices say)."""
+        ...
+
     def assignment(self, group: str) -> GroupAssigned | None:
         """The group's current assignment; None if it has none here."""
         ...

@@ -477,6 +477,9 @@ class Storage(Stage, GroupStateReader):
     def holding(self) -> Callable[[str], bool]:
         return self._held.holding()
 
+    def held_partitions(self) -> frozenset[int]:
+        return self._held.partitions()
+
     def assignment(self, group: str) -> GroupAssigned | None:
         raw = self._assignments.get(group)
         return GroupAssigned.model_validate_json(raw) if raw is not None else None

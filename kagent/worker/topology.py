@@ -198,6 +198,10 @@ class HeldGroups:
     def _active(self) -> set[int]:
         return {tp.partition for tp in self._app.assignor.assigned_actives() if tp.topic == self._topic}
 
+    def partitions(self) -> frozenset[int]:
+        """The derived-events partitions this worker holds as active now (which groups it holds)."""
+        return frozenset(self._active())
+
     def holds(self, group: str) -> bool:
         """Whether this worker holds ``group`` now."""
         return partition_of_group(group, self._partitions) in self._active()
