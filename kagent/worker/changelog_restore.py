@@ -110,6 +110,11 @@ class BulkRestoredStore(MemoryStore):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if (self.key_serializer, self.value_serializer) != ("json", "raw"):
+            raise TypeError(
+                f"table {self.table_name!r}: a bulk-restored store takes JSON keys and raw values, "
+                f"not {self.key_serializer!r} keys and {self.value_serializer!r} values"
+            )
         self._restored: dict[TP, int] = {}
         """Partitions restored in bulk whose last offset Faust's recovery has not asked for yet."""
 
