@@ -248,7 +248,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
         # faust#117). Events not acknowledged are read again by the next holder; storage's
         # writes are idempotent and never undo newer state.
         stream_wait_empty=False,
-        TableManager=TableManager,  # Faust's, recovering without a per-record count of every partition
+        TableManager=TableManager,  # Faust's, restoring changelogs in bulk first (worker/table_recovery.py)
         **({"producer_max_batch_size": ONE_RECORD_BATCH} if settings.one_record_batches else {}),
     )
     app.kafka = settings.kafka

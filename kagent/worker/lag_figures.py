@@ -12,10 +12,10 @@ The partition-lag table publishes those figures as a history for subscribers
 an entry is written when a commit changes it, when its partition is first
 polled here, when its partition's log start moves (data loss may have
 appeared), and all of a group's entries when its assignment changes and at
-least every ``REFRESH_AFTER_POLLS`` poll intervals. What was written is
-remembered per group, not per group-partition: at 50,000 groups a record per
-group-partition cost about 280 bytes each.
-A worker that takes a group over computes its lag from its own first poll.
+least every ``REFRESH_AFTER_POLLS`` poll intervals. When it wrote them is
+remembered per group, not per group-partition (a million group-partitions at
+50,000 groups). A worker that takes a group over computes its lag from its
+own first poll.
 """
 
 from __future__ import annotations
