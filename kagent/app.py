@@ -27,7 +27,7 @@ from kagent.worker.alerting import Alerting
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.channel import Channel
 from kagent.worker.cluster_api import ClusterApi
-from kagent.worker.commit_windows import CommitWindows
+from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dashboard import Dashboard
 from kagent.worker.dead_letters import DeadLetters
@@ -74,23 +74,23 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
     end_offsets: Channel[EndOffsetsPolled] = Channel()
     held = HeldGroups(app, topology.derived_events, settings.topic_partitions)
     storage_writer = ChangelogWriter(app)
+    committed = CommittedOffsets(
+        topology.committed,
+        storage_writer,
+        capacity=settings.health_commits,
+        min_distance=settings.health_min_distance,
+    )
     storage = Storage(
         derived_events=topology.derived_events,
         assignments=topology.assignments,
-        committed=topology.committed,
+        committed=committed,
         applied_offsets=topology.applied_offsets,
         lag=LagFigures(
-            topology.committed,
+            committed,
             topology.partition_lag,
             storage_writer,
             poll_interval=settings.end_offset_interval,
             auto_offset_reset=settings.auto_offset_reset,
-        ),
-        windows=CommitWindows(
-            topology.commit_windows,
-            storage_writer,
-            capacity=settings.health_commits,
-            min_distance=settings.health_min_distance,
         ),
         consumer_groups=ConsumerGroupAssignments(
             kafka=settings.kafka,

@@ -20,10 +20,10 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from kagent.core.committed_offset import CommittedOffset
 from kagent.core.consumer_group_state import ConsumerGroupState
 from kagent.core.evaluation import EvaluationState
-from kagent.core.events import DerivedEvents, GroupAssigned, OffsetCommitted
-from kagent.core.group_health import CommitWindow
+from kagent.core.events import DerivedEvents, GroupAssigned
 from kagent.core.incidents import IncidentsState, IncidentTransition
 from kagent.core.recommendation import RecentRecommendations, Recommendation
 from kagent.core.snapshot import PartitionLag
@@ -99,7 +99,10 @@ CONTRACTS: Mapping[str, Contract] = {
         "Record of the derived-events topic, keyed by group: the group's events, oldest first; `kind` tells which.",
     ),
     "committed-offset": Contract(
-        "OffsetCommitted", OffsetCommitted, "Value of the committed-offset table: a group's last commit on a partition."
+        "CommittedOffset",
+        CommittedOffset,
+        "Value of the committed-offsets table (version 2), keyed by group-partition: the group's last commit "
+        "on the partition and its recent commits, for its health check.",
     ),
     "assignment": Contract(
         "GroupAssigned", GroupAssigned, "Value of the assignment table, keyed by group: its generation and members."
@@ -134,11 +137,6 @@ CONTRACTS: Mapping[str, Contract] = {
         "IncidentsState",
         IncidentsState,
         "Value of the incidents table, keyed by group: its open incidents and the transitions still to send.",
-    ),
-    "commit-window": Contract(
-        "CommitWindow",
-        CommitWindow,
-        "Value of the commit-windows table: a group's last commits on a partition, for its health check.",
     ),
     "dead-letter": Contract(
         "DeadLetter",

@@ -75,7 +75,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from itertools import pairwise
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -90,6 +90,7 @@ __all__ = [
     "PartitionHealth",
     "PartitionStatus",
     "append_commit",
+    "appended_commits",
     "group_status",
     "lag_always_not_zero",
     "lag_not_decreasing",
@@ -204,26 +205,36 @@ class CommitWindow(BaseModel):
 
 
 def append_commit(window: CommitWindow, observation: CommitObservation) -> CommitWindow:
-    """``window`` with ``observation`` added as its newest commit.
+    """``window`` with ``observation`` added as its newest commit, by :func:`appended_commits`'s rules."""
+    appended = appended_commits(window.commits, observation, window.capacity, window.min_distance)
+    if appended is None:
+        return window
+    return window.model_copy(update={"commits": tuple(CommitObservation(*commit) for commit in appended)})
+
+
+def appended_commits(
+    commits: Sequence[Sequence[Any]], observation: Sequence[Any], capacity: int, min_distance: float
+) -> list[Sequence[Any]] | None:
+    """A window's ``commits`` (``(offset, timestamp, log_end_offset)`` each, oldest first) with
+    ``observation`` added as the newest; None when they stay as they are.
 
     - An observation older than the newest commit, or the newest again (same
-      offset and timestamp: a replayed record), leaves the window as it is.
+      offset and timestamp: a replayed record), leaves them as they are.
     - One less than ``min_distance`` seconds after the newest replaces it,
       keeping the newest's timestamp (so that steady frequent commits still
       move the window on: Burrow's ``mergeFrequentCommitIntoPrevious``).
     - Otherwise it is appended, and beyond ``capacity`` the oldest goes.
+
+    Works on plain sequences (the committed-offsets table's parsed JSON) as on
+    :class:`CommitObservation` s, so the hot path and the model share one rule.
     """
-    latest = window.latest
-    if latest is not None:
-        if observation.timestamp < latest.timestamp or (observation.offset, observation.timestamp) == (
-            latest.offset,
-            latest.timestamp,
-        ):
-            return window
-        if observation.timestamp - latest.timestamp < window.min_distance:
-            merged = observation._replace(timestamp=latest.timestamp)
-            return window.model_copy(update={"commits": (*window.commits[:-1], merged)})
-    return window.model_copy(update={"commits": (*window.commits, observation)[-window.capacity :]})
+    if commits:
+        latest = commits[-1]
+        if observation[1] < latest[1] or (observation[0] == latest[0] and observation[1] == latest[1]):
+            return None
+        if observation[1] - latest[1] < min_distance:
+            return [*commits[:-1], (observation[0], latest[1], observation[2])]
+    return [*commits, observation][-capacity:]
 
 
 # Burrow's rules, one function each, over a window's commits (oldest first). Burrow numbers them in

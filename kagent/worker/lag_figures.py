@@ -4,8 +4,9 @@ Part of the storage stage, which owns it. It keeps the log-start and
 log-end offsets of every polled partition, a history of log-end offsets per
 partition (for time lag, interpolated as kafka-lag-exporter does) and the
 partition counts of the topics; :meth:`LagFigures.partition_lag` computes a
-group's lag on a partition from these and the committed-offsets table
-whenever it is asked, so evaluation always sees the latest figures.
+group's lag on a partition from these and its committed offset
+(:class:`~kagent.worker.committed_offsets.CommittedOffsets`) whenever it is
+asked, so evaluation always sees the latest figures.
 
 The partition-lag table publishes those figures as a history for subscribers
 (it lives in its topic only, :class:`~kagent.worker.changelog.PublishedTable`):
@@ -24,14 +25,14 @@ import sys
 from collections.abc import Collection, Iterable, Mapping
 from typing import NamedTuple
 
-import faust
 from aiokafka.structs import TopicPartition
 
-from kagent.core.events import GroupAssigned, OffsetCommitted
+from kagent.core.events import GroupAssigned
 from kagent.core.snapshot import PartitionLag
 from kagent.core.table_keys import partition_key
 from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
 from kagent.worker.changelog import ChangelogWriter, PublishedTable
+from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_state import EndOffsetsPolled
 
 __all__ = ["REFRESH_AFTER_POLLS", "STALE_AFTER_POLLS", "GroupReads", "LagFigures"]
@@ -74,7 +75,7 @@ class LagFigures:
 
     def __init__(
         self,
-        committed: faust.Table,
+        committed: CommittedOffsets,
         partition_lag: PublishedTable,
         writer: ChangelogWriter,
         *,
@@ -185,8 +186,8 @@ class LagFigures:
 
     def _lost(self, group: str, tp: TopicPartition) -> bool:
         """Whether ``group``'s committed offset on ``tp`` is below the partition's log start."""
-        raw = self._committed.get(partition_key(group, tp.topic, tp.partition))
-        return raw is not None and OffsetCommitted.model_validate_json(raw).offset < self._log_start.get(tp, 0)
+        committed = self._committed.offset(group, tp)
+        return committed is not None and committed < self._log_start.get(tp, 0)
 
     def refresh_group(self, group: str, reads: GroupReads, now: float) -> None:
         """Rewrite all lag entries of ``group`` (reading ``reads``) from the last polled end offsets."""
@@ -213,13 +214,11 @@ class LagFigures:
         None before this worker has polled ``tp`` (just after taking the group over, say)."""
         if tp not in self._log_end:
             return None
-        raw = self._committed.get(partition_key(group, tp.topic, tp.partition))
-        committed = OffsetCommitted.model_validate_json(raw).offset if raw is not None else None
         return partition_lag_record(
             group=group,
             topic=tp.topic,
             partition=tp.partition,
-            committed=committed,
+            committed=self._committed.offset(group, tp),
             log_start=self._log_start[tp],
             log_end=self._log_end[tp],
             history=self._history[tp],

@@ -1,8 +1,9 @@
 """Storage: the one owner of the held groups' state.
 
 It keeps, in changelog tables partitioned by group, each group's assignment,
-committed offsets, KIP-848 group state and lag per group-partition, and in
-memory the end offsets and partition counts behind the lag. It applies:
+KIP-848 group state, and committed offset with its recent commits per
+group-partition; in memory the end offsets and partition counts behind the
+lag; and publishes the lag per group-partition. It applies:
 
 - derived events, from the derived-events topic (keyed by group, so each
   record reaches the worker that holds its group), in batches; a batch is
@@ -57,12 +58,11 @@ from kagent.core.group_health import (
     stop_possible_from,
 )
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
-from kagent.core.table_keys import partition_key
 from kagent.core.throughput import PartitionThroughput, partition_throughput
 from kagent.worker.applied_offsets import AppliedOffsets, Verdict
 from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
 from kagent.worker.channel import Channel
-from kagent.worker.commit_windows import CommitWindows
+from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader
@@ -106,10 +106,9 @@ class Storage(Stage, GroupStateReader):
         *,
         derived_events: TopicT,
         assignments: faust.Table,
-        committed: faust.Table,
+        committed: CommittedOffsets,
         applied_offsets: faust.Table,
         lag: LagFigures,
-        windows: CommitWindows,
         consumer_groups: ConsumerGroupAssignments,
         writer: ChangelogWriter,
         held: HeldGroups,
@@ -124,7 +123,6 @@ class Storage(Stage, GroupStateReader):
         self._applied_offsets = applied_offsets
         self._offsets = AppliedOffsets()
         self._lag = lag
-        self._windows = windows
         self._consumer_groups = consumer_groups
         self._writer = writer
         self._held = held
@@ -351,20 +349,17 @@ class Storage(Stage, GroupStateReader):
     def _apply(self, event: DerivedEvent, now: float) -> None:
         match event:
             case OffsetCommitted():
-                key = partition_key(event.group, event.topic, event.partition)
-                if _older_commit(event, self._committed.get(key)):
+                tp = TopicPartition(event.topic, event.partition)
+                if not self._committed.commit(
+                    event.group, tp, event.offset, event.commit_timestamp, event.leader_epoch, self._lag.log_end(tp)
+                ):
                     self._metrics.stale_events.labels(event.kind).inc()
                     return
-                tp = TopicPartition(event.topic, event.partition)
-                self._writer.set(self._committed, key, event.model_dump_json().encode())
-                self._windows.observe(event, self._lag.log_end(tp))
                 self._lag.refresh_partition(event.group, tp, now)
                 self._note(event.group, GroupChange.COMMITTED)
             case OffsetDeleted():
-                key = partition_key(event.group, event.topic, event.partition)
                 tp = TopicPartition(event.topic, event.partition)
-                self._writer.delete(self._committed, key)
-                self._windows.forget(event.group, tp)
+                self._committed.delete(event.group, tp)
                 self._lag.forget(event.group, tp)
             case GroupAssigned():
                 reads = self._reads(event.group)
@@ -551,7 +546,7 @@ class Storage(Stage, GroupStateReader):
         for topic, count in snapshot.partition_counts.items():
             for partition in range(count):
                 tp = TopicPartition(topic, partition)
-                if (found := self._windows.window(snapshot.group, tp)) is not None:
+                if (found := self._committed.window(snapshot.group, tp)) is not None:
                     windows[tp] = found
         self._window_memo = (snapshot, windows)
         return windows
@@ -569,12 +564,6 @@ class Storage(Stage, GroupStateReader):
         counts = self._lag.partition_counts(topics)
         partitions.update(TopicPartition(topic, p) for topic, count in counts.items() for p in range(count))
         return sorted(partitions)
-
-
-def _older_commit(event: OffsetCommitted, stored: bytes | None) -> bool:
-    """Whether ``event`` is older than the commit the table holds: a record read again (a source
-    re-reads from its last committed position after a crash) must not undo a newer one."""
-    return stored is not None and event.commit_timestamp < OffsetCommitted.model_validate_json(stored).commit_timestamp
 
 
 _WEIGHT = {GroupChange.END_OFFSETS: -1, GroupChange.COMMITTED: 0, GroupChange.ASSIGNED: 1, GroupChange.DELETED: 2}

@@ -103,15 +103,14 @@ class Topology:
     assignments: GroupPartitionedTable
     """group -> ``GroupAssigned`` JSON: the group's current generation and members."""
     committed: GroupPartitionedTable
-    """partition key -> ``OffsetCommitted`` JSON: the group's committed offset there."""
+    """partition key -> ``CommittedOffset`` JSON: the group's committed offset there and its last commits,
+    for its health check (:mod:`kagent.core.committed_offset`)."""
     partition_lag: PublishedTable
     """partition key -> ``PartitionLag`` JSON, in ``<app id>-partition-lag-changelog`` only."""
     evaluation_state: GroupPartitionedTable
     """group -> ``EvaluationState`` JSON: hold count, arming and cooldown of the trigger."""
     consumer_group_state: GroupPartitionedTable
     """group -> ``ConsumerGroupState`` JSON: a KIP-848 group's epoch, topics and members, folded from its records."""
-    commit_windows: GroupPartitionedTable
-    """partition key -> ``CommitWindow`` JSON: the group's last commits there, for its health check."""
     incidents_state: GroupPartitionedTable
     """group -> ``IncidentsState`` JSON: the group's open incidents and the transitions still to send."""
     recent_recommendations: GroupPartitionedTable
@@ -127,7 +126,6 @@ class Topology:
             self.committed,
             self.evaluation_state,
             self.consumer_group_state,
-            self.commit_windows,
             self.incidents_state,
             self.recent_recommendations,
             self.applied_offsets,
@@ -166,7 +164,9 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         dead_letters=app.topic(f"{prefix}-dead-letters", **own),
         incidents=app.topic(f"{prefix}-incidents", **own),
         assignments=table("assignments", _identity, "Current assignment per group"),
-        committed=table("committed-offsets", group_of_partition_key, "Committed offset per group-partition"),
+        committed=table(
+            "committed-offsets", group_of_partition_key, "Committed offset and recent commits per group-partition"
+        ),
         partition_lag=PublishedTable(
             app.topic(f"{prefix}-partition-lag-changelog", compacting=True, **own),
             settings.topic_partitions,
@@ -174,7 +174,6 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         ),
         evaluation_state=table("evaluation-state", _identity, "Trigger state per group"),
         consumer_group_state=table("consumer-group-state", _identity, "KIP-848 consumer group state per group"),
-        commit_windows=table("commit-windows", group_of_partition_key, "Last commits per group-partition"),
         incidents_state=table("incidents", _identity, "Open incidents per group"),
         recent_recommendations=table(
             "recent-recommendations", _identity, "Latest recommendations per group, newest first"

@@ -7,8 +7,10 @@ from typing import Any
 
 from aiokafka.structs import TopicPartition
 
-from kagent.core.events import GroupAssigned, MemberAssignment, OffsetCommitted, PartitionRef
+from kagent.core import committed_offset
+from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.table_keys import partition_key
+from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_state import EndOffsetsPolled
 from kagent.worker.lag_figures import REFRESH_AFTER_POLLS, GroupReads, LagFigures
 
@@ -49,13 +51,14 @@ def poll(at: float, partitions: int, *, start: int = 0, end: int = 100) -> EndOf
 
 def figures(committed: dict[str, bytes]) -> tuple[LagFigures, Published]:
     published = Published()
-    made = LagFigures(committed, None, published, poll_interval=INTERVAL, auto_offset_reset="earliest")  # type: ignore[arg-type]
+    offsets = CommittedOffsets(committed, None, capacity=10, min_distance=1.0)  # type: ignore[arg-type]  # read only
+    made = LagFigures(offsets, None, published, poll_interval=INTERVAL, auto_offset_reset="earliest")  # type: ignore[arg-type]
     return made, published
 
 
 def commit(committed: dict[str, bytes], group: str, partition: int, offset: int) -> None:
-    event = OffsetCommitted(group=group, topic=TOPIC, partition=partition, offset=offset, commit_timestamp=1)
-    committed[partition_key(group, TOPIC, partition)] = event.model_dump_json().encode()
+    value = committed_offset.with_commit(None, offset, 1, None, None, capacity=10, min_distance=1.0)
+    committed[partition_key(group, TOPIC, partition)] = committed_offset.encode(value)
 
 
 def sweep(made: LagFigures, groups: dict[str, GroupReads], at: float) -> set[tuple[str, int]]:

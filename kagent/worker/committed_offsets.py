@@ -1,0 +1,98 @@
+"""The committed-offsets table: each held group-partition's last commit and its recent commits.
+
+Part of the storage stage, which owns it. Every offset commit storage
+applies becomes the group-partition's newest commit and joins its window
+(Burrow's offset ring: the last ``capacity`` commits, a commit closer than
+``min_distance`` seconds to the newest replacing it) with the log-end offset
+kagent knew when it saw the commit, so that the commit's lag is the one the
+group had then. Both live in one value (:mod:`kagent.core.committed_offset`),
+so a worker that takes a group over computes its lag and judges its health
+on the same history, not on an empty window that would call every group OK
+(and resolve its incidents) after each failover.
+
+A value is written only when a commit changes it: a commit read again (the
+same offset and timestamp) writes nothing, and one older than the stored
+commit is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aiokafka.structs import TopicPartition
+
+from kagent.core import committed_offset
+from kagent.core.committed_offset import StoredCommit
+from kagent.core.group_health import CommitWindow
+from kagent.core.table_keys import partition_key
+from kagent.worker.changelog import ChangelogWriter
+
+__all__ = ["CommittedOffsets"]
+
+
+class _Table(Protocol):
+    """What is read of the table: its store's ``get`` (a Faust table's, or a dict in a test)."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+
+class CommittedOffsets:
+    """The committed-offsets table, read and written a commit at a time."""
+
+    def __init__(self, table: _Table, writer: ChangelogWriter, *, capacity: int, min_distance: float) -> None:
+        self._table = table
+        self._writer = writer
+        self._capacity = capacity
+        self._min_distance = min_distance
+
+    def commit(
+        self,
+        group: str,
+        tp: TopicPartition,
+        offset: int,
+        commit_timestamp: int,
+        leader_epoch: int | None,
+        log_end_offset: int | None,
+    ) -> bool:
+        """Apply the group's commit of ``offset`` on ``tp`` at ``commit_timestamp`` (ms); ``log_end_offset``
+        is the partition's log end at the latest poll before it (None when never polled). False, and
+        nothing written, when it is older than the commit stored (a record read again)."""
+        key = partition_key(group, tp.topic, tp.partition)
+        raw = self._table.get(key)
+        stored = committed_offset.decode(raw) if raw is not None else None
+        if stored is not None and commit_timestamp < stored.commit_timestamp:
+            return False
+        value = committed_offset.encode(
+            committed_offset.with_commit(
+                stored,
+                offset,
+                commit_timestamp,
+                leader_epoch,
+                log_end_offset,
+                capacity=self._capacity,
+                min_distance=self._min_distance,
+            )
+        )
+        if value != raw:
+            self._writer.set(self._table, key, value)  # type: ignore[arg-type]  # a Faust table in the worker
+        return True
+
+    def delete(self, group: str, tp: TopicPartition) -> None:
+        """Drop the group's entry on ``tp`` (its committed offset was deleted or expired)."""
+        self._writer.delete(self._table, partition_key(group, tp.topic, tp.partition))  # type: ignore[arg-type]
+
+    def stored(self, group: str, tp: TopicPartition) -> StoredCommit | None:
+        """The group's entry on ``tp``; None when no commit of it is stored."""
+        raw = self._table.get(partition_key(group, tp.topic, tp.partition))
+        return committed_offset.decode(raw) if raw is not None else None
+
+    def offset(self, group: str, tp: TopicPartition) -> int | None:
+        """The group's committed offset on ``tp``; None when none is stored."""
+        stored = self.stored(group, tp)
+        return stored.offset if stored is not None else None
+
+    def window(self, group: str, tp: TopicPartition) -> CommitWindow | None:
+        """The group's commit window on ``tp``, at the configured capacity and distance; None when no
+        commit of it is stored."""
+        stored = self.stored(group, tp)
+        return stored.window(self._capacity, self._min_distance) if stored is not None else None

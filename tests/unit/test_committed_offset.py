@@ -1,0 +1,78 @@
+"""The committed-offsets table's value: versions 1 and 2 read, and the window follows the health check's rules."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kagent.core import committed_offset
+from kagent.core.committed_offset import StoredCommit, with_commit
+from kagent.core.events import OffsetCommitted
+from kagent.core.group_health import CommitObservation, CommitWindow, append_commit
+
+
+def test_a_version_1_value_reads_as_its_commit_with_a_window_of_it_alone() -> None:
+    old = OffsetCommitted(
+        group="g", topic="t", partition=3, offset=42, commit_timestamp=1_700_000_000_500, leader_epoch=2
+    )
+    stored = committed_offset.decode(old.model_dump_json().encode())
+    assert stored == StoredCommit(42, 1_700_000_000_500, 2, [[42, 1_700_000_000.5, None]])
+    assert stored.window(10, 1.0).commits == (CommitObservation(42, 1_700_000_000.5, None),)
+    after = with_commit(stored, 50, 1_700_000_010_000, 2, 80, capacity=10, min_distance=1.0)
+    assert committed_offset.decode(committed_offset.encode(after)) == StoredCommit(
+        50, 1_700_000_010_000, 2, [[42, 1_700_000_000.5, None], [50, 1_700_000_010.0, 80]]
+    )
+
+
+def test_the_value_names_no_group_topic_or_partition_and_round_trips() -> None:
+    value = with_commit(None, 7, 1_000, None, None, capacity=3, min_distance=0.0)
+    raw = committed_offset.encode(value)
+    assert orjson.loads(raw) == {
+        "offset": 7,
+        "commit_timestamp": 1_000,
+        "leader_epoch": None,
+        "commits": [[7, 1.0, None]],
+    }
+    assert committed_offset.decode(raw) == StoredCommit(7, 1_000, None, [[7, 1.0, None]])
+
+
+def test_a_commit_read_again_leaves_the_bytes_as_they_were() -> None:
+    first = committed_offset.encode(with_commit(None, 7, 1_000, 1, 9, capacity=3, min_distance=0.0))
+    again = with_commit(committed_offset.decode(first), 7, 1_000, 1, 12, capacity=3, min_distance=0.0)
+    assert committed_offset.encode(again) == first
+
+
+def test_a_window_stored_longer_than_the_capacity_keeps_its_newest_commits() -> None:
+    stored = StoredCommit(4, 4_000, None, [[1, 1.0, None], [2, 2.0, None], [3, 3.0, None], [4, 4.0, None]])
+    after = with_commit(stored, 5, 5_000, None, None, capacity=2, min_distance=0.0)
+    assert [commit[0] for commit in after.commits] == [4, 5]
+    assert [c.offset for c in stored.window(3, 0.0).commits] == [2, 3, 4]
+
+
+commits = st.lists(
+    st.tuples(st.integers(0, 1_000), st.integers(0, 60_000), st.one_of(st.none(), st.integers(0, 2_000))),
+    max_size=30,
+)
+
+
+@given(commits, st.integers(1, 6), st.sampled_from([0.0, 1.0, 5.0]))
+def test_the_stored_window_is_the_health_checks_window_after_the_same_commits(
+    seen: list[tuple[int, int, int | None]], capacity: int, min_distance: float
+) -> None:
+    """Each commit applied as storage applies it (through the bytes, refusing one older than the newest)
+    gives the window :func:`append_commit` builds from the same commits."""
+    raw: bytes | None = None
+    model = CommitWindow(capacity=capacity, min_distance=min_distance)
+    for offset, stamp, log_end in seen:
+        stored = committed_offset.decode(raw) if raw is not None else None
+        if stored is not None and stamp < stored.commit_timestamp:
+            continue
+        raw = committed_offset.encode(
+            with_commit(stored, offset, stamp, None, log_end, capacity=capacity, min_distance=min_distance)
+        )
+        model = append_commit(model, CommitObservation(offset, stamp / 1000, log_end))
+    if raw is None:
+        assert not model.commits
+    else:
+        assert committed_offset.decode(raw).window(capacity, min_distance) == model
