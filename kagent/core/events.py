@@ -22,11 +22,12 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Annotated, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated, Literal, NamedTuple
 
+import orjson
 from aiokafka.structs import TopicPartition
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from kagent.core.consumer_offsets import (
     Assignment as ConsumerProtocolAssignment,
@@ -50,6 +51,7 @@ from kagent.core.consumer_offsets import (
 )
 
 __all__ = [
+    "Committed",
     "ConsumerGroupEpoch",
     "ConsumerGroupMember",
     "ConsumerGroupMemberAssignment",
@@ -71,6 +73,7 @@ __all__ = [
     "decode_events",
     "derive",
     "encode_events",
+    "grouped_events",
 ]
 
 
@@ -101,6 +104,42 @@ class OffsetCommitted(_Frozen):
     commit_timestamp: int
     """Milliseconds since the epoch, as the coordinator stamped the commit."""
     leader_epoch: int | None = None
+
+
+class Committed(NamedTuple):
+    """An offset commit in its compact form, ``[topic, partition, offset, commit_timestamp, leader_epoch]``:
+    what the ``offsets-topic`` source writes for each commit it reads (the group is the record's, the
+    fields :class:`OffsetCommitted`'s). Most records of ``__consumer_offsets`` are commits, and a
+    worker derives, sends, reads and applies each: the compact form costs a tuple, not a model,
+    and a JSON array, not an object that repeats the group and every field name."""
+
+    topic: str
+    partition: Annotated[int, Field(ge=0)]
+    offset: int
+    commit_timestamp: int
+    """Milliseconds since the epoch, as the coordinator stamped the commit."""
+    leader_epoch: int | None
+
+    @property
+    def kind(self) -> Literal["offset-committed"]:
+        """The kind of event it stands for (not a field: the array has no ``kind``)."""
+        return "offset-committed"
+
+    @classmethod
+    def of(cls, record: OffsetCommit) -> Committed:
+        """The compact event of an offset commit record (checked by :mod:`kagent.core.record_checks`)."""
+        return cls(record.topic, record.partition, record.offset, record.commit_timestamp, record.leader_epoch)
+
+    def event(self, group: str) -> OffsetCommitted:
+        """The same commit as an :class:`OffsetCommitted` of ``group``."""
+        return OffsetCommitted(
+            group=group,
+            topic=self.topic,
+            partition=self.partition,
+            offset=self.offset,
+            commit_timestamp=self.commit_timestamp,
+            leader_epoch=self.leader_epoch,
+        )
 
 
 class OffsetDeleted(_Frozen):
@@ -268,37 +307,106 @@ DerivedEvent = Annotated[
 
 
 class DerivedEvents(_Frozen):
-    """One record of the derived-events topic: events of one group, oldest first."""
+    """One record of the derived-events topic: events of one group, oldest first.
+
+    An offset commit is either an :class:`OffsetCommitted` object or, as the
+    ``offsets-topic`` source writes it since the table values' version 2, a
+    :class:`Committed` array; readers take both."""
 
     group: str
-    events: tuple[DerivedEvent, ...] = Field(min_length=1)
+    events: tuple[DerivedEvent | Committed, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _one_group(self) -> DerivedEvents:
-        strays = sorted({event.group for event in self.events} - {self.group})
+        strays = sorted({event.group for event in self.events if not isinstance(event, Committed)} - {self.group})
         if strays:
             raise ValueError(f"events of groups {strays} in a record of group {self.group!r}")
         return self
+
+    def expanded(self) -> list[DerivedEvent]:
+        """The events with each :class:`Committed` as the :class:`OffsetCommitted` it stands for."""
+        return [event.event(self.group) if isinstance(event, Committed) else event for event in self.events]
 
 
 def by_group(events: Iterable[DerivedEvent]) -> list[DerivedEvents]:
     """``events`` as one :class:`DerivedEvents` per group, groups in order of first
     appearance, each group's events in their order."""
-    grouped: dict[str, list[DerivedEvent]] = {}
+    grouped: dict[str, list[DerivedEvent | Committed]] = {}
     for event in events:
         grouped.setdefault(event.group, []).append(event)
-    # Built without validating again: the events are validated models, each under its own group.
+    return grouped_events(grouped)
+
+
+def grouped_events(grouped: Mapping[str, Sequence[DerivedEvent | Committed]]) -> list[DerivedEvents]:
+    """One :class:`DerivedEvents` per group of ``grouped`` (group -> its events, each validated, each a
+    :class:`Committed` or an event of that group), in its order, built without validating again."""
     return [DerivedEvents.model_construct(group=group, events=tuple(events)) for group, events in grouped.items()]
 
 
 def encode_events(events: DerivedEvents) -> bytes:
-    """The JSON bytes of ``events`` as a record of the derived-events topic."""
-    return events.model_dump_json().encode()
+    """The JSON bytes of ``events`` as a record of the derived-events topic (orjson: a record of commits
+    costs about 0.2 µs per commit to encode, pydantic's serializer 1.2 µs)."""
+    return orjson.dumps(
+        {
+            "group": events.group,
+            "events": [
+                list(event) if isinstance(event, Committed) else event.model_dump(mode="json")
+                for event in events.events
+            ],
+        }
+    )
 
 
 def decode_events(data: bytes) -> DerivedEvents:
-    """Parse a record of the derived-events topic; raises ``pydantic.ValidationError``."""
+    """Parse a record of the derived-events topic; raises ``pydantic.ValidationError``.
+
+    Read with orjson: each commit array checked field by field (about a
+    fifth of the cost of pydantic's validation), each other event validated
+    by pydantic on its own. A record in which anything is not plainly
+    valid is validated whole by pydantic, for the same verdict and errors
+    that name what is wrong and where.
+    """
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if type(parsed) is dict and len(parsed) == 2 and type(group := parsed.get("group")) is str:
+        items = parsed.get("events")
+        if type(items) is list and items:
+            events: list[DerivedEvent | Committed] = []
+            for item in items:
+                if type(item) is dict:
+                    try:
+                        event = _EVENT.validate_python(item)
+                    except ValidationError:
+                        break
+                    if event.group != group:
+                        break
+                    events.append(event)
+                elif _plain_commit(item):
+                    events.append(Committed._make(item))
+                else:
+                    break
+            else:
+                return DerivedEvents.model_construct(group=group, events=tuple(events))
     return DerivedEvents.model_validate_json(data)
+
+
+_EVENT: TypeAdapter[DerivedEvent] = TypeAdapter(DerivedEvent)
+
+
+def _plain_commit(item: object) -> bool:
+    """Whether ``item`` is a :class:`Committed` array whose fields have exactly their JSON types and bounds."""
+    return (
+        type(item) is list
+        and len(item) == 5
+        and type(item[0]) is str
+        and type(item[1]) is int
+        and item[1] >= 0
+        and type(item[2]) is int
+        and type(item[3]) is int
+        and (item[4] is None or type(item[4]) is int)
+    )
 
 
 def derive(record: Record) -> list[DerivedEvent]:

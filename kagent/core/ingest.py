@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeAlias, TypeVar
+from typing import Generic, Protocol, TypeAlias, TypeVar, cast
 
 from pydantic import ValidationError
 
-from kagent.core.consumer_offsets import DecodeError, Record, decode
-from kagent.core.events import DerivedEvent, DerivedEvents, by_group, derive
+from kagent.core.consumer_offsets import DecodeError, OffsetCommit, Record, decode
+from kagent.core.events import Committed, DerivedEvent, DerivedEvents, derive, grouped_events
 from kagent.core.record_checks import RecordRejected, check
 
 __all__ = ["Failure", "Ingested", "RawRecord", "ingest"]
@@ -43,7 +43,8 @@ class Ingested(Generic[R]):
     """What one batch of records yields."""
 
     events: list[DerivedEvents] = field(default_factory=list)
-    """One record of the derived-events topic per group that has events, in order."""
+    """One record of the derived-events topic per group that has events, in order; offset commits in
+    their compact form (:class:`~kagent.core.events.Committed`)."""
     malformed: list[tuple[R, Failure]] = field(default_factory=list)
     """The records that failed to decode, or decoded but broke a rule or could not be derived,
     each with why, in order."""
@@ -59,7 +60,7 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
     record whose events cannot be built for any other reason (a missing rule; the reason names
     what failed). Never raises, whatever the records hold.
     """
-    derived: list[DerivedEvent] = []
+    grouped: dict[str, list[DerivedEvent | Committed]] = {}
     malformed: list[tuple[R, Failure]] = []
     for record in records:
         key = record.key
@@ -67,18 +68,29 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
             if key is None:
                 raise DecodeError(None, "key", None, 0, "the record has no key")
             decoded = decode(key, record.value)
-            events = _derived(decoded)
+            if type(decoded) is OffsetCommit:  # nearly every record: its compact event, no model
+                checked = cast(OffsetCommit, check(decoded))  # a commit passes (or raises) as it is
+                if checked.group not in skip_groups:
+                    events = grouped.get(checked.group)
+                    if events is None:
+                        events = grouped[checked.group] = []
+                    events.append(Committed.of(checked))
+                continue
+            derived = _derived(decoded)
         except (DecodeError, RecordRejected) as exc:
             malformed.append((record, exc))
             continue
-        derived.extend(event for event in events if event.group not in skip_groups)
-    return Ingested(by_group(derived), malformed)
+        for event in derived:
+            if event.group not in skip_groups:
+                grouped.setdefault(event.group, []).append(event)
+    return Ingested(grouped_events(grouped), malformed)
 
 
 def _derived(record: Record) -> list[DerivedEvent]:
-    """The events of a checked ``record``. Raises :class:`RecordRejected` for a broken rule, and
-    as the rule ``invalid-event`` for any failure to build the events: the backstop of the rules,
-    naming the event's field and value pydantic refused, or the exception."""
+    """The events of a checked ``record`` (:func:`~kagent.core.events.derive`). Raises
+    :class:`RecordRejected` for a broken rule, and as the rule ``invalid-event`` for any failure to
+    build the events: the backstop of the rules, naming the event's field and value pydantic
+    refused, or the exception."""
     checked = check(record)
     try:
         return derive(checked)

@@ -42,6 +42,7 @@ from faust.types import TP, TopicT
 from pydantic import ValidationError
 
 from kagent.core.events import (
+    Committed,
     DerivedEvent,
     GroupAssigned,
     GroupDeleted,
@@ -278,9 +279,10 @@ class Storage(Stage, GroupStateReader):
                     )
                 )
                 continue
+            group = derived.group
             for event in derived.events:
                 kinds[event.kind] += 1
-                self._apply(event, now)
+                self._apply(group, event, now)
         for kind, count in kinds.items():
             self._metrics.derived_events.labels(kind).inc(count)
         for group in await self._consumer_groups.store():
@@ -346,17 +348,17 @@ class Storage(Stage, GroupStateReader):
         self._metrics.derived_events_reread.labels("lost").inc()
         await self._app.consumer.seek_wait({tp: offset})  # in the consumer's thread, as Faust's own seeks
 
-    def _apply(self, event: DerivedEvent, now: float) -> None:
+    def _apply(self, group: str, event: DerivedEvent | Committed, now: float) -> None:
+        """Apply one event of ``group``'s (a record's events are all of its group)."""
         match event:
+            case Committed():
+                self._commit(
+                    group, event.topic, event.partition, event.offset, event.commit_timestamp, event.leader_epoch, now
+                )
             case OffsetCommitted():
-                tp = TopicPartition(event.topic, event.partition)
-                if not self._committed.commit(
-                    event.group, tp, event.offset, event.commit_timestamp, event.leader_epoch, self._lag.log_end(tp)
-                ):
-                    self._metrics.stale_events.labels(event.kind).inc()
-                    return
-                self._lag.refresh_partition(event.group, tp, now)
-                self._note(event.group, GroupChange.COMMITTED)
+                self._commit(
+                    group, event.topic, event.partition, event.offset, event.commit_timestamp, event.leader_epoch, now
+                )
             case OffsetDeleted():
                 tp = TopicPartition(event.topic, event.partition)
                 self._committed.delete(event.group, tp)
@@ -379,6 +381,23 @@ class Storage(Stage, GroupStateReader):
                 self._note(event.group, GroupChange.DELETED)
             case _:  # the events of KIP-848 consumer groups
                 self._consumer_groups.apply(event)
+
+    def _commit(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        commit_timestamp: int,
+        leader_epoch: int | None,
+        now: float,
+    ) -> None:
+        tp = TopicPartition(topic, partition)
+        if not self._committed.commit(group, tp, offset, commit_timestamp, leader_epoch, self._lag.log_end(tp)):
+            self._metrics.stale_events.labels("offset-committed").inc()
+            return
+        self._lag.refresh_partition(group, tp, now)
+        self._note(group, GroupChange.COMMITTED)
 
     def _reads(self, group: str) -> GroupReads | None:
         """What ``group``'s stored assignment says it reads (and its generation); parsed once per stored

@@ -22,7 +22,7 @@ from kagent.core.consumer_offsets import (
     TopicPartitions,
     encode,
 )
-from kagent.core.events import GroupDeleted, OffsetCommitted, by_group, encode_events
+from kagent.core.events import Committed, DerivedEvents, GroupDeleted, OffsetCommitted, by_group, encode_events
 from kagent.tools.pipeline.coordinator_rows import (
     DECODED_SCHEMA,
     decode_batch,
@@ -106,9 +106,15 @@ def test_derived_events_source_and_many_batches() -> None:
     ]
     batches = [_batch([(b"g", encode_events(batch))]) for batch in by_group(events)] + [_batch([(b"g", b"{not json")])]
 
-    kinds = [row["kind"] for out in decode_batches(iter(batches), "derived-events") for row in out.to_pylist()]
+    compact = DerivedEvents.model_construct(group="g", events=(Committed("t", 2, 11, 1_714_564_801_000, 4),))
+    batches.append(_batch([(b"g", encode_events(compact))]))  # commits as the worker's source writes them
 
-    assert kinds == ["offset-committed", "group-deleted", "undecodable"]
+    rows = [row for out in decode_batches(iter(batches), "derived-events") for row in out.to_pylist()]
+
+    assert [row["kind"] for row in rows] == ["offset-committed", "group-deleted", "undecodable", "offset-committed"]
+    assert [(row["group"], row["partition"], row["committed_offset"], row["leader_epoch"]) for row in rows[3:]] == [
+        ("g", 2, 11, 4)
+    ]
 
 
 def test_kip848_records_are_rows_of_kind_and_group() -> None:

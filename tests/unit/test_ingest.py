@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -31,6 +32,7 @@ from kagent.core.consumer_offsets import (
     encode,
 )
 from kagent.core.events import (
+    Committed,
     ConsumerGroupMemberAssignment,
     DerivedEvents,
     GroupDeleted,
@@ -70,8 +72,11 @@ def test_each_groups_events_become_one_record_in_log_order() -> None:
         ("audit", ["offset-committed"]),
     ]
     billing = result.events[0].events
-    assert isinstance(billing[0], OffsetCommitted) and billing[0].offset == 5
-    assert isinstance(billing[2], OffsetCommitted) and billing[2].offset == 6
+    assert billing[0] == Committed("orders", 0, 5, 1_700_000_000_000, None)  # commits in their compact form
+    assert isinstance(billing[2], Committed) and billing[2].offset == 6
+    assert result.events[0].expanded()[0] == OffsetCommitted(
+        group="billing", topic="orders", partition=0, offset=5, commit_timestamp=1_700_000_000_000
+    )
     assert result.malformed == []
 
 
@@ -99,7 +104,7 @@ def test_malformed_records_are_returned_with_why_and_the_rest_goes_on() -> None:
         if isinstance(error, DecodeError)
     ] == [(7, "key", None, 0), (8, "value", 3, 2)]
     assert str(errors[0]) == "key, byte 0: the record has no key"
-    assert [e.offset for r in result.events for e in r.events if isinstance(e, OffsetCommitted)] == [2, 3]
+    assert [e.offset for r in result.events for e in r.events if isinstance(e, Committed)] == [2, 3]
 
 
 def test_a_batch_of_kip848_records_yields_one_record_for_the_group() -> None:
@@ -157,6 +162,55 @@ def test_a_derived_events_record_round_trips_and_holds_one_group() -> None:
         decode_events(b'{"group": "g", "events": []}')
 
 
+def test_commits_travel_as_arrays_and_a_record_of_both_forms_reads() -> None:
+    compact = DerivedEvents(
+        group="g",
+        events=(Committed("t", 0, 1, 2, None), GroupDeleted(group="g"), Committed("t", 1, 5, 6, 3)),
+    )
+    raw = encode_events(compact)
+    assert json.loads(raw)["events"][0] == ["t", 0, 1, 2, None]
+    assert decode_events(raw) == compact
+    older = (
+        b'{"group":"g","events":[{"kind":"offset-committed","group":"g","topic":"t","partition":0,'
+        b'"offset":1,"commit_timestamp":2}]}'
+    )
+    assert decode_events(older).expanded() == [
+        OffsetCommitted(group="g", topic="t", partition=0, offset=1, commit_timestamp=2)
+    ]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False) | st.sampled_from(["t", "g", ""]),
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.sampled_from(["kind", "group", "topic"]), inner),
+    max_leaves=12,
+)
+commit_like = st.lists(json_values, min_size=4, max_size=6) | st.tuples(
+    st.sampled_from(["t", 3, None]), st.integers(-2, 2), st.integers(), st.integers(), st.none() | st.integers(-1, 1)
+).map(list)
+event_like = (
+    commit_like
+    | st.sampled_from([{"kind": "group-deleted", "group": "g"}, {"kind": "group-deleted", "group": "h"}, {"kind": "x"}])
+    | st.fixed_dictionaries(
+        {"kind": st.just("offset-deleted"), "group": st.sampled_from(["g", "h"]), "topic": json_values},
+        optional={"partition": json_values | st.integers(-1, 2)},
+    )
+)
+
+
+@given(st.sampled_from(["g", 7]), st.lists(event_like, max_size=4))
+def test_the_fast_reader_gives_pydantics_verdict(group: object, events: list[object]) -> None:
+    """Whatever a record holds, :func:`decode_events` accepts exactly what pydantic's validation does, and
+    reads it the same (its fast path only takes what it can check plainly)."""
+    raw = json.dumps({"group": group, "events": events}).encode()
+    try:
+        expected = DerivedEvents.model_validate_json(raw)
+    except ValidationError:
+        with pytest.raises(ValidationError):
+            decode_events(raw)
+    else:
+        assert decode_events(raw) == expected
+
+
 def test_a_record_that_breaks_a_rule_is_malformed_with_its_reason_and_the_rest_goes_on() -> None:
     key, value = encode(OffsetCommit("billing", "orders", -1, 5, "", 1_700_000_000_000, None, None, 3))
     records = [commit("billing", 0, 2), Fetched(key, value, offset=9), commit("billing", 1, 3)]
@@ -171,30 +225,36 @@ def test_a_record_that_breaks_a_rule_is_malformed_with_its_reason_and_the_rest_g
         -1,
     )
     assert str(error) == "OffsetCommit breaks partition-negative: partition = -1 (a partition number is >= 0)"
-    assert [e.offset for r in result.events for e in r.events if isinstance(e, OffsetCommitted)] == [2, 3]
+    assert [e.offset for r in result.events for e in r.events if isinstance(e, Committed)] == [2, 3]
 
 
 def test_a_record_whose_events_cannot_be_built_is_malformed_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The backstop behind the rules: derivation is made to fail (no real record makes it, so far)."""
+    """The backstop behind the rules: derivation is made to fail (no real record makes it, so far).
+    Offset commits are not derived through it: their compact event is built from the checked record's
+    own fields, typed by the decoder, with no rule left to miss."""
 
     def refusing(record: object) -> list[object]:
-        OffsetCommitted(group="g", topic="t", partition=-7, offset=0, commit_timestamp=0)
+        OffsetDeleted(group="g", topic="t", partition=-7)
         return []
 
     def failing(record: object) -> list[object]:
         raise KeyError("orders")
 
+    key, _ = encode(OffsetTombstone("billing", "orders", 1))
+    tombstone = Fetched(key, None)
     monkeypatch.setattr(kagent.core.ingest, "derive", refusing)
-    result = ingest([commit("billing", 0, 1)], skip_groups=())
+    result = ingest([tombstone], skip_groups=())
     monkeypatch.setattr(kagent.core.ingest, "derive", failing)
-    broken = ingest([commit("billing", 0, 1)], skip_groups=())
+    broken = ingest([tombstone], skip_groups=())
 
     ((_, invalid),) = result.malformed
     assert isinstance(invalid, RecordRejected)
-    assert (invalid.rule, invalid.field, invalid.value) == ("invalid-event", "OffsetCommitted.partition", -7)
+    assert (invalid.rule, invalid.field, invalid.value) == ("invalid-event", "OffsetDeleted.partition", -7)
     ((_, failed),) = broken.malformed
     assert isinstance(failed, RecordRejected) and failed.rule == "invalid-event"
-    assert str(failed) == "OffsetCommit breaks invalid-event: record = KeyError('orders') (deriving its events failed)"
+    assert (
+        str(failed) == "OffsetTombstone breaks invalid-event: record = KeyError('orders') (deriving its events failed)"
+    )
 
 
 def _valid_records() -> list[tuple[bytes, bytes | None]]:

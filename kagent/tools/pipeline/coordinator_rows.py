@@ -120,7 +120,7 @@ def decode_batch(batch: pa.RecordBatch, source: Source) -> pa.RecordBatch:
 
 def _events(key: bytes | None, value: bytes | None, source: Source) -> list[DerivedEvent]:
     if source == "derived-events":
-        return [] if value is None else list(decode_events(value).events)
+        return [] if value is None else decode_events(value).expanded()
     return [] if key is None else derive(decode(key, value))
 
 
