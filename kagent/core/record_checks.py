@@ -83,6 +83,7 @@ Pure: no I/O, no state.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from kagent.core.consumer_offsets import (
     Assignment,
@@ -238,7 +239,9 @@ def _without_strays(member: GroupMember) -> GroupMember:
     return member._replace(assignment=assignment._replace(partitions=kept))
 
 
+@lru_cache(maxsize=1 << 16)
 def _legal_topic(name: str) -> bool:
+    """Remembered for the last 65,536 names: every commit asks, and a cluster has far fewer topics."""
     return _LEGAL_TOPIC.fullmatch(name) is not None and name not in (".", "..")
 
 

@@ -17,6 +17,7 @@ commit is refused.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from aiokafka.structs import TopicPartition
@@ -31,9 +32,11 @@ __all__ = ["CommittedOffsets"]
 
 
 class _Table(Protocol):
-    """What is read of the table: its store's ``get`` (a Faust table's, or a dict in a test)."""
+    """What is read of the table: what it holds now (a :class:`~kagent.worker.topology.GroupPartitionedTable`'s
+    store, or a dict in a test)."""
 
-    def get(self, key: str) -> bytes | None: ...
+    @property
+    def stored(self) -> Mapping[str, bytes]: ...
 
 
 class CommittedOffsets:
@@ -58,7 +61,7 @@ class CommittedOffsets:
         is the partition's log end at the latest poll before it (None when never polled). False, and
         nothing written, when it is older than the commit stored (a record read again)."""
         key = partition_key(group, tp.topic, tp.partition)
-        raw = self._table.get(key)
+        raw = self._table.stored.get(key)
         stored = committed_offset.decode(raw) if raw is not None else None
         if stored is not None and commit_timestamp < stored.commit_timestamp:
             return False
@@ -83,7 +86,7 @@ class CommittedOffsets:
 
     def stored(self, group: str, tp: TopicPartition) -> StoredCommit | None:
         """The group's entry on ``tp``; None when no commit of it is stored."""
-        raw = self._table.get(partition_key(group, tp.topic, tp.partition))
+        raw = self._table.stored.get(partition_key(group, tp.topic, tp.partition))
         return committed_offset.decode(raw) if raw is not None else None
 
     def offset(self, group: str, tp: TopicPartition) -> int | None:

@@ -18,7 +18,7 @@ restore. It keeps the name and records of the changelog it used to be.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,15 @@ class GroupPartitionedTable(faust.Table):  # type: ignore[misc]
             loop=self.loop,
             options=self.options,
         )
+
+    @property
+    def stored(self) -> Mapping[Any, Any]:
+        """The store's own dict of what the table holds now, for reads on the hot path: ``table.get``
+        goes through Faust's per-read sensor hooks and three mapping layers (1.4 µs a read in the profile
+        of a worker ingesting commits).
+        kagent writes through :class:`~kagent.worker.changelog.ChangelogWriter`, into this same
+        store; the dict stays the store's for its life (cleared, never replaced)."""
+        return self.data.data  # type: ignore[no-any-return]
 
     def partition_for_key(self, key: Any) -> int:
         if self._partition_of is not None:

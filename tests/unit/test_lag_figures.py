@@ -3,6 +3,7 @@ published, and what the groups' assignments share."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from aiokafka.structs import TopicPartition
@@ -51,7 +52,7 @@ def poll(at: float, partitions: int, *, start: int = 0, end: int = 100) -> EndOf
 
 def figures(committed: dict[str, bytes]) -> tuple[LagFigures, Published]:
     published = Published()
-    offsets = CommittedOffsets(committed, None, capacity=10, min_distance=1.0)  # type: ignore[arg-type]  # read only
+    offsets = CommittedOffsets(SimpleNamespace(stored=committed), None, capacity=10, min_distance=1.0)  # type: ignore[arg-type]
     made = LagFigures(offsets, None, published, poll_interval=INTERVAL, auto_offset_reset="earliest")  # type: ignore[arg-type]
     return made, published
 
