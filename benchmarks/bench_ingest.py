@@ -44,8 +44,9 @@ Measured in the same run, on one embedded broker (Tansu):
   reads Tansu's ListOffsets of its topics, so no line needs the workaround).
   The window runs from the first poll (every 0.1 s) of the worker's
   ``/metrics`` that sees ``kagent_source_records_total`` above 0 to the
-  newest timestamp of the records of the app's changelog topics: the flush
-  of the last batch of derived events applied to the tables. ``/metrics`` is
+  newest timestamp of the records of the app's ``applied-offsets``
+  changelog: the flush of the last batch of derived events applied to the
+  tables (nothing else writes that topic). ``/metrics`` is
   not polled in between: at 5,000 groups held one scrape (65,000 samples)
   cost the worker 1.9 s of CPU (the lag exporter computes every group's
   figures) and this process 2.6 s to parse, so polling it measured the
@@ -60,6 +61,11 @@ Measured in the same run, on one embedded broker (Tansu):
   microseconds per record are the worker's ``utime + stime`` (``/proc``,
   every thread) over the window, the broker's beside them; the peak RSS is
   the worker's ``VmHWM`` at the end;
+- one worker as a deployment runs it, measured the same way: end offsets
+  polled every 5 s (``KAGENT_END_OFFSET_INTERVAL``'s default), so each
+  commit applied also publishes its group-partition's lag, and each poll
+  sweeps the held groups' entries (the 24 topics are empty, so Tansu's
+  ListOffsets answers right without the workaround);
 - two workers of one app id sharing the work (the source's consumer group
   and Faust's split the partitions between them; Faust keeps a standby copy
   of each table on the other worker), started together with a session
@@ -152,6 +158,9 @@ IDLE_CPU = 0.1
 """Cores per worker below which a worker counts as idle (an idle worker uses about 0.03)."""
 WORKER_SETTINGS = {"evaluate_interval": "3600", "end_offset_interval": "3600", "one_record_batches": "false"}
 """Neither the evaluation nor the end-offset poll runs while the records are applied; the producer batches."""
+POLLING_SETTINGS = {**WORKER_SETTINGS, "end_offset_interval": "5"}
+"""As a deployment runs: end offsets polled every 5 s (the default), so each commit applied also publishes
+its group-partition's lag, and every poll sweeps the held groups' entries."""
 PAIR_SETTINGS = {**WORKER_SETTINGS, "session_timeout": "20"}
 """Tansu holds a group's first join for half the session timeout: 10 s lets the second worker of a pair
 join the first generation of both groups (the source's and Faust's), so the pair does not rebalance
@@ -520,7 +529,7 @@ async def into_tables(
     scraper. From then on the workers' and the broker's CPU time is sampled from ``/proc`` every
     :data:`POLL` s, and ``/metrics`` is scraped again only once the workers' CPU has been quiet for
     :data:`QUIET` s, to confirm that every record is applied. The end is the newest timestamp of the
-    app's changelog records written by then: the last flush of the last batch applied.
+    app's applied-offsets changelog records written by then: the last flush of the last batch applied.
     """
     assert broker.pid is not None
     broker_pid = broker.pid
@@ -582,7 +591,9 @@ async def into_tables(
     scrape = (len(scraped or ()), cpu_seconds(workers[0].pid) - worker_cpu, time.process_time() - own_cpu)
     newest = await _newest_timestamps(broker.bootstrap_servers, f"{app_id}-", confirmed)
     derived = f"{app_id}-derived-events"
-    end = max(stamp for topic, stamp in newest.items() if topic.endswith("-changelog"))
+    # The applied-offsets changelog is written by each batch's flush and by nothing else (a poll's lag
+    # entries go to other topics, at any time): its newest record is the last batch applied.
+    end = newest[f"{app_id}-applied-offsets-changelog"]
     at_end = min((s for s in samples if s.time >= end), key=lambda s: s.time, default=samples[-1])
     return Run(
         len(workers),
@@ -652,6 +663,11 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
                 worker = start("bench-ingest-one", **WORKER_SETTINGS)
                 one = await into_tables([worker], broker, "bench-ingest-one", n, profile)
                 worker.stop()
+            with running_workers(broker.bootstrap_servers, workdir / "polling") as start:
+                (workdir / "polling").mkdir()
+                worker = start("bench-ingest-polling", **POLLING_SETTINGS)
+                polling = await into_tables([worker], broker, "bench-ingest-polling", n)
+                worker.stop()
             two = None if one_only else await _two_workers(broker, workdir, n)
         except BaseException:
             for log in sorted(workdir.rglob("*.log")):
@@ -670,7 +686,7 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
         f"{'decode+check+derive+encode alone, in process':<46}{pure_rate:>11,.0f}{pure_rate / bare_rate:>8.3f}"
         f"{n / pure_rate:>9.1f}{'':>8}{1e6 / pure_rate:>11.1f}"
     )
-    runs = [("one worker", one)]
+    runs = [("one worker", one), ("one worker, end offsets polled every 5 s", polling)]
     if two is not None:
         runs.append((f"two workers, combined ({os.cpu_count()} CPUs)", two))
     for label, run in runs:

@@ -309,9 +309,10 @@ DerivedEvent = Annotated[
 class DerivedEvents(_Frozen):
     """One record of the derived-events topic: events of one group, oldest first.
 
-    An offset commit is either an :class:`OffsetCommitted` object or, as the
-    ``offsets-topic`` source writes it since the table values' version 2, a
-    :class:`Committed` array; readers take both."""
+    An offset commit is either a :class:`Committed` array, as the
+    ``offsets-topic`` source writes it, or an :class:`OffsetCommitted` object,
+    as the ``admin-api`` source and kagent before the compact form write it;
+    readers take both."""
 
     group: str
     events: tuple[DerivedEvent | Committed, ...] = Field(min_length=1)

@@ -28,9 +28,10 @@ from typing import NamedTuple
 from aiokafka.structs import TopicPartition
 
 from kagent.core.events import GroupAssigned
+from kagent.core.json_bytes import kept
 from kagent.core.snapshot import PartitionLag
 from kagent.core.table_keys import partition_key
-from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
+from kagent.core.time_lag import EndOffsetHistory, partition_lag_record, partition_lag_values
 from kagent.worker.changelog import ChangelogWriter, PublishedTable
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_state import EndOffsetsPolled
@@ -199,11 +200,8 @@ class LagFigures:
         """Rewrite the lag entry of ``group`` on ``tp`` in the table, if ``tp``'s end offsets were ever polled."""
         if tp not in self._log_end:
             return
-        lag = self.partition_lag(group, tp, now)
-        if lag is None:
-            return
-        key = partition_key(group, tp.topic, tp.partition)
-        self._writer.publish(self._table, key, lag.model_dump_json().encode())
+        values = partition_lag_values(*self._lag_inputs(group, tp, now))
+        self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), kept(values))
 
     def forget(self, group: str, tp: TopicPartition) -> None:
         """Drop the lag entry of ``group`` on ``tp`` (its committed offset was deleted)."""
@@ -214,16 +212,23 @@ class LagFigures:
         None before this worker has polled ``tp`` (just after taking the group over, say)."""
         if tp not in self._log_end:
             return None
-        return partition_lag_record(
-            group=group,
-            topic=tp.topic,
-            partition=tp.partition,
-            committed=self._committed.offset(group, tp),
-            log_start=self._log_start[tp],
-            log_end=self._log_end[tp],
-            history=self._history[tp],
-            now=now,
-            polled_at=self._polled_at[tp],
-            auto_offset_reset=self._auto_offset_reset,
-            stale_after=self._stale_after,
+        return partition_lag_record(*self._lag_inputs(group, tp, now))
+
+    def _lag_inputs(self, group: str, tp: TopicPartition, now: float) -> _LagInputs:
+        """What :func:`~kagent.core.time_lag.partition_lag_record` takes for ``group`` on a polled ``tp``."""
+        return (
+            group,
+            tp.topic,
+            tp.partition,
+            self._committed.offset(group, tp),
+            self._log_start[tp],
+            self._log_end[tp],
+            self._history[tp],
+            now,
+            self._polled_at[tp],
+            self._auto_offset_reset,
+            self._stale_after,
         )
+
+
+_LagInputs = tuple[str, str, int, int | None, int, int, EndOffsetHistory, float, float, str, float]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kagent.core.json_bytes import kept
 from kagent.core.snapshot import LagFlag, PartitionLag
-from kagent.core.time_lag import EndOffsetHistory, EndOffsetPoint, partition_lag_record, time_lag
+from kagent.core.time_lag import EndOffsetHistory, EndOffsetPoint, partition_lag_record, partition_lag_values, time_lag
 
 
 def history(*points: tuple[int, float], limit: int = 60) -> EndOffsetHistory:
@@ -183,3 +185,29 @@ def test_record_with_too_short_a_history_has_an_unknown_time_lag() -> None:
     lag = record(250, history=history((400, 40.0)))
     assert lag.offset_lag == 150
     assert lag.time_lag is None
+
+
+@pytest.mark.parametrize(
+    "committed, overrides",
+    [(250, {}), (None, {}), (None, {"auto_offset_reset": "earliest"}), (50, {"now": 70.0}), (400, {})],
+)
+def test_the_published_json_is_the_records_json(committed: int | None, overrides: dict[str, object]) -> None:
+    """What a worker publishes for a commit (plain values, orjson) reads as the model's own JSON."""
+    arguments: dict[str, object] = {
+        "group": "g",
+        "topic": "t",
+        "partition": 3,
+        "committed": committed,
+        "log_start": 100,
+        "log_end": 400,
+        "history": history((100, 10.0), (400, 40.0)),
+        "now": 50.0,
+        "polled_at": 40.0,
+        "auto_offset_reset": "latest",
+        "stale_after": 15.0,
+        **overrides,
+    }
+    published = kept(partition_lag_values(**arguments))  # type: ignore[arg-type]
+    model = partition_lag_record(**arguments)  # type: ignore[arg-type]
+    assert json.loads(published) == json.loads(model.model_dump_json())
+    assert PartitionLag.model_validate_json(published) == model
