@@ -18,13 +18,12 @@ from bisect import bisect_right
 from typing import Any, NamedTuple
 
 from kagent.core.lag import partition_lag
-from kagent.core.snapshot import LagFlag, PartitionLag
+from kagent.core.snapshot import LagFlag
 
 __all__ = [
     "DEFAULT_POINTS",
     "EndOffsetHistory",
     "EndOffsetPoint",
-    "partition_lag_record",
     "partition_lag_values",
     "time_lag",
 ]
@@ -158,49 +157,6 @@ def time_lag(history: EndOffsetHistory, position: int, now: float) -> float | No
     return None if appended is None else max(0.0, now - appended)
 
 
-def partition_lag_record(
-    group: str,
-    topic: str,
-    partition: int,
-    committed: int | None,
-    log_start: int,
-    log_end: int,
-    history: EndOffsetHistory,
-    now: float,
-    polled_at: float,
-    auto_offset_reset: str,
-    stale_after: float,
-) -> PartitionLag:
-    """The partition-lag table value of ``group`` on ``topic``-``partition`` at ``now``.
-
-    ``committed`` is the group's committed offset (None: nothing committed);
-    ``log_start`` and ``log_end`` come from the end-offset poll at
-    ``polled_at``, and ``history`` is the partition's end-offset history
-    including that poll. ``offset_lag`` follows :func:`kagent.core.lag.partition_lag`.
-    ``time_lag`` is that of the position the group reads from next: its
-    committed offset or, with none, where ``auto_offset_reset`` puts it (the
-    log end for ``latest``, else the log start), so it is 0 whenever the offset
-    lag is 0. Flags: ``no-commit`` without a committed offset,
-    ``stale-end-offset`` when the poll is more than ``stale_after`` seconds
-    before ``now``, ``data-loss`` when the committed offset is below the log start.
-    """
-    return PartitionLag(
-        **partition_lag_values(
-            group,
-            topic,
-            partition,
-            committed,
-            log_start,
-            log_end,
-            history,
-            now,
-            polled_at,
-            auto_offset_reset,
-            stale_after,
-        )
-    )
-
-
 def partition_lag_values(
     group: str,
     topic: str,
@@ -214,9 +170,22 @@ def partition_lag_values(
     auto_offset_reset: str,
     stale_after: float,
 ) -> dict[str, Any]:
-    """The fields of :func:`partition_lag_record`'s value as plain data (flags as their strings), ready
-    for JSON: what a worker publishes for every commit it applies, built without a model (its
-    validation and serialization cost about 10 µs a record)."""
+    """The partition-lag table value of ``group`` on ``topic``-``partition`` at ``now``, as plain data
+    ready for JSON (flags as their strings; ``PartitionLag(**values)`` is the model). A worker
+    publishes one for every commit it applies, built without the model, whose validation and
+    serialization cost about 10 µs a record.
+
+    ``committed`` is the group's committed offset (None: nothing committed);
+    ``log_start`` and ``log_end`` come from the end-offset poll at
+    ``polled_at``, and ``history`` is the partition's end-offset history
+    including that poll. ``offset_lag`` follows :func:`kagent.core.lag.partition_lag`.
+    ``time_lag`` is that of the position the group reads from next: its
+    committed offset or, with none, where ``auto_offset_reset`` puts it (the
+    log end for ``latest``, else the log start), so it is 0 whenever the offset
+    lag is 0. Flags: ``no-commit`` without a committed offset,
+    ``stale-end-offset`` when the poll is more than ``stale_after`` seconds
+    before ``now``, ``data-loss`` when the committed offset is below the log start.
+    """
     position = committed
     if position is None:
         position = log_end if auto_offset_reset == "latest" else log_start

@@ -31,7 +31,7 @@ from kagent.core.events import GroupAssigned
 from kagent.core.json_bytes import kept
 from kagent.core.snapshot import PartitionLag
 from kagent.core.table_keys import partition_key
-from kagent.core.time_lag import EndOffsetHistory, partition_lag_record, partition_lag_values
+from kagent.core.time_lag import EndOffsetHistory, partition_lag_values
 from kagent.worker.changelog import ChangelogWriter, PublishedTable
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_state import EndOffsetsPolled
@@ -212,10 +212,10 @@ class LagFigures:
         None before this worker has polled ``tp`` (just after taking the group over, say)."""
         if tp not in self._log_end:
             return None
-        return partition_lag_record(*self._lag_inputs(group, tp, now))
+        return PartitionLag(**partition_lag_values(*self._lag_inputs(group, tp, now)))
 
     def _lag_inputs(self, group: str, tp: TopicPartition, now: float) -> _LagInputs:
-        """What :func:`~kagent.core.time_lag.partition_lag_record` takes for ``group`` on a polled ``tp``."""
+        """What :func:`~kagent.core.time_lag.partition_lag_values` takes for ``group`` on a polled ``tp``."""
         return (
             group,
             tp.topic,

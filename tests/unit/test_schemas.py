@@ -26,8 +26,9 @@ from kagent.core.events import (
     by_group,
     encode_events,
 )
-from kagent.core.snapshot import GroupSnapshot
-from kagent.core.time_lag import EndOffsetHistory, partition_lag_record
+from kagent.core.json_bytes import kept
+from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.time_lag import EndOffsetHistory, partition_lag_values
 from kagent.settings import Settings
 
 TABLES = Path(__file__).resolve().parents[2] / "tables"
@@ -90,8 +91,8 @@ def skewed_snapshot() -> GroupSnapshot:
         assignment=GroupAssigned(group="billing", generation=7, protocol="range", leader="m0", members=members),
         partition_counts={"orders": 6},
         lag={
-            TopicPartition("orders", p): partition_lag_record(
-                "billing", "orders", p, 3000 - lag, 0, 3000, history, 31.0, 30.0, "latest", 15.0
+            TopicPartition("orders", p): PartitionLag(
+                **partition_lag_values("billing", "orders", p, 3000 - lag, 0, 3000, history, 31.0, 30.0, "latest", 15.0)
             )
             for p, lag in enumerate(lags)
         },
@@ -126,8 +127,8 @@ def written_samples() -> list[tuple[str, Any]]:
         *(("partition-lag.schema.json", lag.model_dump(mode="json")) for lag in snapshot.lag.values()),
         (
             "partition-lag.schema.json",
-            partition_lag_record("billing", "orders", 0, None, 0, 100, history, 99.0, 0.0, "earliest", 15.0).model_dump(
-                mode="json"
+            json.loads(
+                kept(partition_lag_values("billing", "orders", 0, None, 0, 100, history, 99.0, 0.0, "earliest", 15.0))
             ),
         ),
         ("evaluation-state.schema.json", json.loads(armed.model_dump_json())),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from kagent.core.json_bytes import kept
 from kagent.core.snapshot import LagFlag, PartitionLag
-from kagent.core.time_lag import EndOffsetHistory, EndOffsetPoint, partition_lag_record, partition_lag_values, time_lag
+from kagent.core.time_lag import EndOffsetHistory, EndOffsetPoint, partition_lag_values, time_lag
 
 
 def history(*points: tuple[int, float], limit: int = 60) -> EndOffsetHistory:
@@ -132,8 +133,9 @@ def test_histories_stay_bounded_and_ordered(steps: list[tuple[int, float]], limi
     assert known == sorted(known)
 
 
-def record(committed: int | None, **overrides: object) -> PartitionLag:
-    arguments: dict[str, object] = {
+def inputs(committed: int | None, **overrides: object) -> dict[str, Any]:
+    """The arguments of :func:`partition_lag_values` for a partition polled at 40 s, looked at at 50 s."""
+    return {
         "group": "g",
         "topic": "t",
         "partition": 3,
@@ -145,9 +147,12 @@ def record(committed: int | None, **overrides: object) -> PartitionLag:
         "polled_at": 40.0,
         "auto_offset_reset": "latest",
         "stale_after": 15.0,
+        **overrides,
     }
-    arguments.update(overrides)
-    return partition_lag_record(**arguments)  # type: ignore[arg-type]
+
+
+def record(committed: int | None, **overrides: object) -> PartitionLag:
+    return PartitionLag(**partition_lag_values(**inputs(committed, **overrides)))
 
 
 def test_record_of_a_committed_partition() -> None:
@@ -191,23 +196,9 @@ def test_record_with_too_short_a_history_has_an_unknown_time_lag() -> None:
     "committed, overrides",
     [(250, {}), (None, {}), (None, {"auto_offset_reset": "earliest"}), (50, {"now": 70.0}), (400, {})],
 )
-def test_the_published_json_is_the_records_json(committed: int | None, overrides: dict[str, object]) -> None:
+def test_the_published_json_is_the_models_json(committed: int | None, overrides: dict[str, object]) -> None:
     """What a worker publishes for a commit (plain values, orjson) reads as the model's own JSON."""
-    arguments: dict[str, object] = {
-        "group": "g",
-        "topic": "t",
-        "partition": 3,
-        "committed": committed,
-        "log_start": 100,
-        "log_end": 400,
-        "history": history((100, 10.0), (400, 40.0)),
-        "now": 50.0,
-        "polled_at": 40.0,
-        "auto_offset_reset": "latest",
-        "stale_after": 15.0,
-        **overrides,
-    }
-    published = kept(partition_lag_values(**arguments))  # type: ignore[arg-type]
-    model = partition_lag_record(**arguments)  # type: ignore[arg-type]
+    published = kept(partition_lag_values(**inputs(committed, **overrides)))
+    model = record(committed, **overrides)
     assert json.loads(published) == json.loads(model.model_dump_json())
     assert PartitionLag.model_validate_json(published) == model
