@@ -483,12 +483,13 @@ class _Sample:
 
 def _counters(workers: Sequence[Worker]) -> tuple[float, float, bool]:
     """(records read, derived events applied, every stage's backlog gauge at 0) over ``workers``, from
-    one scrape of each one's ``/metrics``."""
+    one scrape of each one's ``/metrics`` by ``name[]`` (a worker that polls end offsets takes seconds to
+    compute every group's lag figures for a whole scrape)."""
     read = applied = 0.0
     idle = True
     for worker in workers:
         worker.check_alive()
-        samples = worker.metrics() or {}
+        samples = worker.metrics("kagent_source_records_total", "kagent_derived_events_total", BACKLOG) or {}
         read += metric_total(samples, "kagent_source_records_total")
         applied += metric_total(samples, "kagent_derived_events_total")
         gauges = [v for k, v in samples.items() if k.startswith(BACKLOG + "{")]
