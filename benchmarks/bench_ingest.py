@@ -455,9 +455,6 @@ class Run:
     peak_rss_kb: list[int]
     scrapes: int
     """Scrapes of ``/metrics`` after the first record was read."""
-    scrape: tuple[int, float, float]
-    """One scrape of the first worker's ``/metrics`` at the end: (samples, the worker's CPU s, this
-    process's CPU s to parse it)."""
 
     @property
     def rate(self) -> float:
@@ -587,9 +584,6 @@ async def into_tables(
             profiler.wait(60)
     confirmed = samples[-1].time
     peak_rss = [memory_kb(w.pid)["VmHWM"] for w in workers]
-    worker_cpu, own_cpu = cpu_seconds(workers[0].pid), time.process_time()
-    scraped = await asyncio.to_thread(workers[0].metrics)
-    scrape = (len(scraped or ()), cpu_seconds(workers[0].pid) - worker_cpu, time.process_time() - own_cpu)
     newest = await _newest_timestamps(broker.bootstrap_servers, f"{app_id}-", confirmed)
     derived = f"{app_id}-derived-events"
     # The applied-offsets changelog is written by each batch's flush and by nothing else (a poll's lag
@@ -606,8 +600,15 @@ async def into_tables(
         at_end.broker_cpu - start.broker_cpu,
         peak_rss,
         scrapes,
-        scrape,
     )
+
+
+async def whole_scrape(worker: Worker) -> tuple[int, float, float]:
+    """One scrape of all of ``worker``'s ``/metrics``: (samples, the worker's CPU s, this process's CPU s to
+    parse it)."""
+    worker_cpu, own_cpu = cpu_seconds(worker.pid), time.process_time()
+    scraped = await asyncio.to_thread(worker.metrics)
+    return len(scraped or ()), cpu_seconds(worker.pid) - worker_cpu, time.process_time() - own_cpu
 
 
 # --- the benchmark ------------------------------------------------------------------------------
@@ -663,6 +664,7 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
                 (workdir / "one").mkdir()
                 worker = start("bench-ingest-one", **WORKER_SETTINGS)
                 one = await into_tables([worker], broker, "bench-ingest-one", n, profile)
+                scrape = await whole_scrape(worker)
                 worker.stop()
             with running_workers(broker.bootstrap_servers, workdir / "polling") as start:
                 (workdir / "polling").mkdir()
@@ -700,7 +702,7 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
         f"(/metrics scraped {one.scrapes}{f' and {two.scrapes}' if two else ''} times after the first record "
         "read: once the workers' CPU was quiet, to confirm the end)"
     )
-    samples, worker_cpu, own_cpu = one.scrape
+    samples, worker_cpu, own_cpu = scrape
     print(
         f"(one scrape of the one worker's /metrics at the end: {samples:,} samples, "
         f"{worker_cpu:.2f} s of the worker's CPU, {own_cpu:.2f} s of this process's to parse it)"

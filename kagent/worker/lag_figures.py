@@ -198,10 +198,14 @@ class LagFigures:
 
     def refresh_partition(self, group: str, tp: TopicPartition, now: float) -> None:
         """Rewrite the lag entry of ``group`` on ``tp`` in the table, if ``tp``'s end offsets were ever polled."""
-        if tp not in self._log_end:
-            return
-        values = partition_lag_values(*self._lag_inputs(group, tp, now))
-        self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), kept(values))
+        if tp in self._log_end:
+            self._publish(group, tp, self._committed.offset(group, tp), now)
+
+    def committed(self, group: str, tp: TopicPartition, offset: int, now: float) -> None:
+        """``group`` committed ``offset`` on ``tp`` (applied just now): rewrite its lag entry, if ``tp``'s end
+        offsets were ever polled, from that offset (not read back from the table)."""
+        if tp in self._log_end:
+            self._publish(group, tp, offset, now)
 
     def forget(self, group: str, tp: TopicPartition) -> None:
         """Drop the lag entry of ``group`` on ``tp`` (its committed offset was deleted)."""
@@ -212,15 +216,22 @@ class LagFigures:
         None before this worker has polled ``tp`` (just after taking the group over, say)."""
         if tp not in self._log_end:
             return None
-        return PartitionLag(**partition_lag_values(*self._lag_inputs(group, tp, now)))
+        return PartitionLag(
+            **partition_lag_values(*self._lag_inputs(group, tp, self._committed.offset(group, tp), now))
+        )
 
-    def _lag_inputs(self, group: str, tp: TopicPartition, now: float) -> _LagInputs:
-        """What :func:`~kagent.core.time_lag.partition_lag_values` takes for ``group`` on a polled ``tp``."""
+    def _publish(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> None:
+        values = partition_lag_values(*self._lag_inputs(group, tp, committed, now))
+        self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), kept(values))
+
+    def _lag_inputs(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> _LagInputs:
+        """What :func:`~kagent.core.time_lag.partition_lag_values` takes for ``group``, with ``committed``,
+        on a polled ``tp``."""
         return (
             group,
             tp.topic,
             tp.partition,
-            self._committed.offset(group, tp),
+            committed,
             self._log_start[tp],
             self._log_end[tp],
             self._history[tp],

@@ -396,7 +396,7 @@ class Storage(Stage, GroupStateReader):
         if not self._committed.commit(group, tp, offset, commit_timestamp, leader_epoch, self._lag.log_end(tp)):
             self._metrics.stale_events.labels("offset-committed").inc()
             return
-        self._lag.refresh_partition(group, tp, now)
+        self._lag.committed(group, tp, offset, now)
         self._note(group, GroupChange.COMMITTED)
 
     def _reads(self, group: str) -> GroupReads | None:

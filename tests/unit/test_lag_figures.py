@@ -128,6 +128,17 @@ def test_refresh_and_forget_publish_the_entry_and_its_tombstone() -> None:
     assert published.records[key] is None
 
 
+def test_a_commit_publishes_its_entry_from_the_offset_applied_once_the_partition_is_polled() -> None:
+    made, published = figures({})  # the offset is given, not read back from the table
+    tp, key = TopicPartition(TOPIC, 0), partition_key("g", TOPIC, 0)
+    made.committed("g", tp, 40, 0.0)
+    assert key not in published.records  # never polled here: no figures yet
+    made.take(poll(0.0, 1))
+    made.committed("g", tp, 40, 0.0)
+    assert b'"committed":40' in (published.records[key] or b"")
+    assert b'"offset_lag":60' in (published.records[key] or b"")
+
+
 def test_assignments_share_one_topic_partition_object_per_partition() -> None:
     first, second = GroupReads.of(assignment("a", 2)), GroupReads.of(assignment("b", 2))
     assert all(x is y for x, y in zip(first.assigned, second.assigned, strict=True))
