@@ -19,7 +19,7 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import orjson
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from kagent.core.group_health import CommitObservation, CommitWindow, appended_commits
 from kagent.core.json_bytes import kept
 
-__all__ = ["CommittedOffset", "StoredCommit", "decode", "encode", "with_commit"]
+__all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "encode", "with_commit"]
 
 
 class CommittedOffset(BaseModel):
@@ -110,3 +110,54 @@ def with_commit(
     observation = (offset, commit_timestamp / 1000, log_end_offset)
     appended = appended_commits(window, observation, capacity, min_distance)
     return StoredCommit(offset, commit_timestamp, leader_epoch, window if appended is None else appended)
+
+
+class Applied(NamedTuple):
+    """What :func:`applied` made of a stored value and a partition's commits."""
+
+    value: bytes | None
+    """The value to store; None when it stays as it was (every commit stale, or read again)."""
+    offset: int | None
+    """The newest commit's offset among those applied; None when every commit was stale."""
+    stale: int
+    """Commits older than the commit stored (or applied before them) when their turn came, skipped."""
+
+
+def applied(
+    raw: bytes | None,
+    commits: Iterable[Sequence[Any]],
+    log_end_offset: int | None,
+    *,
+    capacity: int,
+    min_distance: float,
+) -> Applied:
+    """The stored value ``raw`` (None: nothing stored) after a group's ``commits`` on one partition, in
+    order, each ``[..., offset, commit_timestamp, leader_epoch]`` as its last three fields (a
+    :class:`~kagent.core.events.Committed`), seen when the log end was ``log_end_offset``.
+
+    Each commit is :func:`with_commit`'s, a commit older than the newest so far skipped as stale: the
+    value is parsed once and written once however many commits a partition had in a record.
+    """
+    stored = decode(raw) if raw is not None else None
+    newest: int | None = None
+    stale = 0
+    for commit in commits:
+        offset, commit_timestamp, leader_epoch = commit[-3], commit[-2], commit[-1]
+        if stored is not None and commit_timestamp < stored.commit_timestamp:
+            stale += 1
+            continue
+        stored = with_commit(
+            stored,
+            offset,
+            commit_timestamp,
+            leader_epoch,
+            log_end_offset,
+            capacity=capacity,
+            min_distance=min_distance,
+        )
+        newest = offset
+    if newest is None:
+        return Applied(None, None, stale)
+    assert stored is not None
+    value = encode(stored)
+    return Applied(None if value == raw else value, newest, stale)

@@ -22,7 +22,7 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Literal, NamedTuple
 
 import orjson
@@ -126,8 +126,9 @@ class Committed(NamedTuple):
         return "offset-committed"
 
     @classmethod
-    def of(cls, record: OffsetCommit) -> Committed:
-        """The compact event of an offset commit record (checked by :mod:`kagent.core.record_checks`)."""
+    def of(cls, record: OffsetCommit | OffsetCommitted) -> Committed:
+        """The compact event of an offset commit record (checked by :mod:`kagent.core.record_checks`), or
+        of the same commit as an :class:`OffsetCommitted`."""
         return cls(record.topic, record.partition, record.offset, record.commit_timestamp, record.leader_epoch)
 
     def event(self, group: str) -> OffsetCommitted:
@@ -327,6 +328,29 @@ class DerivedEvents(_Frozen):
     def expanded(self) -> list[DerivedEvent]:
         """The events with each :class:`Committed` as the :class:`OffsetCommitted` it stands for."""
         return [event.event(self.group) if isinstance(event, Committed) else event for event in self.events]
+
+    def runs(self) -> Iterator[dict[tuple[str, int], list[Committed]] | DerivedEvent]:
+        """The events in order, each run of offset commits (of either form) coalesced: one dict per
+        run, (topic, partition) -> that partition's commits in the run as :class:`Committed`, oldest
+        first; every other event on its own. Applying a run's partitions in any order, each one's
+        commits in order, is applying the run: a commit touches its own partition's state only."""
+        run: dict[tuple[str, int], list[Committed]] = {}
+        for event in self.events:
+            if type(event) is not Committed:
+                if type(event) is not OffsetCommitted:
+                    if run:
+                        yield run
+                        run = {}
+                    yield event  # type: ignore[misc]  # not a commit of either form
+                    continue
+                event = Committed.of(event)
+            commits = run.get((event[0], event[1]))
+            if commits is None:
+                run[event[0], event[1]] = [event]
+            else:
+                commits.append(event)
+        if run:
+            yield run
 
 
 def by_group(events: Iterable[DerivedEvent]) -> list[DerivedEvents]:

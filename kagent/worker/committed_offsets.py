@@ -10,20 +10,22 @@ so a worker that takes a group over computes its lag and judges its health
 on the same history, not on an empty window that would call every group OK
 (and resolve its incidents) after each failover.
 
-A value is written only when a commit changes it: a commit read again (the
-same offset and timestamp) writes nothing, and one older than the stored
-commit is refused.
+A group-partition's commits in one derived-events record are applied
+together: its value is parsed once and written once. A value is written
+only when the commits change it: a commit read again (the same offset and
+timestamp) writes nothing, and one older than the stored commit is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from aiokafka.structs import TopicPartition
 
 from kagent.core import committed_offset
-from kagent.core.committed_offset import StoredCommit
+from kagent.core.committed_offset import Applied, StoredCommit
+from kagent.core.events import Committed
 from kagent.core.group_health import CommitWindow
 from kagent.core.table_keys import partition_key
 from kagent.worker.changelog import ChangelogWriter
@@ -49,36 +51,23 @@ class CommittedOffsets:
         self._min_distance = min_distance
 
     def commit(
-        self,
-        group: str,
-        tp: TopicPartition,
-        offset: int,
-        commit_timestamp: int,
-        leader_epoch: int | None,
-        log_end_offset: int | None,
-    ) -> bool:
-        """Apply the group's commit of ``offset`` on ``tp`` at ``commit_timestamp`` (ms); ``log_end_offset``
-        is the partition's log end at the latest poll before it (None when never polled). False, and
-        nothing written, when it is older than the commit stored (a record read again)."""
+        self, group: str, tp: TopicPartition, commits: Sequence[Committed], log_end_offset: int | None
+    ) -> Applied:
+        """Apply the group's ``commits`` on ``tp``, oldest first (:func:`kagent.core.committed_offset.applied`);
+        ``log_end_offset`` is the partition's log end at the latest poll before them (None when never
+        polled). A commit older than the one stored when its turn comes (a record read again) is
+        counted stale and skipped; the value is written once, and only if it changed."""
         key = partition_key(group, tp.topic, tp.partition)
-        raw = self._table.stored.get(key)
-        stored = committed_offset.decode(raw) if raw is not None else None
-        if stored is not None and commit_timestamp < stored.commit_timestamp:
-            return False
-        value = committed_offset.encode(
-            committed_offset.with_commit(
-                stored,
-                offset,
-                commit_timestamp,
-                leader_epoch,
-                log_end_offset,
-                capacity=self._capacity,
-                min_distance=self._min_distance,
-            )
+        result = committed_offset.applied(
+            self._table.stored.get(key),
+            commits,
+            log_end_offset,
+            capacity=self._capacity,
+            min_distance=self._min_distance,
         )
-        if value != raw:
-            self._writer.set(self._table, key, value)  # type: ignore[arg-type]  # a Faust table in the worker
-        return True
+        if result.value is not None:
+            self._writer.set(self._table, key, result.value)  # type: ignore[arg-type]  # a Faust table in the worker
+        return result
 
     def delete(self, group: str, tp: TopicPartition) -> None:
         """Drop the group's entry on ``tp`` (its committed offset was deleted or expired)."""

@@ -46,7 +46,6 @@ from kagent.core.events import (
     DerivedEvent,
     GroupAssigned,
     GroupDeleted,
-    OffsetCommitted,
     OffsetDeleted,
     decode_events,
 )
@@ -280,9 +279,12 @@ class Storage(Stage, GroupStateReader):
                 )
                 continue
             group = derived.group
-            for event in derived.events:
-                kinds[event.kind] += 1
-                self._apply(group, event, now)
+            for item in derived.runs():
+                if type(item) is dict:
+                    kinds["offset-committed"] += self._commits(group, item, now)
+                else:
+                    kinds[item.kind] += 1
+                    self._apply(item, now)
         for kind, count in kinds.items():
             self._metrics.derived_events.labels(kind).inc(count)
         for group in await self._consumer_groups.store():
@@ -348,17 +350,9 @@ class Storage(Stage, GroupStateReader):
         self._metrics.derived_events_reread.labels("lost").inc()
         await self._app.consumer.seek_wait({tp: offset})  # in the consumer's thread, as Faust's own seeks
 
-    def _apply(self, group: str, event: DerivedEvent | Committed, now: float) -> None:
-        """Apply one event of ``group``'s (a record's events are all of its group)."""
+    def _apply(self, event: DerivedEvent, now: float) -> None:
+        """Apply one event other than an offset commit."""
         match event:
-            case Committed():
-                self._commit(
-                    group, event.topic, event.partition, event.offset, event.commit_timestamp, event.leader_epoch, now
-                )
-            case OffsetCommitted():
-                self._commit(
-                    group, event.topic, event.partition, event.offset, event.commit_timestamp, event.leader_epoch, now
-                )
             case OffsetDeleted():
                 tp = TopicPartition(event.topic, event.partition)
                 self._committed.delete(event.group, tp)
@@ -382,22 +376,21 @@ class Storage(Stage, GroupStateReader):
             case _:  # the events of KIP-848 consumer groups
                 self._consumer_groups.apply(event)
 
-    def _commit(
-        self,
-        group: str,
-        topic: str,
-        partition: int,
-        offset: int,
-        commit_timestamp: int,
-        leader_epoch: int | None,
-        now: float,
-    ) -> None:
-        tp = TopicPartition(topic, partition)
-        if not self._committed.commit(group, tp, offset, commit_timestamp, leader_epoch, self._lag.log_end(tp)):
-            self._metrics.stale_events.labels("offset-committed").inc()
-            return
-        self._lag.committed(group, tp, offset, now)
-        self._note(group, GroupChange.COMMITTED)
+    def _commits(self, group: str, run: dict[tuple[str, int], list[Committed]], now: float) -> int:
+        """Apply a run of ``group``'s offset commits (:meth:`DerivedEvents.runs`), each partition's
+        together; how many commits it held."""
+        held = stale = 0
+        for (topic, partition), commits in run.items():
+            held += len(commits)
+            tp = TopicPartition(topic, partition)
+            result = self._committed.commit(group, tp, commits, self._lag.log_end(tp))
+            stale += result.stale
+            if result.offset is not None:
+                self._lag.committed(group, tp, result.offset, now)
+                self._note(group, GroupChange.COMMITTED)
+        if stale:
+            self._metrics.stale_events.labels("offset-committed").inc(stale)
+        return held
 
     def _reads(self, group: str) -> GroupReads | None:
         """What ``group``'s stored assignment says it reads (and its generation); parsed once per stored

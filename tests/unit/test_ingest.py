@@ -179,6 +179,30 @@ def test_commits_travel_as_arrays_and_a_record_of_both_forms_reads() -> None:
     ]
 
 
+def test_runs_coalesce_each_run_of_commits_by_partition_between_other_events() -> None:
+    older_form = OffsetCommitted(group="g", topic="t", partition=0, offset=9, commit_timestamp=10)
+    deleted = GroupDeleted(group="g")
+    events = DerivedEvents(
+        group="g",
+        events=(
+            Committed("t", 0, 1, 2, None),
+            Committed("t", 1, 5, 6, 3),
+            older_form,
+            deleted,
+            Committed("t", 0, 11, 12, None),
+        ),
+    )
+
+    assert list(events.runs()) == [
+        {
+            ("t", 0): [Committed("t", 0, 1, 2, None), Committed("t", 0, 9, 10, None)],
+            ("t", 1): [Committed("t", 1, 5, 6, 3)],
+        },
+        deleted,
+        {("t", 0): [Committed("t", 0, 11, 12, None)]},
+    ]
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False) | st.sampled_from(["t", "g", ""]),
     lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.sampled_from(["kind", "group", "topic"]), inner),
