@@ -33,7 +33,9 @@ Measured in the same run, on one embedded broker (Tansu):
 
 - a bare aiokafka consumer reading every record of ``__consumer_offsets``
   (best of 3, from its first fetch to its last record); CPU microseconds per
-  record from this process's process time;
+  record from this process's process time. This process's garbage collector
+  has the worker's thresholds (:mod:`kagent.worker.garbage_collection`), for
+  this line and the next, so that the baseline gets what the worker gets;
 - the source's pure work on the same bytes in this process, with no I/O
   (:func:`kagent.core.ingest.ingest` on batches of 10,000 records as fetched,
   and encoding the derived-events records), once;
@@ -124,6 +126,7 @@ from kagent.core.ingest import ingest
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator import coordinator_records
 from kagent.tools.simulator.rebalance import MemberIdentity, Rebalance, RebalancedMember
+from kagent.worker import garbage_collection
 from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
@@ -637,6 +640,7 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
         f"kagent ingest on the embedded broker (Tansu), {platform.python_implementation()} "
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
     )
+    garbage_collection.tune()  # as a worker's, for the lines measured in this process
     started = time.perf_counter()
     mix = build_mix(groups, records, seed)
     n = len(mix.records)

@@ -22,6 +22,7 @@ import faust
 from kagent.connections import ClusterUnreachable, KafkaConnection
 from kagent.settings import Settings, SettingsError, Source, load_settings
 from kagent.tools.embedded import ONE_RECORD_BATCH
+from kagent.worker import garbage_collection
 from kagent.worker.admin_api import AdminApiSource
 from kagent.worker.alerting import Alerting
 from kagent.worker.changelog import ChangelogWriter
@@ -215,6 +216,7 @@ class _App(faust.App):
     kafka: KafkaConnection
 
     async def on_first_start(self) -> None:
+        garbage_collection.tune()
         try:
             await self.kafka.check_reachable(STARTUP_REACH_TIMEOUT)
         except ClusterUnreachable as exc:
