@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from kagent.core.group_health import CommitObservation, CommitWindow, appended_commits
 from kagent.core.json_bytes import kept
 
-__all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "encode", "with_commit"]
+__all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "encode"]
 
 
 class CommittedOffset(BaseModel):
@@ -88,30 +88,6 @@ def encode(value: StoredCommit) -> bytes:
     )
 
 
-def with_commit(
-    stored: StoredCommit | None,
-    offset: int,
-    commit_timestamp: int,
-    leader_epoch: int | None,
-    log_end_offset: int | None,
-    *,
-    capacity: int,
-    min_distance: float,
-) -> StoredCommit:
-    """``stored`` (None: nothing stored yet) after the group committed ``offset`` at ``commit_timestamp``
-    (milliseconds), seen when the partition's log end was ``log_end_offset``.
-
-    The commit becomes the newest; the window takes it by
-    :func:`~kagent.core.group_health.appended_commits` (a commit read again
-    leaves it as it was), cut to ``capacity``. The caller skips a commit
-    older than the stored one (a record read again must not undo a newer one).
-    """
-    window: Sequence[Sequence[Any]] = stored.commits[-capacity:] if stored is not None else ()
-    observation = (offset, commit_timestamp / 1000, log_end_offset)
-    appended = appended_commits(window, observation, capacity, min_distance)
-    return StoredCommit(offset, commit_timestamp, leader_epoch, window if appended is None else appended)
-
-
 class Applied(NamedTuple):
     """What :func:`applied` made of a stored value and a partition's commits."""
 
@@ -135,29 +111,32 @@ def applied(
     order, each ``[..., offset, commit_timestamp, leader_epoch]`` as its last three fields (a
     :class:`~kagent.core.events.Committed`), seen when the log end was ``log_end_offset``.
 
-    Each commit is :func:`with_commit`'s, a commit older than the newest so far skipped as stale: the
-    value is parsed once and written once however many commits a partition had in a record.
+    Each commit not older than the newest so far becomes the newest, and the window takes it by
+    :func:`~kagent.core.group_health.appended_commits` (a commit read again leaves it as it was),
+    cut to ``capacity``; an older one (a record read again must not undo a newer commit) is skipped
+    as stale. The value is parsed once and written once however many commits a partition had in a
+    record.
     """
-    stored = decode(raw) if raw is not None else None
+    if raw is None:
+        newest_stamp: int | None = None
+        window: Sequence[Sequence[Any]] = ()
+        leader_epoch = None
+    else:
+        stored = decode(raw)
+        newest_stamp, leader_epoch, window = stored.commit_timestamp, stored.leader_epoch, stored.commits[-capacity:]
     newest: int | None = None
     stale = 0
     for commit in commits:
-        offset, commit_timestamp, leader_epoch = commit[-3], commit[-2], commit[-1]
-        if stored is not None and commit_timestamp < stored.commit_timestamp:
+        offset, commit_timestamp = commit[-3], commit[-2]
+        if newest_stamp is not None and commit_timestamp < newest_stamp:
             stale += 1
             continue
-        stored = with_commit(
-            stored,
-            offset,
-            commit_timestamp,
-            leader_epoch,
-            log_end_offset,
-            capacity=capacity,
-            min_distance=min_distance,
-        )
-        newest = offset
+        appended = appended_commits(window, (offset, commit_timestamp / 1000, log_end_offset), capacity, min_distance)
+        if appended is not None:
+            window = appended
+        newest, newest_stamp, leader_epoch = offset, commit_timestamp, commit[-1]
     if newest is None:
         return Applied(None, None, stale)
-    assert stored is not None
-    value = encode(stored)
+    assert newest_stamp is not None
+    value = encode(StoredCommit(newest, newest_stamp, leader_epoch, window))
     return Applied(None if value == raw else value, newest, stale)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeAlias, TypeVar, cast
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
 from pydantic import ValidationError
 
 from kagent.core.consumer_offsets import DecodeError, OffsetCommit, Record, decode
 from kagent.core.events import Committed, DerivedEvent, DerivedEvents, derive, grouped_events
-from kagent.core.record_checks import RecordRejected, check
+from kagent.core.record_checks import RecordRejected, check, checked_commit
 
 __all__ = ["Failure", "Ingested", "RawRecord", "ingest"]
 
@@ -69,7 +69,7 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
                 raise DecodeError(None, "key", None, 0, "the record has no key")
             decoded = decode(key, record.value)
             if type(decoded) is OffsetCommit:  # nearly every record: its compact event, no model
-                checked = cast(OffsetCommit, check(decoded))  # a commit passes (or raises) as it is
+                checked = checked_commit(decoded)
                 if checked.group not in skip_groups:
                     events = grouped.get(checked.group)
                     if events is None:

@@ -103,13 +103,16 @@ from kagent.core.consumer_offsets import (
     Subscription,
 )
 
-__all__ = ["MAX_STRING_BYTES", "MAX_TOPIC_NAME_LENGTH", "RecordRejected", "check", "shown"]
+__all__ = ["MAX_STRING_BYTES", "MAX_TOPIC_NAME_LENGTH", "RecordRejected", "check", "checked_commit", "shown"]
 
 MAX_TOPIC_NAME_LENGTH = 249
 """Kafka's ``Topic.MAX_NAME_LENGTH``."""
 MAX_STRING_BYTES = 0x7FFF
 """The longest string, in UTF-8 bytes, Kafka's generated serializers write."""
 
+_UNMEASURED = MAX_STRING_BYTES // 4
+"""The longest string within bounds whatever its characters (4 UTF-8 bytes at most each): only longer ones
+are encoded to be measured."""
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _SHOWN_CHARACTERS = 40
 
@@ -143,13 +146,7 @@ def check(record: Record) -> Record:
     rule removes otherwise. Raises :class:`RecordRejected` for a rejecting rule, and nothing else."""
     match record:
         case OffsetCommit():
-            _group(record, record.group, required=False)
-            _topic_name(record, "topic", record.topic)
-            _partition(record, "partition", record.partition)
-            if record.offset < -1:
-                _reject(record, "offset-below-minus-one", "offset", record.offset, "a committed offset is >= -1")
-            if record.leader_epoch is not None and record.leader_epoch < 0:
-                _reject(record, "offset-below-minus-one", "leader_epoch", record.leader_epoch, "a leader epoch is >= 0")
+            return checked_commit(record)
         case OffsetTombstone():
             _group(record, record.group, required=False)
             _topic_name(record, "topic", record.topic)
@@ -200,6 +197,28 @@ def check(record: Record) -> Record:
             | ConsumerGroupRegularExpressionTombstone()
         ):
             _group(record, record.group)
+    return record
+
+
+def checked_commit(record: OffsetCommit) -> OffsetCommit:
+    """:func:`check` of an offset commit, the record nearly every one of ``__consumer_offsets`` is:
+    one test of every bound at once, the rules one by one (to name the one broken) only when it fails."""
+    group, topic, partition, offset, _, _, _, leader_epoch = record[:8]
+    if (
+        partition >= 0
+        and offset >= -1
+        and (leader_epoch is None or leader_epoch >= 0)
+        and len(group) <= _UNMEASURED
+        and _legal_topic(topic)
+    ):
+        return record
+    _group(record, group, required=False)
+    _topic_name(record, "topic", topic)
+    _partition(record, "partition", partition)
+    if offset < -1:
+        _reject(record, "offset-below-minus-one", "offset", offset, "a committed offset is >= -1")
+    if leader_epoch is not None and leader_epoch < 0:
+        _reject(record, "offset-below-minus-one", "leader_epoch", leader_epoch, "a leader epoch is >= 0")
     return record
 
 
@@ -284,7 +303,5 @@ def _instance_id(record: Record, instance_id: str | None) -> None:
 
 
 def _bounded(record: Record, field: str, value: str | None) -> None:
-    # len() counts characters; a string of at most MAX_STRING_BYTES / 4 characters is within bounds
-    # whatever they are, so only longer ones are encoded to be measured.
-    if value is not None and len(value) > MAX_STRING_BYTES // 4 and len(value.encode()) > MAX_STRING_BYTES:
+    if value is not None and len(value) > _UNMEASURED and len(value.encode()) > MAX_STRING_BYTES:
         _reject(record, "string-too-long", field, value, f"Kafka writes strings of at most {MAX_STRING_BYTES} bytes")

@@ -110,8 +110,9 @@ def written_samples() -> list[tuple[str, Any]]:
     commit = OffsetCommitted(
         group="billing", topic="orders", partition=0, offset=42, commit_timestamp=1_700_000_000_000
     )
-    first = committed_offset.with_commit(None, 42, 1_700_000_000_000, None, None, capacity=10, min_distance=0.0)
-    second = committed_offset.with_commit(first, 50, 1_700_000_005_000, 3, 60, capacity=10, min_distance=0.0)
+    first = committed_offset.applied(None, [(42, 1_700_000_000_000, None)], None, capacity=10, min_distance=0.0).value
+    second = committed_offset.applied(first, [(50, 1_700_000_005_000, 3)], 60, capacity=10, min_distance=0.0).value
+    assert first is not None and second is not None
     history = EndOffsetHistory().add(100, 0.0)
     events: list[DerivedEvent] = [
         commit,
@@ -121,8 +122,8 @@ def written_samples() -> list[tuple[str, Any]]:
     ]
     return [
         *(("derived-events.schema.json", json.loads(encode_events(batch))) for batch in by_group(events)),
-        ("committed-offset.schema.json", json.loads(committed_offset.encode(first))),
-        ("committed-offset.schema.json", json.loads(committed_offset.encode(second))),
+        ("committed-offset.schema.json", json.loads(first)),
+        ("committed-offset.schema.json", json.loads(second)),
         ("assignment.schema.json", snapshot.assignment.model_dump(mode="json")),
         *(("partition-lag.schema.json", lag.model_dump(mode="json")) for lag in snapshot.lag.values()),
         (
