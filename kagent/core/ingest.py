@@ -78,12 +78,23 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
                 continue
             derived = _derived(decoded)
         except (DecodeError, RecordRejected) as exc:
-            malformed.append((record, exc))
+            malformed.append((record, _detached(exc)))
             continue
         for event in derived:
             if event.group not in skip_groups:
                 grouped.setdefault(event.group, []).append(event)
     return Ingested(grouped_events(grouped), malformed)
+
+
+def _detached(exc: Failure) -> Failure:
+    """``exc`` without its traceback and the exceptions behind it: what a dead letter says of a record
+    is ``str(exc)``, and a kept traceback's frames reach back to :func:`ingest`'s, whose list of
+    failures holds ``exc``: a reference cycle that kept each batch with a malformed record (every record
+    fetched, and what was derived of them) in memory until the garbage collector next ran."""
+    exc.__traceback__ = None
+    exc.__cause__ = exc.__context__ = None
+    exc.__suppress_context__ = True
+    return exc
 
 
 def _derived(record: Record) -> list[DerivedEvent]:

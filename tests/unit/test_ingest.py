@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -107,6 +109,22 @@ def test_malformed_records_are_returned_with_why_and_the_rest_goes_on() -> None:
     assert [e.offset for r in result.events for e in r.events if isinstance(e, Committed)] == [2, 3]
 
 
+def test_a_batch_with_a_malformed_record_is_freed_without_the_garbage_collector() -> None:
+    """A kept failure's traceback reached back to ingest's frame and so to the whole batch: a worker
+    whose collector runs rarely (kagent.worker.garbage_collection) held 569 MB instead of 209 MB in the
+    semantic fuzz drill."""
+    batch = [Fetched(None, b"\x00\x03", offset=7), commit("billing", 0, 2)]
+    fetched = weakref.ref(batch[1])
+    gc.disable()
+    try:
+        result = ingest(batch, skip_groups=())
+        assert len(result.malformed) == 1 and str(result.malformed[0][1]) == "key, byte 0: the record has no key"
+        del batch, result
+        assert fetched() is None
+    finally:
+        gc.enable()
+
+
 def test_a_batch_of_kip848_records_yields_one_record_for_the_group() -> None:
     orders = UUID("0f9d2c1e-6a4b-4f3e-9d1c-2b3a4c5d6e7f")
     member = ConsumerGroupMemberMetadata(
@@ -193,14 +211,17 @@ def test_runs_coalesce_each_run_of_commits_by_partition_between_other_events() -
         ),
     )
 
-    assert list(events.runs()) == [
+    runs = list(events.runs())
+
+    assert runs == [
         {
-            ("t", 0): [Committed("t", 0, 1, 2, None), Committed("t", 0, 9, 10, None)],
-            ("t", 1): [Committed("t", 1, 5, 6, 3)],
+            TopicPartition("t", 0): [Committed("t", 0, 1, 2, None), Committed("t", 0, 9, 10, None)],
+            TopicPartition("t", 1): [Committed("t", 1, 5, 6, 3)],
         },
         deleted,
-        {("t", 0): [Committed("t", 0, 11, 12, None)]},
+        {TopicPartition("t", 0): [Committed("t", 0, 11, 12, None)]},
     ]
+    assert all(type(tp) is TopicPartition for tp in runs[0])  # type: ignore[union-attr]
 
 
 json_values = st.recursive(
