@@ -336,12 +336,12 @@ class DerivedEvents(_Frozen):
         """The events with each :class:`Committed` as the :class:`OffsetCommitted` it stands for."""
         return [event.event(self.group) if isinstance(event, Committed) else event for event in self.events]
 
-    def runs(self) -> Iterator[dict[tuple[str, int], list[Committed]] | DerivedEvent]:
+    def runs(self) -> Iterator[dict[TopicPartition, list[Committed]] | DerivedEvent]:
         """The events in order, each run of offset commits (of either form) coalesced: one dict per
-        run, (topic, partition) -> that partition's commits in the run as :class:`Committed`, oldest
-        first; every other event on its own. Applying a run's partitions in any order, each one's
-        commits in order, is applying the run: a commit touches its own partition's state only."""
-        run: dict[tuple[str, int], list[Committed]] = {}
+        run, partition -> its commits in the run as :class:`Committed`, oldest first; every other
+        event on its own. Applying a run's partitions in any order, each one's commits in order, is
+        applying the run: a commit touches its own partition's state only."""
+        run: dict[TopicPartition, list[Committed]] = {}
         for event in self.events:
             if type(event) is not Committed:
                 if type(event) is not OffsetCommitted:
@@ -351,9 +351,10 @@ class DerivedEvents(_Frozen):
                     yield event  # type: ignore[misc]  # not a commit of either form
                     continue
                 event = Committed.of(event)
-            commits = run.get((event[0], event[1]))
+            key = (event[0], event[1])  # finds the TopicPartition key equal to it (a NamedTuple is its tuple)
+            commits = run.get(key)  # type: ignore[call-overload]
             if commits is None:
-                run[event[0], event[1]] = [event]
+                run[_new_tuple(TopicPartition, key)] = [event]
             else:
                 commits.append(event)
         if run:

@@ -7,7 +7,10 @@ lag; and publishes the lag per group-partition. It applies:
 
 - derived events, from the derived-events topic (keyed by group, so each
   record reaches the worker that holds its group), in batches; a batch is
-  acknowledged only once its table writes are in their changelogs. A record
+  acknowledged only once its table writes are in their changelogs. A group's
+  offset commits in a batch are applied together, each partition's value
+  parsed and written once and its lag published once (before the group's
+  next other event, if one comes: order within a group is kept). A record
   that is not valid JSON of :class:`~kagent.core.events.DerivedEvents` is
   counted and sent to the dead-letter topic; the batch goes on. The events
   of KIP-848 groups are folded by :class:`ConsumerGroupAssignments`.
@@ -231,6 +234,9 @@ class Storage(Stage, GroupStateReader):
     async def _apply_records(self, messages: list[faust.types.Message]) -> None:
         now, judged_at = time.time(), time.monotonic()
         kinds: Counter[str] = Counter()
+        commits: dict[str, dict[TopicPartition, list[Committed]]] = {}
+        """Group -> its offset commits in this batch not applied yet, by partition: applied once per
+        partition at the end of the batch, or before the group's next other event."""
         letters = []
         applied_to: dict[int, int] = {}
         """Partition -> the offset after the last record of this batch applied from it."""
@@ -281,10 +287,20 @@ class Storage(Stage, GroupStateReader):
             group = derived.group
             for item in derived.runs():
                 if type(item) is dict:
-                    kinds["offset-committed"] += self._commits(group, item, now)
+                    waiting = commits.get(group)
+                    if waiting is None:
+                        commits[group] = item
+                    else:
+                        for tp, more in item.items():
+                            waiting.setdefault(tp, []).extend(more)
                 else:
+                    waiting = commits.pop(group, None)
+                    if waiting is not None:  # the group's commits before it, first
+                        kinds["offset-committed"] += self._commits(group, waiting, now)
                     kinds[item.kind] += 1
                     self._apply(item, now)
+        for group, waiting in commits.items():
+            kinds["offset-committed"] += self._commits(group, waiting, now)
         for kind, count in kinds.items():
             self._metrics.derived_events.labels(kind).inc(count)
         for group in await self._consumer_groups.store():
@@ -376,18 +392,20 @@ class Storage(Stage, GroupStateReader):
             case _:  # the events of KIP-848 consumer groups
                 self._consumer_groups.apply(event)
 
-    def _commits(self, group: str, run: dict[tuple[str, int], list[Committed]], now: float) -> int:
-        """Apply a run of ``group``'s offset commits (:meth:`DerivedEvents.runs`), each partition's
-        together; how many commits it held."""
+    def _commits(self, group: str, run: dict[TopicPartition, list[Committed]], now: float) -> int:
+        """Apply ``group``'s offset commits of a batch (runs of :meth:`DerivedEvents.runs` merged),
+        each partition's together; how many commits there were."""
         held = stale = 0
-        for (topic, partition), commits in run.items():
+        applied = False
+        for tp, commits in run.items():
             held += len(commits)
-            tp = TopicPartition(topic, partition)
             result = self._committed.commit(group, tp, commits, self._lag.log_end(tp))
             stale += result.stale
             if result.offset is not None:
                 self._lag.committed(group, tp, result.offset, now)
-                self._note(group, GroupChange.COMMITTED)
+                applied = True
+        if applied:
+            self._note(group, GroupChange.COMMITTED)
         if stale:
             self._metrics.stale_events.labels("offset-committed").inc(stale)
         return held
