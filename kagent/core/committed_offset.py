@@ -114,8 +114,8 @@ def applied(
     Each commit not older than the newest so far becomes the newest, and the window takes it by
     :func:`~kagent.core.group_health.appended_commits` (a commit read again leaves it as it was),
     cut to ``capacity``; an older one (a record read again must not undo a newer commit) is skipped
-    as stale. The value is parsed once and written once however many commits a partition had in a
-    record.
+    as stale. The value is parsed once and written once however many commits there are (storage
+    passes a batch's).
     """
     if raw is None:
         newest_stamp: int | None = None

@@ -10,7 +10,7 @@ so a worker that takes a group over computes its lag and judges its health
 on the same history, not on an empty window that would call every group OK
 (and resolve its incidents) after each failover.
 
-A group-partition's commits in one derived-events record are applied
+A group-partition's commits in one batch of derived events are applied
 together: its value is parsed once and written once. A value is written
 only when the commits change it: a commit read again (the same offset and
 timestamp) writes nothing, and one older than the stored commit is refused.
