@@ -19,16 +19,20 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from kagent.core.group_health import CommitObservation, CommitWindow, appended_commits
+from kagent.core.group_health import CommitObservation, CommitWindow, add_commit
 from kagent.core.json_bytes import kept
 
 __all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "encode"]
+
+_new_tuple = tuple.__new__
+"""A NamedTuple of its fields without its Python ``__new__`` (storage makes one or two per group-partition
+a batch commits to)."""
 
 
 class CommittedOffset(BaseModel):
@@ -68,23 +72,28 @@ class StoredCommit(NamedTuple):
 def decode(raw: bytes) -> StoredCommit:
     """Parse a value of either version; raises ``orjson.JSONDecodeError`` or ``KeyError`` on bytes that are
     neither (the table holds only what kagent wrote)."""
+    return _new_tuple(StoredCommit, _parsed(raw))
+
+
+def encode(value: StoredCommit) -> bytes:
+    """The bytes of ``value`` (version 2), right-sized to be kept (:func:`kagent.core.json_bytes.kept`)."""
+    return _encoded(*value)
+
+
+def _parsed(raw: bytes) -> tuple[int, int, int | None, list[Sequence[Any]]]:
+    """:func:`decode`'s fields, as a plain tuple."""
     value = orjson.loads(raw)
     offset, stamp = value["offset"], value["commit_timestamp"]
     commits = value.get("commits")
     if commits is None:  # version 1: the offset-committed event
         commits = [[offset, stamp / 1000, None]]
-    return StoredCommit(offset, stamp, value.get("leader_epoch"), commits)
+    return offset, stamp, value.get("leader_epoch"), commits
 
 
-def encode(value: StoredCommit) -> bytes:
-    """The bytes of ``value`` (version 2), right-sized to be kept (:func:`kagent.core.json_bytes.kept`)."""
+def _encoded(offset: int, commit_timestamp: int, leader_epoch: int | None, commits: Sequence[Sequence[Any]]) -> bytes:
+    """:func:`encode` of a value's fields."""
     return kept(
-        {
-            "offset": value.offset,
-            "commit_timestamp": value.commit_timestamp,
-            "leader_epoch": value.leader_epoch,
-            "commits": value.commits,
-        }
+        {"offset": offset, "commit_timestamp": commit_timestamp, "leader_epoch": leader_epoch, "commits": commits}
     )
 
 
@@ -101,42 +110,41 @@ class Applied(NamedTuple):
 
 def applied(
     raw: bytes | None,
-    commits: Iterable[Sequence[Any]],
+    commits: Sequence[Any],
     log_end_offset: int | None,
     *,
     capacity: int,
     min_distance: float,
 ) -> Applied:
     """The stored value ``raw`` (None: nothing stored) after a group's ``commits`` on one partition, in
-    order, each ``[..., offset, commit_timestamp, leader_epoch]`` as its last three fields (a
-    :class:`~kagent.core.events.Committed`), seen when the log end was ``log_end_offset``.
+    order, three fields each as a :data:`~kagent.core.events.CommitRun` lays them out (``offset,
+    commit_timestamp, leader_epoch``, ...), seen when the log end was ``log_end_offset``.
 
     Each commit not older than the newest so far becomes the newest, and the window takes it by
-    :func:`~kagent.core.group_health.appended_commits` (a commit read again leaves it as it was),
+    :func:`~kagent.core.group_health.add_commit` (a commit read again leaves it as it was),
     cut to ``capacity``; an older one (a record read again must not undo a newer commit) is skipped
     as stale. The value is parsed once and written once however many commits there are (storage
     passes a batch's).
     """
+    window: list[Sequence[Any]]
     if raw is None:
         newest_stamp: int | None = None
-        window: Sequence[Sequence[Any]] = ()
+        window = []
         leader_epoch = None
     else:
-        stored = decode(raw)
-        newest_stamp, leader_epoch, window = stored.commit_timestamp, stored.leader_epoch, stored.commits[-capacity:]
+        _, newest_stamp, leader_epoch, stored = _parsed(raw)
+        window = stored[-capacity:]  # a new list
     newest: int | None = None
     stale = 0
-    for commit in commits:
-        offset, commit_timestamp = commit[-3], commit[-2]
+    for index in range(0, len(commits), 3):
+        offset, commit_timestamp = commits[index], commits[index + 1]
         if newest_stamp is not None and commit_timestamp < newest_stamp:
             stale += 1
             continue
-        appended = appended_commits(window, (offset, commit_timestamp / 1000, log_end_offset), capacity, min_distance)
-        if appended is not None:
-            window = appended
-        newest, newest_stamp, leader_epoch = offset, commit_timestamp, commit[-1]
+        add_commit(window, (offset, commit_timestamp / 1000, log_end_offset), capacity, min_distance)
+        newest, newest_stamp, leader_epoch = offset, commit_timestamp, commits[index + 2]
     if newest is None:
-        return Applied(None, None, stale)
+        return _new_tuple(Applied, (None, None, stale))
     assert newest_stamp is not None
-    value = encode(StoredCommit(newest, newest_stamp, leader_epoch, window))
-    return Applied(None if value == raw else value, newest, stale)
+    value = _encoded(newest, newest_stamp, leader_epoch, window)
+    return _new_tuple(Applied, (None if value == raw else value, newest, stale))

@@ -23,11 +23,20 @@ Pure: no I/O, no Faust.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Annotated, Literal, NamedTuple
+from typing import Annotated, Any, Literal, TypeAlias
 
 import orjson
 from aiokafka.structs import TopicPartition
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from kagent.core.consumer_offsets import (
     Assignment as ConsumerProtocolAssignment,
@@ -51,7 +60,7 @@ from kagent.core.consumer_offsets import (
 )
 
 __all__ = [
-    "Committed",
+    "CommitRun",
     "ConsumerGroupEpoch",
     "ConsumerGroupMember",
     "ConsumerGroupMemberAssignment",
@@ -70,10 +79,12 @@ __all__ = [
     "TopicIdPartition",
     "TopicName",
     "by_group",
+    "commit_run",
     "decode_events",
     "derive",
     "encode_events",
     "grouped_events",
+    "run_commits",
 ]
 
 
@@ -107,47 +118,69 @@ class OffsetCommitted(_Frozen):
 
 
 _new_tuple = tuple.__new__
-"""A NamedTuple of its fields without its Python ``__new__`` (half the cost: the source and storage make
-one per commit)."""
+"""A NamedTuple of its fields without its Python ``__new__`` (half the cost: storage makes a
+``TopicPartition`` per group-partition a batch commits to)."""
+
+CommitRun: TypeAlias = list[Any]
+"""Offset commits of a record's group on one partition, oldest first, in their compact form: one JSON
+array, ``[topic, partition, offset, commit_timestamp, leader_epoch, offset, commit_timestamp,
+leader_epoch, ...]``, three fields per commit (:class:`OffsetCommitted`'s; the timestamp in milliseconds
+since the epoch, the leader epoch an integer or null).
+
+What the ``offsets-topic`` source writes for the commits it reads. Nearly every record of
+``__consumer_offsets`` is a commit, and a consumer commits its partitions again and again: a run
+holds a partition's consecutive commits in one array (and so, once read, in one list), not an
+object or an array per commit that repeats the topic. A run of one commit is the five-element
+array of derived events version 2. A Python list, as the JSON parser makes it."""
 
 
-class Committed(NamedTuple):
-    """An offset commit in its compact form, ``[topic, partition, offset, commit_timestamp, leader_epoch]``:
-    what the ``offsets-topic`` source writes for each commit it reads (the group is the record's, the
-    fields :class:`OffsetCommitted`'s). Most records of ``__consumer_offsets`` are commits, and a
-    worker derives, sends, reads and applies each: the compact form costs a tuple, not a model,
-    and a JSON array, not an object that repeats the group and every field name."""
+def commit_run(topic: str, partition: int, *commits: tuple[int, int, int | None]) -> CommitRun:
+    """The run of ``commits`` (each ``(offset, commit_timestamp, leader_epoch)``, oldest first) on a partition."""
+    return [topic, partition, *(field for commit in commits for field in commit)]
 
-    topic: str
-    partition: Annotated[int, Field(ge=0)]
-    offset: int
-    commit_timestamp: int
-    """Milliseconds since the epoch, as the coordinator stamped the commit."""
-    leader_epoch: int | None
 
-    @property
-    def kind(self) -> Literal["offset-committed"]:
-        """The kind of event it stands for (not a field: the array has no ``kind``)."""
-        return "offset-committed"
+def run_commits(run: CommitRun) -> list[tuple[int, int, int | None]]:
+    """The commits of ``run``, each ``(offset, commit_timestamp, leader_epoch)``, oldest first."""
+    return [(run[index], run[index + 1], run[index + 2]) for index in range(2, len(run), 3)]
 
-    @classmethod
-    def of(cls, record: OffsetCommit | OffsetCommitted) -> Committed:
-        """The compact event of an offset commit record (checked by :mod:`kagent.core.record_checks`), or
-        of the same commit as an :class:`OffsetCommitted`."""
-        return _new_tuple(
-            cls, (record.topic, record.partition, record.offset, record.commit_timestamp, record.leader_epoch)
-        )
 
-    def event(self, group: str) -> OffsetCommitted:
-        """The same commit as an :class:`OffsetCommitted` of ``group``."""
-        return OffsetCommitted(
-            group=group,
-            topic=self.topic,
-            partition=self.partition,
-            offset=self.offset,
-            commit_timestamp=self.commit_timestamp,
-            leader_epoch=self.leader_epoch,
-        )
+def _checked_run(run: list[Any]) -> list[Any]:
+    """``run`` if it is a :data:`CommitRun`, each element of exactly its JSON type; raises ``ValueError``
+    naming the first element out of place."""
+    layout = "[topic, partition, then offset, commit_timestamp, leader_epoch for each commit]"
+    if len(run) < 5 or len(run) % 3 != 2:
+        raise ValueError(f"a commit run is {layout}: {len(run)} elements, not 2 + 3 per commit")
+    fields = ("offset", "commit_timestamp", "leader_epoch")
+    for index, value in enumerate(run):
+        if index == 0:
+            ok, what = type(value) is str, "the topic, a string"
+        elif index == 1:
+            ok, what = type(value) is int and value >= 0, "the partition, an integer >= 0"
+        else:
+            field = fields[(index - 2) % 3]
+            nullable = field == "leader_epoch"
+            ok = type(value) is int or (nullable and value is None)
+            what = f"commit {(index - 2) // 3}'s {field}, an integer{' or null' if nullable else ''}"
+        if not ok:
+            raise ValueError(f"a commit run is {layout}: element {index} is {value!r}, not {what}")
+    return run
+
+
+_RUN_SCHEMA = {
+    "type": "array",
+    "title": "CommitRun",
+    "description": (
+        "Offset commits of the record's group on one partition, oldest first: [topic, partition, offset, "
+        "commit_timestamp, leader_epoch, offset, commit_timestamp, leader_epoch, ...], three elements per "
+        "commit (2 + 3n elements, n >= 1); the timestamp in milliseconds since the epoch."
+    ),
+    "prefixItems": [{"title": "Topic", "type": "string"}, {"title": "Partition", "type": "integer", "minimum": 0}],
+    "items": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+    "minItems": 5,
+}
+
+_CommitRunField = Annotated[CommitRun, AfterValidator(_checked_run), WithJsonSchema(_RUN_SCHEMA)]
+"""A :data:`CommitRun` as pydantic validates it (records not plainly valid, and the schema)."""
 
 
 class OffsetDeleted(_Frozen):
@@ -317,75 +350,92 @@ DerivedEvent = Annotated[
 class DerivedEvents(_Frozen):
     """One record of the derived-events topic: events of one group, oldest first.
 
-    An offset commit is either a :class:`Committed` array, as the
-    ``offsets-topic`` source writes it, or an :class:`OffsetCommitted` object,
-    as the ``admin-api`` source and kagent before the compact form write it;
-    readers take both."""
+    Offset commits are either :data:`CommitRun` arrays, as the
+    ``offsets-topic`` source writes them, or :class:`OffsetCommitted`
+    objects, as the ``admin-api`` source and kagent before the compact form
+    write them; readers take both."""
 
     group: str
-    events: tuple[DerivedEvent | Committed, ...] = Field(min_length=1)
+    events: tuple[DerivedEvent | _CommitRunField, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _one_group(self) -> DerivedEvents:
-        strays = sorted({event.group for event in self.events if not isinstance(event, Committed)} - {self.group})
+        strays = sorted({event.group for event in self.events if not isinstance(event, list)} - {self.group})
         if strays:
             raise ValueError(f"events of groups {strays} in a record of group {self.group!r}")
         return self
 
     def expanded(self) -> list[DerivedEvent]:
-        """The events with each :class:`Committed` as the :class:`OffsetCommitted` it stands for."""
-        return [event.event(self.group) if isinstance(event, Committed) else event for event in self.events]
-
-    def runs(self) -> Iterator[dict[TopicPartition, list[Committed]] | DerivedEvent]:
-        """The events in order, each run of offset commits (of either form) coalesced: one dict per
-        run, partition -> its commits in the run as :class:`Committed`, oldest first; every other
-        event on its own. Applying a run's partitions in any order, each one's commits in order, is
-        applying the run: a commit touches its own partition's state only."""
-        run: dict[TopicPartition, list[Committed]] = {}
+        """The events with each :data:`CommitRun` as the :class:`OffsetCommitted` s it stands for."""
+        expanded: list[DerivedEvent] = []
         for event in self.events:
-            if type(event) is not Committed:
-                if type(event) is not OffsetCommitted:
-                    if run:
-                        yield run
-                        run = {}
-                    yield event  # type: ignore[misc]  # not a commit of either form
-                    continue
-                event = Committed.of(event)
-            key = (event[0], event[1])  # finds the TopicPartition key equal to it (a NamedTuple is its tuple)
-            commits = run.get(key)  # type: ignore[call-overload]
-            if commits is None:
-                run[_new_tuple(TopicPartition, key)] = [event]
+            if not isinstance(event, list):
+                expanded.append(event)
+                continue
+            topic, partition = event[0], event[1]
+            for offset, commit_timestamp, leader_epoch in run_commits(event):
+                expanded.append(
+                    OffsetCommitted(
+                        group=self.group,
+                        topic=topic,
+                        partition=partition,
+                        offset=offset,
+                        commit_timestamp=commit_timestamp,
+                        leader_epoch=leader_epoch,
+                    )
+                )
+        return expanded
+
+    def gather(self, commits: dict[TopicPartition, list[int | None]]) -> Iterator[DerivedEvent]:
+        """Add the record's offset commits (of either form) to ``commits`` (partition -> its commits,
+        oldest first, three fields each as in a :data:`CommitRun`: offset, commit_timestamp,
+        leader_epoch; appended after those already there) and yield every other event, in order.
+
+        When an event is yielded, ``commits`` holds every commit before it (and none after): a caller
+        that keeps order applies and empties ``commits`` before applying the event. Applying the
+        partitions of ``commits`` in any order, each one's commits in order, is applying them in the
+        record's order: a commit touches its own partition's state only. Storage passes one dict per
+        group across a whole batch of records, so a group-partition's commits of the batch are
+        applied together."""
+        for event in self.events:
+            if type(event) is list:
+                key = (event[0], event[1])  # finds the TopicPartition key equal to it (a NamedTuple is its tuple)
+                fields = event[2:]
+            elif type(event) is OffsetCommitted:
+                key = (event.topic, event.partition)
+                fields = [event.offset, event.commit_timestamp, event.leader_epoch]
             else:
-                commits.append(event)
-        if run:
-            yield run
+                yield event  # type: ignore[misc]  # not a commit of either form
+                continue
+            waiting = commits.get(key)  # type: ignore[call-overload]
+            if waiting is None:
+                commits[_new_tuple(TopicPartition, key)] = fields
+            else:
+                waiting += fields
 
 
 def by_group(events: Iterable[DerivedEvent]) -> list[DerivedEvents]:
     """``events`` as one :class:`DerivedEvents` per group, groups in order of first
     appearance, each group's events in their order."""
-    grouped: dict[str, list[DerivedEvent | Committed]] = {}
+    grouped: dict[str, list[DerivedEvent | CommitRun]] = {}
     for event in events:
         grouped.setdefault(event.group, []).append(event)
     return grouped_events(grouped)
 
 
-def grouped_events(grouped: Mapping[str, Sequence[DerivedEvent | Committed]]) -> list[DerivedEvents]:
+def grouped_events(grouped: Mapping[str, Sequence[DerivedEvent | CommitRun]]) -> list[DerivedEvents]:
     """One :class:`DerivedEvents` per group of ``grouped`` (group -> its events, each validated, each a
-    :class:`Committed` or an event of that group), in its order, built without validating again."""
+    :data:`CommitRun` or an event of that group), in its order, built without validating again."""
     return [DerivedEvents.model_construct(group=group, events=tuple(events)) for group, events in grouped.items()]
 
 
 def encode_events(events: DerivedEvents) -> bytes:
-    """The JSON bytes of ``events`` as a record of the derived-events topic (orjson: a record of commits
-    costs about 0.2 µs per commit to encode, pydantic's serializer 1.2 µs)."""
+    """The JSON bytes of ``events`` as a record of the derived-events topic (orjson: commit runs are
+    lists already; pydantic's serializer costs about 1.2 µs per commit)."""
     return orjson.dumps(
         {
             "group": events.group,
-            "events": [
-                list(event) if isinstance(event, Committed) else event.model_dump(mode="json")
-                for event in events.events
-            ],
+            "events": [event if isinstance(event, list) else event.model_dump(mode="json") for event in events.events],
         }
     )
 
@@ -393,11 +443,11 @@ def encode_events(events: DerivedEvents) -> bytes:
 def decode_events(data: bytes) -> DerivedEvents:
     """Parse a record of the derived-events topic; raises ``pydantic.ValidationError``.
 
-    Read with orjson: each commit array checked field by field (about a
-    fifth of the cost of pydantic's validation), each other event validated
-    by pydantic on its own. A record in which anything is not plainly
-    valid is validated whole by pydantic, for the same verdict and errors
-    that name what is wrong and where.
+    Read with orjson: each commit run checked field by field and kept as
+    the list the parser made, each other event validated by pydantic on its
+    own. A record in which anything is not plainly valid is validated whole
+    by pydantic, for the same verdict and errors that name what is wrong and
+    where.
     """
     try:
         parsed = orjson.loads(data)
@@ -406,40 +456,36 @@ def decode_events(data: bytes) -> DerivedEvents:
     if type(parsed) is dict and len(parsed) == 2 and type(group := parsed.get("group")) is str:
         items = parsed.get("events")
         if type(items) is list and items:
-            events: list[DerivedEvent | Committed] = []
-            for item in items:
-                if type(item) is dict:
-                    try:
-                        event = _EVENT.validate_python(item)
-                    except ValidationError:
+            for index, item in enumerate(items):
+                if type(item) is list:  # a commit run: its fields checked inline (nearly every item is one)
+                    size = len(item)
+                    if size < 5 or size % 3 != 2 or type(item[0]) is not str or type(item[1]) is not int:
                         break
-                    if event.group != group:
+                    if item[1] < 0:
                         break
-                    events.append(event)
-                elif _plain_commit(item):
-                    events.append(_new_tuple(Committed, item))
-                else:
+                    for field in range(2, size, 3):
+                        if type(item[field]) is not int or type(item[field + 1]) is not int:
+                            break
+                        if item[field + 2] is not None and type(item[field + 2]) is not int:
+                            break
+                    else:
+                        continue
                     break
+                if type(item) is not dict:
+                    break
+                try:
+                    event = _EVENT.validate_python(item)
+                except ValidationError:
+                    break
+                if event.group != group:
+                    break
+                items[index] = event
             else:
-                return DerivedEvents.model_construct(group=group, events=tuple(events))
+                return DerivedEvents.model_construct(group=group, events=tuple(items))
     return DerivedEvents.model_validate_json(data)
 
 
 _EVENT: TypeAdapter[DerivedEvent] = TypeAdapter(DerivedEvent)
-
-
-def _plain_commit(item: object) -> bool:
-    """Whether ``item`` is a :class:`Committed` array whose fields have exactly their JSON types and bounds."""
-    return (
-        type(item) is list
-        and len(item) == 5
-        and type(item[0]) is str
-        and type(item[1]) is int
-        and item[1] >= 0
-        and type(item[2]) is int
-        and type(item[3]) is int
-        and (item[4] is None or type(item[4]) is int)
-    )
 
 
 def derive(record: Record) -> list[DerivedEvent]:

@@ -89,8 +89,8 @@ __all__ = [
     "GroupStatus",
     "PartitionHealth",
     "PartitionStatus",
+    "add_commit",
     "append_commit",
-    "appended_commits",
     "group_status",
     "lag_always_not_zero",
     "lag_not_decreasing",
@@ -205,25 +205,23 @@ class CommitWindow(BaseModel):
 
 
 def append_commit(window: CommitWindow, observation: CommitObservation) -> CommitWindow:
-    """``window`` with ``observation`` added as its newest commit, by :func:`appended_commits`'s rules."""
-    appended = appended_commits(window.commits, observation, window.capacity, window.min_distance)
-    if appended is None:
+    """``window`` with ``observation`` added as its newest commit, by :func:`add_commit`'s rules."""
+    commits: list[Sequence[Any]] = list(window.commits)
+    if not add_commit(commits, observation, window.capacity, window.min_distance):
         return window
-    return window.model_copy(update={"commits": tuple(CommitObservation(*commit) for commit in appended)})
+    return window.model_copy(update={"commits": tuple(CommitObservation(*commit) for commit in commits)})
 
 
-def appended_commits(
-    commits: Sequence[Sequence[Any]], observation: Sequence[Any], capacity: int, min_distance: float
-) -> list[Sequence[Any]] | None:
-    """A window's ``commits`` (``(offset, timestamp, log_end_offset)`` each, oldest first) with
-    ``observation`` added as the newest; None when they stay as they are.
+def add_commit(commits: list[Sequence[Any]], observation: Sequence[Any], capacity: int, min_distance: float) -> bool:
+    """Add ``observation`` to a window's ``commits`` (``(offset, timestamp, log_end_offset)`` each, oldest
+    first) as the newest, in place; whether they changed.
 
     - An observation older than the newest commit, or the newest again (same
       offset and timestamp: a replayed record), leaves them as they are.
     - One less than ``min_distance`` seconds after the newest replaces it,
       keeping the newest's timestamp (so that steady frequent commits still
       move the window on: Burrow's ``mergeFrequentCommitIntoPrevious``).
-    - Otherwise it is appended, and beyond ``capacity`` the oldest goes.
+    - Otherwise it is appended, and beyond ``capacity`` the oldest go.
 
     Works on plain sequences (the committed-offsets table's parsed JSON) as on
     :class:`CommitObservation` s, so the hot path and the model share one rule.
@@ -231,10 +229,14 @@ def appended_commits(
     if commits:
         latest = commits[-1]
         if observation[1] < latest[1] or (observation[0] == latest[0] and observation[1] == latest[1]):
-            return None
+            return False
         if observation[1] - latest[1] < min_distance:
-            return [*commits[:-1], (observation[0], latest[1], observation[2])]
-    return [*commits, observation][-capacity:]
+            commits[-1] = (observation[0], latest[1], observation[2])
+            return True
+    commits.append(observation)
+    if len(commits) > capacity:
+        del commits[:-capacity]
+    return True
 
 
 # Burrow's rules, one function each, over a window's commits (oldest first). Burrow numbers them in

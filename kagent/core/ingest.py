@@ -14,7 +14,7 @@ from typing import Generic, Protocol, TypeAlias, TypeVar
 from pydantic import ValidationError
 
 from kagent.core.consumer_offsets import DecodeError, OffsetCommit, Record, decode
-from kagent.core.events import Committed, DerivedEvent, DerivedEvents, derive, grouped_events
+from kagent.core.events import CommitRun, DerivedEvent, DerivedEvents, derive, grouped_events
 from kagent.core.record_checks import RecordRejected, check, checked_commit
 
 __all__ = ["Failure", "Ingested", "RawRecord", "ingest"]
@@ -44,7 +44,8 @@ class Ingested(Generic[R]):
 
     events: list[DerivedEvents] = field(default_factory=list)
     """One record of the derived-events topic per group that has events, in order; offset commits in
-    their compact form (:class:`~kagent.core.events.Committed`)."""
+    their compact form: a group's consecutive commits (no other event of the group between them) on a
+    partition as one :data:`~kagent.core.events.CommitRun`, where its first commit was."""
     malformed: list[tuple[R, Failure]] = field(default_factory=list)
     """The records that failed to decode, or decoded but broke a rule or could not be derived,
     each with why, in order."""
@@ -60,7 +61,9 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
     record whose events cannot be built for any other reason (a missing rule; the reason names
     what failed). Never raises, whatever the records hold.
     """
-    grouped: dict[str, list[DerivedEvent | Committed]] = {}
+    grouped: dict[str, list[DerivedEvent | CommitRun]] = {}
+    runs: dict[str, dict[tuple[str, int], CommitRun]] = {}
+    """Group -> its open runs: a commit extends its partition's run until the group's next other event."""
     malformed: list[tuple[R, Failure]] = []
     for record in records:
         key = record.key
@@ -68,13 +71,24 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
             if key is None:
                 raise DecodeError(None, "key", None, 0, "the record has no key")
             decoded = decode(key, record.value)
-            if type(decoded) is OffsetCommit:  # nearly every record: its compact event, no model
-                checked = checked_commit(decoded)
-                if checked.group not in skip_groups:
-                    events = grouped.get(checked.group)
+            if type(decoded) is OffsetCommit:  # nearly every record: a run's three fields, no model
+                commit = checked_commit(decoded)  # group, topic, partition, offset, metadata, commit_timestamp, ...
+                group = commit[0]
+                if group in skip_groups:
+                    continue
+                open_runs = runs.get(group)
+                if open_runs is None:
+                    open_runs = runs[group] = {}
+                where = commit[1:3]
+                run = open_runs.get(where)
+                if run is None:
+                    open_runs[where] = run = [commit[1], commit[2], commit[3], commit[5], commit[7]]
+                    events = grouped.get(group)
                     if events is None:
-                        events = grouped[checked.group] = []
-                    events.append(Committed.of(checked))
+                        events = grouped[group] = []
+                    events.append(run)
+                else:
+                    run += (commit[3], commit[5], commit[7])
                 continue
             derived = _derived(decoded)
         except (DecodeError, RecordRejected) as exc:
@@ -83,6 +97,7 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
         for event in derived:
             if event.group not in skip_groups:
                 grouped.setdefault(event.group, []).append(event)
+                runs.pop(event.group, None)  # the group's later commits come after it
     return Ingested(grouped_events(grouped), malformed)
 
 

@@ -25,7 +25,6 @@ from aiokafka.structs import TopicPartition
 
 from kagent.core import committed_offset
 from kagent.core.committed_offset import Applied, StoredCommit
-from kagent.core.events import Committed
 from kagent.core.group_health import CommitWindow
 from kagent.core.table_keys import partition_key
 from kagent.worker.changelog import ChangelogWriter
@@ -51,9 +50,10 @@ class CommittedOffsets:
         self._min_distance = min_distance
 
     def commit(
-        self, group: str, tp: TopicPartition, commits: Sequence[Committed], log_end_offset: int | None
+        self, group: str, tp: TopicPartition, commits: Sequence[int | None], log_end_offset: int | None
     ) -> Applied:
-        """Apply the group's ``commits`` on ``tp``, oldest first (:func:`kagent.core.committed_offset.applied`);
+        """Apply the group's ``commits`` on ``tp``, oldest first, three fields each (offset,
+        commit_timestamp, leader_epoch: :func:`kagent.core.committed_offset.applied`);
         ``log_end_offset`` is the partition's log end at the latest poll before them (None when never
         polled). A commit older than the one stored when its turn comes (a record read again) is
         counted stale and skipped; the value is written once, and only if it changed."""

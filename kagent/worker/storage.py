@@ -45,7 +45,6 @@ from faust.types import TP, TopicT
 from pydantic import ValidationError
 
 from kagent.core.events import (
-    Committed,
     DerivedEvent,
     GroupAssigned,
     GroupDeleted,
@@ -234,9 +233,10 @@ class Storage(Stage, GroupStateReader):
     async def _apply_records(self, messages: list[faust.types.Message]) -> None:
         now, judged_at = time.time(), time.monotonic()
         kinds: Counter[str] = Counter()
-        commits: dict[str, dict[TopicPartition, list[Committed]]] = {}
-        """Group -> its offset commits in this batch not applied yet, by partition: applied once per
-        partition at the end of the batch, or before the group's next other event."""
+        commits: dict[str, dict[TopicPartition, list[int | None]]] = {}
+        """Group -> its offset commits in this batch not applied yet, by partition (three fields each,
+        :meth:`DerivedEvents.gather`): applied once per partition at the end of the batch, or before
+        the group's next other event."""
         letters = []
         applied_to: dict[int, int] = {}
         """Partition -> the offset after the last record of this batch applied from it."""
@@ -285,20 +285,15 @@ class Storage(Stage, GroupStateReader):
                 )
                 continue
             group = derived.group
-            for item in derived.runs():
-                if type(item) is dict:
-                    waiting = commits.get(group)
-                    if waiting is None:
-                        commits[group] = item
-                    else:
-                        for tp, more in item.items():
-                            waiting.setdefault(tp, []).extend(more)
-                else:
-                    waiting = commits.pop(group, None)
-                    if waiting is not None:  # the group's commits before it, first
-                        kinds["offset-committed"] += self._commits(group, waiting, now)
-                    kinds[item.kind] += 1
-                    self._apply(item, now)
+            waiting = commits.get(group)
+            if waiting is None:
+                waiting = commits[group] = {}
+            for event in derived.gather(waiting):
+                if waiting:  # the group's commits before it, first
+                    kinds["offset-committed"] += self._commits(group, waiting, now)
+                    waiting.clear()
+                kinds[event.kind] += 1
+                self._apply(event, now)
         for group, waiting in commits.items():
             kinds["offset-committed"] += self._commits(group, waiting, now)
         for kind, count in kinds.items():
@@ -392,13 +387,13 @@ class Storage(Stage, GroupStateReader):
             case _:  # the events of KIP-848 consumer groups
                 self._consumer_groups.apply(event)
 
-    def _commits(self, group: str, run: dict[TopicPartition, list[Committed]], now: float) -> int:
-        """Apply ``group``'s offset commits of a batch (runs of :meth:`DerivedEvents.runs` merged),
-        each partition's together; how many commits there were."""
-        held = stale = 0
+    def _commits(self, group: str, waiting: dict[TopicPartition, list[int | None]], now: float) -> int:
+        """Apply ``group``'s offset commits of a batch (:meth:`DerivedEvents.gather`), each partition's
+        together; how many commits there were."""
+        fields = stale = 0
         applied = False
-        for tp, commits in run.items():
-            held += len(commits)
+        for tp, commits in waiting.items():
+            fields += len(commits)
             result = self._committed.commit(group, tp, commits, self._lag.log_end(tp))
             stale += result.stale
             if result.offset is not None:
@@ -408,7 +403,7 @@ class Storage(Stage, GroupStateReader):
             self._note(group, GroupChange.COMMITTED)
         if stale:
             self._metrics.stale_events.labels("offset-committed").inc(stale)
-        return held
+        return fields // 3
 
     def _reads(self, group: str) -> GroupReads | None:
         """What ``group``'s stored assignment says it reads (and its generation); parsed once per stored

@@ -22,7 +22,7 @@ from kagent.core.consumer_offsets import (
     TopicPartitions,
     encode,
 )
-from kagent.core.events import Committed, DerivedEvents, GroupDeleted, OffsetCommitted, by_group, encode_events
+from kagent.core.events import DerivedEvents, GroupDeleted, OffsetCommitted, by_group, commit_run, encode_events
 from kagent.tools.pipeline.coordinator_rows import (
     DECODED_SCHEMA,
     decode_batch,
@@ -106,7 +106,7 @@ def test_derived_events_source_and_many_batches() -> None:
     ]
     batches = [_batch([(b"g", encode_events(batch))]) for batch in by_group(events)] + [_batch([(b"g", b"{not json")])]
 
-    compact = DerivedEvents.model_construct(group="g", events=(Committed("t", 2, 11, 1_714_564_801_000, 4),))
+    compact = DerivedEvents.model_construct(group="g", events=(commit_run("t", 2, (11, 1_714_564_801_000, 4)),))
     batches.append(_batch([(b"g", encode_events(compact))]))  # commits as the worker's source writes them
 
     rows = [row for out in decode_batches(iter(batches), "derived-events") for row in out.to_pylist()]

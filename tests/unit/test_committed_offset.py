@@ -21,7 +21,7 @@ def test_a_version_1_value_reads_as_its_commit_with_a_window_of_it_alone() -> No
     stored = committed_offset.decode(old.model_dump_json().encode())
     assert stored == StoredCommit(42, 1_700_000_000_500, 2, [[42, 1_700_000_000.5, None]])
     assert stored.window(10, 1.0).commits == (CommitObservation(42, 1_700_000_000.5, None),)
-    after = applied(old.model_dump_json().encode(), [(50, 1_700_000_010_000, 2)], 80, capacity=10, min_distance=1.0)
+    after = applied(old.model_dump_json().encode(), [50, 1_700_000_010_000, 2], 80, capacity=10, min_distance=1.0)
     assert after.value is not None
     assert committed_offset.decode(after.value) == StoredCommit(
         50, 1_700_000_010_000, 2, [[42, 1_700_000_000.5, None], [50, 1_700_000_010.0, 80]]
@@ -29,7 +29,7 @@ def test_a_version_1_value_reads_as_its_commit_with_a_window_of_it_alone() -> No
 
 
 def test_the_value_names_no_group_topic_or_partition_and_round_trips() -> None:
-    raw = applied(None, [(7, 1_000, None)], None, capacity=3, min_distance=0.0).value
+    raw = applied(None, [7, 1_000, None], None, capacity=3, min_distance=0.0).value
     assert raw is not None
     assert orjson.loads(raw) == {
         "offset": 7,
@@ -41,26 +41,26 @@ def test_the_value_names_no_group_topic_or_partition_and_round_trips() -> None:
 
 
 def test_a_commit_read_again_leaves_the_bytes_as_they_were() -> None:
-    first = applied(None, [(7, 1_000, 1)], 9, capacity=3, min_distance=0.0).value
-    assert applied(first, [(7, 1_000, 1)], 12, capacity=3, min_distance=0.0) == (None, 7, 0)
+    first = applied(None, [7, 1_000, 1], 9, capacity=3, min_distance=0.0).value
+    assert applied(first, [7, 1_000, 1], 12, capacity=3, min_distance=0.0) == (None, 7, 0)
 
 
 def test_a_commit_older_than_the_newest_is_stale_and_the_rest_apply_in_order() -> None:
-    first = applied(None, [(7, 1_000, None)], None, capacity=3, min_distance=0.0).value
+    first = applied(None, [7, 1_000, None], None, capacity=3, min_distance=0.0).value
 
     after = applied(
-        first, [(5, 900, None), (9, 2_000, None), (8, 1_500, None), (10, 2_500, None)], 30, capacity=3, min_distance=0.0
+        first, [5, 900, None, 9, 2_000, None, 8, 1_500, None, 10, 2_500, None], 30, capacity=3, min_distance=0.0
     )
 
     assert (after.offset, after.stale) == (10, 2)
     assert after.value is not None
     assert committed_offset.decode(after.value).commits == [[7, 1.0, None], [9, 2.0, 30], [10, 2.5, 30]]
-    assert applied(after.value, [(6, 800, 1)], 40, capacity=3, min_distance=0.0) == (None, None, 1)
+    assert applied(after.value, [6, 800, 1], 40, capacity=3, min_distance=0.0) == (None, None, 1)
 
 
 def test_a_window_stored_longer_than_the_capacity_keeps_its_newest_commits() -> None:
     stored = StoredCommit(4, 4_000, None, [[1, 1.0, None], [2, 2.0, None], [3, 3.0, None], [4, 4.0, None]])
-    after = applied(committed_offset.encode(stored), [(5, 5_000, None)], None, capacity=2, min_distance=0.0).value
+    after = applied(committed_offset.encode(stored), [5, 5_000, None], None, capacity=2, min_distance=0.0).value
     assert after is not None
     assert [commit[0] for commit in committed_offset.decode(after).commits] == [4, 5]
     assert [c.offset for c in stored.window(3, 0.0).commits] == [2, 3, 4]
@@ -81,7 +81,7 @@ def test_the_stored_window_is_the_health_checks_window_after_the_same_commits(
     raw: bytes | None = None
     model = CommitWindow(capacity=capacity, min_distance=min_distance)
     for offset, stamp, log_end in seen:
-        result = applied(raw, [(offset, stamp, None)], log_end, capacity=capacity, min_distance=min_distance)
+        result = applied(raw, [offset, stamp, None], log_end, capacity=capacity, min_distance=min_distance)
         if result.offset is None:  # older than the newest: refused
             continue
         raw = result.value or raw
@@ -96,7 +96,7 @@ def test_a_stored_value_takes_the_memory_of_its_bytes_not_orjsons_working_buffer
     """A million values live in a worker's memory: each must cost about its length (orjson's own bytes
     keep a 4 KiB allocation, which took a worker to 1 GB at 200,000 group-partitions)."""
     value = committed_offset.decode(
-        applied(None, [(7, 1_700_000_000_000, 3)], 120, capacity=10, min_distance=1.0).value or b""
+        applied(None, [7, 1_700_000_000_000, 3], 120, capacity=10, min_distance=1.0).value or b""
     )
     tracemalloc.start()
     try:

@@ -7,7 +7,6 @@ from types import SimpleNamespace
 from aiokafka.structs import TopicPartition
 
 from kagent.core import committed_offset
-from kagent.core.events import Committed
 from kagent.core.group_health import CommitObservation
 from kagent.core.table_keys import partition_key
 from kagent.worker.changelog import ChangelogWriter
@@ -28,10 +27,10 @@ def offsets() -> tuple[CommittedOffsets, dict[str, bytes], ChangelogWriter]:
 def test_a_commit_is_stored_with_its_window_and_an_older_one_read_again_is_refused() -> None:
     made, held, writer = offsets()
 
-    assert made.commit("billing", TP, [Committed("orders", 3, 10, 2_000, 1)], 40).offset == 10
-    assert made.commit("billing", TP, [Committed("orders", 3, 12, 3_000, 1)], None).offset == 12
+    assert made.commit("billing", TP, [10, 2_000, 1], 40).offset == 10
+    assert made.commit("billing", TP, [12, 3_000, 1], None).offset == 12
     newest = held[KEY]
-    refused = made.commit("billing", TP, [Committed("orders", 3, 10, 2_000, 1)], 40)  # the first commit, read again
+    refused = made.commit("billing", TP, [10, 2_000, 1], 40)  # the first commit, read again
     assert refused == (None, None, 1)
 
     assert held[KEY] is newest
@@ -46,17 +45,17 @@ def test_a_commit_is_stored_with_its_window_and_an_older_one_read_again_is_refus
 
 def test_the_newest_commit_read_again_writes_nothing() -> None:
     made, held, _ = offsets()
-    made.commit("billing", TP, [Committed("orders", 3, 10, 2_000, None)], 40)
+    made.commit("billing", TP, [10, 2_000, None], 40)
     stored = held[KEY]
 
-    assert made.commit("billing", TP, [Committed("orders", 3, 10, 2_000, None)], 55) == (None, 10, 0)
+    assert made.commit("billing", TP, [10, 2_000, None], 55) == (None, 10, 0)
 
     assert held[KEY] is stored
 
 
 def test_a_deleted_offset_leaves_nothing_and_stages_a_tombstone() -> None:
     made, held, writer = offsets()
-    made.commit("billing", TP, [Committed("orders", 3, 10, 2_000, None)], 40)
+    made.commit("billing", TP, [10, 2_000, None], 40)
 
     made.delete("billing", TP)
 
@@ -70,7 +69,7 @@ def test_a_version_1_value_restored_from_an_older_worker_takes_new_commits() -> 
         b'{"kind":"offset-committed","group":"billing","topic":"orders","partition":3,"offset":7,"commit_timestamp":1000,"leader_epoch":null}'
     )
 
-    assert made.commit("billing", TP, [Committed("orders", 3, 9, 1_500, None)], 20).offset == 9
+    assert made.commit("billing", TP, [9, 1_500, None], 20).offset == 9
 
     assert committed_offset.decode(held[KEY]).commits == [[7, 1.0, None], [9, 1.5, 20]]
 
@@ -78,11 +77,11 @@ def test_a_version_1_value_restored_from_an_older_worker_takes_new_commits() -> 
 def test_a_partitions_commits_in_one_record_write_one_value_that_a_commit_at_a_time_would() -> None:
     one_by_one, _, _ = offsets()
     together, _, writer = offsets()
-    commits = [Committed("orders", 3, offset, stamp, None) for offset, stamp in ((5, 1_000), (8, 2_000), (6, 1_500))]
+    commits = [(offset, stamp, None) for offset, stamp in ((5, 1_000), (8, 2_000), (6, 1_500))]
     for commit in commits:
-        one_by_one.commit("billing", TP, [commit], 30)
+        one_by_one.commit("billing", TP, commit, 30)
 
-    result = together.commit("billing", TP, commits, 30)
+    result = together.commit("billing", TP, [field for commit in commits for field in commit], 30)
 
     assert (result.offset, result.stale) == (8, 1)  # the last commit applied; the one older than it skipped
     assert together.window("billing", TP) == one_by_one.window("billing", TP)

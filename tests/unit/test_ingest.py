@@ -34,15 +34,16 @@ from kagent.core.consumer_offsets import (
     encode,
 )
 from kagent.core.events import (
-    Committed,
     ConsumerGroupMemberAssignment,
     DerivedEvents,
     GroupDeleted,
     OffsetCommitted,
     OffsetDeleted,
     by_group,
+    commit_run,
     decode_events,
     encode_events,
+    run_commits,
 )
 from kagent.core.ingest import ingest
 from kagent.core.record_checks import RecordRejected
@@ -69,17 +70,41 @@ def test_each_groups_events_become_one_record_in_log_order() -> None:
 
     result = ingest(records, skip_groups=())
 
-    assert [(r.group, [e.kind for e in r.events]) for r in result.events] == [
+    assert [(r.group, [e.kind for e in r.expanded()]) for r in result.events] == [
         ("billing", ["offset-committed", "offset-deleted", "offset-committed"]),
         ("audit", ["offset-committed"]),
     ]
     billing = result.events[0].events
-    assert billing[0] == Committed("orders", 0, 5, 1_700_000_000_000, None)  # commits in their compact form
-    assert isinstance(billing[2], Committed) and billing[2].offset == 6
+    assert billing[0] == ["orders", 0, 5, 1_700_000_000_000, None]  # commits in their compact form
+    assert billing[2] == commit_run("orders", 0, (6, 1_700_000_000_000, None))  # a new run after the tombstone
     assert result.events[0].expanded()[0] == OffsetCommitted(
         group="billing", topic="orders", partition=0, offset=5, commit_timestamp=1_700_000_000_000
     )
     assert result.malformed == []
+
+
+def test_a_groups_consecutive_commits_on_a_partition_are_one_run_where_its_first_commit_was() -> None:
+    key, _ = encode(OffsetTombstone("billing", "orders", 1))
+    records = [
+        commit("billing", 0, 5),
+        commit("billing", 1, 7),
+        commit("audit", 0, 9),
+        commit("billing", 0, 6),
+        Fetched(key, None),
+        commit("billing", 0, 8),
+    ]
+
+    billing, audit = ingest(records, skip_groups=()).events
+
+    stamp = 1_700_000_000_000
+    assert billing.events == (
+        commit_run("orders", 0, (5, stamp, None), (6, stamp, None)),
+        commit_run("orders", 1, (7, stamp, None)),
+        OffsetDeleted(group="billing", topic="orders", partition=1),
+        commit_run("orders", 0, (8, stamp, None)),
+    )
+    assert audit.events == (commit_run("orders", 0, (9, stamp, None)),)
+    assert [e.offset for e in billing.expanded() if isinstance(e, OffsetCommitted)] == [5, 6, 7, 8]
 
 
 def test_kagents_own_groups_are_skipped() -> None:
@@ -106,7 +131,7 @@ def test_malformed_records_are_returned_with_why_and_the_rest_goes_on() -> None:
         if isinstance(error, DecodeError)
     ] == [(7, "key", None, 0), (8, "value", 3, 2)]
     assert str(errors[0]) == "key, byte 0: the record has no key"
-    assert [e.offset for r in result.events for e in r.events if isinstance(e, Committed)] == [2, 3]
+    assert [e.offset for r in result.events for e in r.expanded() if isinstance(e, OffsetCommitted)] == [2, 3]
 
 
 def test_a_batch_with_a_malformed_record_is_freed_without_the_garbage_collector() -> None:
@@ -142,7 +167,7 @@ def test_a_batch_of_kip848_records_yields_one_record_for_the_group() -> None:
 
     result = ingest(records, skip_groups=())
 
-    assert [(r.group, [e.kind for e in r.events]) for r in result.events] == [
+    assert [(r.group, [e.kind for e in r.expanded()]) for r in result.events] == [
         (
             "billing",
             [
@@ -180,48 +205,59 @@ def test_a_derived_events_record_round_trips_and_holds_one_group() -> None:
         decode_events(b'{"group": "g", "events": []}')
 
 
-def test_commits_travel_as_arrays_and_a_record_of_both_forms_reads() -> None:
+def test_commits_travel_as_runs_and_a_record_of_every_form_reads() -> None:
     compact = DerivedEvents(
         group="g",
-        events=(Committed("t", 0, 1, 2, None), GroupDeleted(group="g"), Committed("t", 1, 5, 6, 3)),
+        events=(commit_run("t", 0, (1, 2, None), (3, 4, 7)), GroupDeleted(group="g"), commit_run("t", 1, (5, 6, 3))),
     )
     raw = encode_events(compact)
-    assert json.loads(raw)["events"][0] == ["t", 0, 1, 2, None]
+    assert json.loads(raw)["events"][0] == ["t", 0, 1, 2, None, 3, 4, 7]
     assert decode_events(raw) == compact
+    assert run_commits(compact.events[0]) == [(1, 2, None), (3, 4, 7)]  # type: ignore[arg-type]
     older = (
         b'{"group":"g","events":[{"kind":"offset-committed","group":"g","topic":"t","partition":0,'
-        b'"offset":1,"commit_timestamp":2}]}'
-    )
+        b'"offset":1,"commit_timestamp":2},["t",0,3,4,null]]}'
+    )  # an object (before the compact form) and a five-element array (derived events version 2)
     assert decode_events(older).expanded() == [
-        OffsetCommitted(group="g", topic="t", partition=0, offset=1, commit_timestamp=2)
+        OffsetCommitted(group="g", topic="t", partition=0, offset=1, commit_timestamp=2),
+        OffsetCommitted(group="g", topic="t", partition=0, offset=3, commit_timestamp=4),
     ]
 
 
-def test_runs_coalesce_each_run_of_commits_by_partition_between_other_events() -> None:
+@pytest.mark.parametrize(
+    ("run", "why"),
+    [
+        (["t", 0, 1, 2], "4 elements, not 2 \\+ 3 per commit"),
+        (["t", -1, 1, 2, None], "element 1 is -1, not the partition, an integer >= 0"),
+        (["t", 0, 1, 2, None, 3, "4", None], "element 6 is '4', not commit 1's commit_timestamp, an integer"),
+        (["t", 0, 1, 2, True], "element 4 is True, not commit 0's leader_epoch, an integer or null"),
+    ],
+)
+def test_a_broken_run_is_refused_naming_the_element(run: list[object], why: str) -> None:
+    with pytest.raises(ValidationError, match=why):
+        decode_events(json.dumps({"group": "g", "events": [run]}).encode())
+
+
+def test_gather_adds_each_partitions_commits_and_yields_the_other_events_after_those_before_them() -> None:
     older_form = OffsetCommitted(group="g", topic="t", partition=0, offset=9, commit_timestamp=10)
     deleted = GroupDeleted(group="g")
     events = DerivedEvents(
         group="g",
-        events=(
-            Committed("t", 0, 1, 2, None),
-            Committed("t", 1, 5, 6, 3),
-            older_form,
-            deleted,
-            Committed("t", 0, 11, 12, None),
-        ),
+        events=(commit_run("t", 0, (1, 2, None)), commit_run("t", 1, (5, 6, 3)), older_form, deleted),
     )
+    waiting: dict[TopicPartition, list[int | None]] = {TopicPartition("t", 0): [0, 1, None]}  # an earlier record's
+    seen = []
 
-    runs = list(events.runs())
+    for event in events.gather(waiting):
+        seen.append((event, {tp: list(fields) for tp, fields in waiting.items()}))
+        waiting.clear()
 
-    assert runs == [
-        {
-            TopicPartition("t", 0): [Committed("t", 0, 1, 2, None), Committed("t", 0, 9, 10, None)],
-            TopicPartition("t", 1): [Committed("t", 1, 5, 6, 3)],
-        },
-        deleted,
-        {TopicPartition("t", 0): [Committed("t", 0, 11, 12, None)]},
+    assert seen == [
+        (deleted, {TopicPartition("t", 0): [0, 1, None, 1, 2, None, 9, 10, None], TopicPartition("t", 1): [5, 6, 3]})
     ]
-    assert all(type(tp) is TopicPartition for tp in runs[0])  # type: ignore[union-attr]
+    later = DerivedEvents(group="g", events=(commit_run("t", 1, (7, 8, 3)),))
+    assert list(later.gather(waiting)) == [] and waiting == {TopicPartition("t", 1): [7, 8, 3]}
+    assert all(type(tp) is TopicPartition for tp in waiting)
 
 
 json_values = st.recursive(
@@ -229,9 +265,14 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.sampled_from(["kind", "group", "topic"]), inner),
     max_leaves=12,
 )
-commit_like = st.lists(json_values, min_size=4, max_size=6) | st.tuples(
+plain_commit = st.tuples(
     st.sampled_from(["t", 3, None]), st.integers(-2, 2), st.integers(), st.integers(), st.none() | st.integers(-1, 1)
 ).map(list)
+run_commit = st.tuples(st.integers(), st.integers() | st.none(), st.none() | st.integers() | st.booleans())
+run_like = st.tuples(st.sampled_from(["t", 3]), st.integers(-1, 2), st.lists(run_commit, max_size=3)).map(
+    lambda run: [run[0], run[1], *(field for commit in run[2] for field in commit)]
+)
+commit_like = st.lists(json_values, min_size=4, max_size=9) | plain_commit | run_like
 event_like = (
     commit_like
     | st.sampled_from([{"kind": "group-deleted", "group": "g"}, {"kind": "group-deleted", "group": "h"}, {"kind": "x"}])
@@ -270,7 +311,7 @@ def test_a_record_that_breaks_a_rule_is_malformed_with_its_reason_and_the_rest_g
         -1,
     )
     assert str(error) == "OffsetCommit breaks partition-negative: partition = -1 (a partition number is >= 0)"
-    assert [e.offset for r in result.events for e in r.events if isinstance(e, Committed)] == [2, 3]
+    assert [e.offset for r in result.events for e in r.expanded() if isinstance(e, OffsetCommitted)] == [2, 3]
 
 
 def test_a_record_whose_events_cannot_be_built_is_malformed_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -389,6 +430,6 @@ def test_ingest_never_raises_and_accounts_for_every_record(batch: list[tuple[byt
         assert getattr(error, "rule", None) != "invalid-event", error  # a rule is missing
     # A record not returned as malformed derived its events (possibly none): together they are the batch.
     failed = {record.offset for record, _ in result.malformed}
-    derived = sum(len(r.events) for r in result.events)
+    derived = sum(len(r.expanded()) for r in result.events)
     assert failed <= set(range(len(records)))
     assert derived >= sum(1 for r in records if r.offset not in failed and (r.key, r.value) in VALID)

@@ -58,7 +58,7 @@ def figures(committed: dict[str, bytes]) -> tuple[LagFigures, Published]:
 
 
 def commit(committed: dict[str, bytes], group: str, partition: int, offset: int) -> None:
-    value = committed_offset.applied(None, [(offset, 1, None)], None, capacity=10, min_distance=1.0).value
+    value = committed_offset.applied(None, [offset, 1, None], None, capacity=10, min_distance=1.0).value
     assert value is not None
     committed[partition_key(group, TOPIC, partition)] = value
 

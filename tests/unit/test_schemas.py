@@ -110,8 +110,8 @@ def written_samples() -> list[tuple[str, Any]]:
     commit = OffsetCommitted(
         group="billing", topic="orders", partition=0, offset=42, commit_timestamp=1_700_000_000_000
     )
-    first = committed_offset.applied(None, [(42, 1_700_000_000_000, None)], None, capacity=10, min_distance=0.0).value
-    second = committed_offset.applied(first, [(50, 1_700_000_005_000, 3)], 60, capacity=10, min_distance=0.0).value
+    first = committed_offset.applied(None, [42, 1_700_000_000_000, None], None, capacity=10, min_distance=0.0).value
+    second = committed_offset.applied(first, [50, 1_700_000_005_000, 3], 60, capacity=10, min_distance=0.0).value
     assert first is not None and second is not None
     history = EndOffsetHistory().add(100, 0.0)
     events: list[DerivedEvent] = [
