@@ -69,8 +69,8 @@ Measured in the same run, on one embedded broker (Tansu):
   sweeps the held groups' entries (the 24 topics are empty, so Tansu's
   ListOffsets answers right without the workaround);
 - two workers of one app id sharing the work (the source's consumer group
-  and Faust's split the partitions between them; Faust keeps a standby copy
-  of each table on the other worker), started together with a session
+  and Faust's split the partitions between them; no standby copies, see
+  ``kagent/app.py``), started together with a session
   timeout of 20 s (so that both join the first generation of each group and
   none rebalances while reading; see ``PAIR_SETTINGS``), measured the same
   way: the combined rate, their summed CPU, ``os.cpu_count()``, and how

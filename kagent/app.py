@@ -251,6 +251,10 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
         # writes are idempotent and never undo newer state.
         stream_wait_empty=False,
         TableManager=TableManager,  # Faust's, restoring changelogs in bulk first (worker/table_recovery.py)
+        # No standby copies: a worker that takes partitions over reads their changelogs in bulk from the
+        # start whatever it held (worker/table_recovery.py), so a standby would buy nothing, and Faust
+        # applies a standby's records one at a time: half of each of two workers' CPU in bench_ingest.
+        table_standby_replicas=0,
         **({"producer_max_batch_size": ONE_RECORD_BATCH} if settings.one_record_batches else {}),
     )
     app.kafka = settings.kafka

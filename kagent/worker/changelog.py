@@ -10,7 +10,7 @@ last value of each key only (what the compacted changelog keeps anyway), as
 whole record batches (:mod:`kagent.worker.record_batches`), and waits until
 the broker has it. The records are the ones Faust would
 write (same topic, partition, key and value serialization), so Faust's
-recovery and standbys read them as their own.
+recovery reads them as its own.
 
 A :class:`PublishedTable` is written the same way but kept nowhere else: its
 records go to its topic only, and no worker restores it or holds it in memory.
@@ -57,7 +57,7 @@ class PublishedTable:
 
     For figures the worker recomputes from its other tables whenever it needs them and publishes
     for others (the partition-lag history): restoring them at start, holding them in memory and
-    keeping standby copies would buy nothing.
+    restoring them on another worker would buy nothing.
     """
 
     def __init__(self, topic: TopicT, partitions: int, group_of: Callable[[str], str]) -> None:

@@ -7,7 +7,7 @@ minutes at 50,000 (``benchmarks/bench_hold.py``). A plain aiokafka consumer
 reads the same records at several hundred thousand a second.
 
 When changelog partitions become active on a worker (assigned at start or
-after a rebalance, or a standby promoted), kagent's table manager
+after a rebalance), kagent's table manager
 (:mod:`kagent.worker.table_recovery`) reads them from their beginning to
 their end with one consumer of its own (:func:`read_partitions`), before
 Faust's recovery starts, and each table's :class:`BulkRestoredStore` applies
