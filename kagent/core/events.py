@@ -131,7 +131,7 @@ What the ``offsets-topic`` source writes for the commits it reads. Nearly every 
 ``__consumer_offsets`` is a commit, and a consumer commits its partitions again and again: a run
 holds a partition's consecutive commits in one array (and so, once read, in one list), not an
 object or an array per commit that repeats the topic. A run of one commit is the five-element
-array of derived events version 2. A Python list, as the JSON parser makes it."""
+array kagent wrote per commit before runs. A Python list, as the JSON parser makes it."""
 
 
 def commit_run(topic: str, partition: int, *commits: tuple[int, int, int | None]) -> CommitRun:

@@ -217,7 +217,7 @@ def test_commits_travel_as_runs_and_a_record_of_every_form_reads() -> None:
     older = (
         b'{"group":"g","events":[{"kind":"offset-committed","group":"g","topic":"t","partition":0,'
         b'"offset":1,"commit_timestamp":2},["t",0,3,4,null]]}'
-    )  # an object (before the compact form) and a five-element array (derived events version 2)
+    )  # an object (before the compact form) and a five-element array (a commit each, before runs)
     assert decode_events(older).expanded() == [
         OffsetCommitted(group="g", topic="t", partition=0, offset=1, commit_timestamp=2),
         OffsetCommitted(group="g", topic="t", partition=0, offset=3, commit_timestamp=4),
@@ -316,7 +316,7 @@ def test_a_record_that_breaks_a_rule_is_malformed_with_its_reason_and_the_rest_g
 
 def test_a_record_whose_events_cannot_be_built_is_malformed_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     """The backstop behind the rules: derivation is made to fail (no real record makes it, so far).
-    Offset commits are not derived through it: their compact event is built from the checked record's
+    Offset commits are not derived through it: their commit runs are built from the checked record's
     own fields, typed by the decoder, with no rule left to miss."""
 
     def refusing(record: object) -> list[object]:
