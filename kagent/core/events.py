@@ -457,20 +457,10 @@ def decode_events(data: bytes) -> DerivedEvents:
         items = parsed.get("events")
         if type(items) is list and items:
             for index, item in enumerate(items):
-                if type(item) is list:  # a commit run: its fields checked inline (nearly every item is one)
-                    size = len(item)
-                    if size < 5 or size % 3 != 2 or type(item[0]) is not str or type(item[1]) is not int:
+                if type(item) is list:  # nearly every item: kept as the parser made it
+                    if not _plain_run(item):
                         break
-                    if item[1] < 0:
-                        break
-                    for field in range(2, size, 3):
-                        if type(item[field]) is not int or type(item[field + 1]) is not int:
-                            break
-                        if item[field + 2] is not None and type(item[field + 2]) is not int:
-                            break
-                    else:
-                        continue
-                    break
+                    continue
                 if type(item) is not dict:
                     break
                 try:
@@ -486,6 +476,21 @@ def decode_events(data: bytes) -> DerivedEvents:
 
 
 _EVENT: TypeAdapter[DerivedEvent] = TypeAdapter(DerivedEvent)
+
+
+def _plain_run(item: list[Any]) -> bool:
+    """Whether ``item`` is a :data:`CommitRun` whose fields have exactly their JSON types and bounds
+    (:func:`_checked_run`'s verdict, without naming what is wrong)."""
+    size = len(item)
+    if size < 5 or size % 3 != 2 or type(item[0]) is not str or type(item[1]) is not int or item[1] < 0:
+        return False
+    for field in range(2, size, 3):
+        epoch = item[field + 2]
+        if type(item[field]) is not int or type(item[field + 1]) is not int:
+            return False
+        if epoch is not None and type(epoch) is not int:
+            return False
+    return True
 
 
 def derive(record: Record) -> list[DerivedEvent]:
