@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from kagent.core.committed_offset import CommittedOffset
 from kagent.core.consumer_group_state import ConsumerGroupState
 from kagent.core.evaluation import EvaluationState
-from kagent.core.events import DerivedEvents, GroupAssigned
+from kagent.core.events import DerivedEventsRecord, GroupAssigned
 from kagent.core.incidents import IncidentsState, IncidentTransition
 from kagent.core.recommendation import RecentRecommendations, Recommendation
 from kagent.core.snapshot import PartitionLag
@@ -94,9 +94,10 @@ class Contract(NamedTuple):
 
 CONTRACTS: Mapping[str, Contract] = {
     "derived-events": Contract(
-        "DerivedEvents",
-        DerivedEvents,
-        "Record of the derived-events topic, keyed by group: the group's events, oldest first; `kind` tells which.",
+        "DerivedEventsRecord",
+        DerivedEventsRecord,
+        "Record of the derived-events topic: the events of groups of its partition, each group's oldest first, "
+        "packed in an array (no key), or one group's (keyed by group); `kind` tells which event.",
     ),
     "committed-offset": Contract(
         "CommittedOffset",

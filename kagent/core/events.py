@@ -1,21 +1,24 @@
-"""Derived events: what kagent keeps of ``__consumer_offsets``, as typed records keyed by group.
+"""Derived events: what kagent keeps of ``__consumer_offsets``, as typed records of groups.
 
 The ``offsets-topic`` source turns each decoded coordinator record into zero or
 more of these (:func:`derive`); the ``admin-api`` source builds the same events
-from group APIs. They travel on the derived-events topic as JSON, keyed by
-group, so every event of a group reaches the worker that holds that group.
+from group APIs. They travel on the derived-events topic as JSON, each group's
+on its partition (murmur2 of the group id, as Kafka's default partitioner
+places a record keyed by it), so every event of a group reaches the worker
+that holds that group.
 Classic groups (record type 2) become one :class:`GroupAssigned` per
 rebalance. Consumer groups of the KIP-848 protocol (``group.protocol=consumer``,
 Kafka 3.7+/4.x) have no such record: the coordinator writes their epoch,
 each member's metadata and each member's current assignment as separate
 records, so they become the ``consumer-group-*`` events, which
 :mod:`kagent.core.consumer_group_state` folds into one group's state.
-One record of that topic is a :class:`DerivedEvents`: one group's events in
-the order they happened. A consumer commits all its partitions in one
-request, which Kafka writes as consecutive records, so one record of the
-topic usually carries many events; this is what lets a worker keep up with
-``__consumer_offsets`` (a Faust stream costs about 80 µs per record it
-delivers, whatever the record holds).
+A :class:`DerivedEvents` is one group's events in the order they happened.
+One record of that topic (:data:`DerivedEventsRecord`) packs many groups'
+(:func:`packed_records`), as the ``offsets-topic`` source writes them, or is
+one group's, keyed by it, as the ``admin-api`` source and kagent before
+packing write them: a Faust stream costs about 80 µs per record it delivers,
+whatever the record holds, and one record per group and batch paid that for
+the few commits a real cluster's member makes at a time.
 
 Pure: no I/O, no Faust.
 """
@@ -58,8 +61,10 @@ from kagent.core.consumer_offsets import (
     Subscription,
     TopicPartitions,
 )
+from kagent.core.table_keys import partition_of_group
 
 __all__ = [
+    "PACKED_BYTES",
     "CommitRun",
     "ConsumerGroupEpoch",
     "ConsumerGroupMember",
@@ -70,6 +75,7 @@ __all__ = [
     "ConsumerGroupTopics",
     "DerivedEvent",
     "DerivedEvents",
+    "DerivedEventsRecord",
     "GroupAssigned",
     "GroupDeleted",
     "MemberAssignment",
@@ -80,10 +86,11 @@ __all__ = [
     "TopicName",
     "by_group",
     "commit_run",
-    "decode_events",
+    "decode_record",
     "derive",
     "encode_events",
     "grouped_events",
+    "packed_records",
     "run_commits",
 ]
 
@@ -348,7 +355,8 @@ DerivedEvent = Annotated[
 
 
 class DerivedEvents(_Frozen):
-    """One record of the derived-events topic: events of one group, oldest first.
+    """Events of one group, oldest first: a record of the derived-events topic, or one element of a
+    packed record.
 
     Offset commits are either :data:`CommitRun` arrays, as the
     ``offsets-topic`` source writes them, or :class:`OffsetCommitted`
@@ -430,8 +438,9 @@ def grouped_events(grouped: Mapping[str, Sequence[DerivedEvent | CommitRun]]) ->
 
 
 def encode_events(events: DerivedEvents) -> bytes:
-    """The JSON bytes of ``events`` as a record of the derived-events topic (orjson: commit runs are
-    lists already; pydantic's serializer costs about 1.2 µs per commit)."""
+    """The JSON bytes of one group's ``events``: a derived-events record of one group, and an element
+    of a packed one (orjson: commit runs are lists already; pydantic's serializer costs about 1.2 µs
+    per commit)."""
     return orjson.dumps(
         {
             "group": events.group,
@@ -440,41 +449,107 @@ def encode_events(events: DerivedEvents) -> bytes:
     )
 
 
-def decode_events(data: bytes) -> DerivedEvents:
-    """Parse a record of the derived-events topic; raises ``pydantic.ValidationError``.
+PACKED_BYTES = 64 * 1024
+"""Bytes of groups' events past which :func:`packed_records` starts another record of the partition:
+well under Kafka's default ``max.message.bytes`` (1 MiB), and few enough that a batch of them is a
+short stop of a worker's event loop."""
+
+
+def packed_records(
+    batch: Iterable[DerivedEvents], partitions: int, limit: int = PACKED_BYTES
+) -> list[tuple[int, bytes]]:
+    """The derived-events records of ``batch`` (one :class:`DerivedEvents` per group, as
+    :func:`grouped_events` makes them) on a topic of ``partitions``: (partition, value) each.
+
+    Each group's events go to its partition (:func:`~kagent.core.table_keys.partition_of_group`,
+    where the worker holding the group reads) and the groups of one partition are packed, in
+    order, into JSON arrays of :func:`encode_events`' objects, a new array begun once one holds
+    ``limit`` bytes; a group is never split (a group larger than ``limit`` is a record of its
+    own). Records of one partition come in order; nothing is said of the order across partitions.
+    """
+    packing: dict[int, tuple[list[bytes], int]] = {}
+    """Partition -> (the groups of its open record, the record's bytes so far)."""
+    records: list[tuple[int, bytes]] = []
+    for events in batch:
+        encoded = encode_events(events)
+        partition = partition_of_group(events.group, partitions)
+        groups, size = packing.get(partition) or ([], 1)  # "["
+        if groups and size + len(encoded) + 1 > limit:  # it and "," or "]"
+            records.append((partition, _packed(groups)))
+            groups, size = [], 1
+        groups.append(encoded)
+        packing[partition] = (groups, size + len(encoded) + 1)
+    records.extend((partition, _packed(groups)) for partition, (groups, _size) in packing.items())
+    return records
+
+
+def _packed(groups: list[bytes]) -> bytes:
+    """A packed record of the groups' encoded events: their JSON array."""
+    return b"[" + b",".join(groups) + b"]"
+
+
+def decode_record(data: bytes) -> list[DerivedEvents]:
+    """The groups' events of a record of the derived-events topic, in order: a packed record (a JSON
+    array of groups' events, as the ``offsets-topic`` source writes them) or one group's (an object,
+    as the ``admin-api`` source and kagent before packing write them). Raises
+    ``pydantic.ValidationError``.
 
     Read with orjson: each commit run checked field by field and kept as
     the list the parser made, each other event validated by pydantic on its
     own. A record in which anything is not plainly valid is validated whole
     by pydantic, for the same verdict and errors that name what is wrong and
-    where.
+    where (``3.events.2.offset``: the fourth group's third event).
     """
     try:
         parsed = orjson.loads(data)
     except orjson.JSONDecodeError:
         parsed = None
-    if type(parsed) is dict and len(parsed) == 2 and type(group := parsed.get("group")) is str:
-        items = parsed.get("events")
-        if type(items) is list and items:
-            for index, item in enumerate(items):
-                if type(item) is list:  # nearly every item: kept as the parser made it
-                    if not _plain_run(item):
-                        break
-                    continue
-                if type(item) is not dict:
-                    break
-                try:
-                    event = _EVENT.validate_python(item)
-                except ValidationError:
-                    break
-                if event.group != group:
-                    break
-                items[index] = event
-            else:
-                return DerivedEvents.model_construct(group=group, events=tuple(items))
-    return DerivedEvents.model_validate_json(data)
+    if type(parsed) is list and parsed:
+        groups = []
+        for item in parsed:
+            events = _plain_events(item)
+            if events is None:
+                break
+            groups.append(events)
+        else:
+            return groups
+    elif (events := _plain_events(parsed)) is not None:
+        return [events]
+    if type(parsed) is list:  # the errors of a packed record's reading, not of a union's
+        return _PACKED.validate_json(data)
+    return [DerivedEvents.model_validate_json(data)]
 
 
+def _plain_events(parsed: Any) -> DerivedEvents | None:
+    """The group's events of ``parsed`` (orjson's reading of one group's object) if every part of it is
+    plainly valid; None if anything is not (:func:`decode_record` then asks pydantic why)."""
+    if type(parsed) is not dict or len(parsed) != 2 or type(group := parsed.get("group")) is not str:
+        return None
+    items = parsed.get("events")
+    if type(items) is not list or not items:
+        return None
+    for index, item in enumerate(items):
+        if type(item) is list:  # nearly every item: kept as the parser made it
+            if not _plain_run(item):
+                return None
+            continue
+        if type(item) is not dict:
+            return None
+        try:
+            event = _EVENT.validate_python(item)
+        except ValidationError:
+            return None
+        if event.group != group:
+            return None
+        items[index] = event
+    return DerivedEvents.model_construct(group=group, events=tuple(items))
+
+
+_Packed: TypeAlias = Annotated[list[DerivedEvents], Field(min_length=1)]
+DerivedEventsRecord: TypeAlias = _Packed | DerivedEvents
+"""A record of the derived-events topic: groups' events packed (a non-empty array), or one group's."""
+
+_PACKED: TypeAdapter[list[DerivedEvents]] = TypeAdapter(_Packed)
 _EVENT: TypeAdapter[DerivedEvent] = TypeAdapter(DerivedEvent)
 
 

@@ -102,7 +102,8 @@ class Topology:
     consumer_offsets: TopicT
     """``__consumer_offsets``: raw coordinator records (source ``offsets-topic``)."""
     derived_events: TopicT
-    """Derived events as JSON, keyed by group."""
+    """Derived events as JSON, each group's on its partition (packed records, no key; or one group's, keyed
+    by it)."""
     recommendations: TopicT
     """Rebalance recommendations as JSON, keyed by group."""
     dead_letters: TopicT

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 
 import faust
 import pytest
 from aiokafka.errors import KafkaError
 
+from kagent.core.events import decode_record
+from kagent.core.table_keys import partition_of_group
 from kagent.settings import Settings
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.worker.dead_letters import DeadLetters
@@ -63,7 +64,11 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
 
             def every_group_arrived() -> bool:
                 assert not running.done(), running
-                return {json.loads(r.value)["group"] for r in reader.records} >= groups
+                arrived = {(r.partition, events.group) for r in reader.records for events in decode_record(r.value)}
+                assert {
+                    partition == partition_of_group(group, settings.topic_partitions) for partition, group in arrived
+                } <= {True}
+                return {group for _, group in arrived} >= groups
 
             await reader.until(every_group_arrived, 60, f"the derived events of {sorted(groups)}")
         assert failed()

@@ -22,7 +22,15 @@ from kagent.core.consumer_offsets import (
     TopicPartitions,
     encode,
 )
-from kagent.core.events import DerivedEvents, GroupDeleted, OffsetCommitted, by_group, commit_run, encode_events
+from kagent.core.events import (
+    DerivedEvents,
+    GroupDeleted,
+    OffsetCommitted,
+    by_group,
+    commit_run,
+    encode_events,
+    packed_records,
+)
 from kagent.tools.pipeline.coordinator_rows import (
     DECODED_SCHEMA,
     decode_batch,
@@ -106,14 +114,25 @@ def test_derived_events_source_and_many_batches() -> None:
     ]
     batches = [_batch([(b"g", encode_events(batch))]) for batch in by_group(events)] + [_batch([(b"g", b"{not json")])]
 
-    compact = DerivedEvents.model_construct(group="g", events=(commit_run("t", 2, (11, 1_714_564_801_000, 4)),))
-    batches.append(_batch([(b"g", encode_events(compact))]))  # commits as the worker's source writes them
+    compact = [
+        DerivedEvents.model_construct(group=group, events=(commit_run("t", 2, (11, 1_714_564_801_000, 4)),))
+        for group in ("g", "h")
+    ]
+    for _, value in packed_records(compact, 1):  # as the worker's source writes them: commit runs, packed
+        batches.append(_batch([(None, value)]))
 
     rows = [row for out in decode_batches(iter(batches), "derived-events") for row in out.to_pylist()]
 
-    assert [row["kind"] for row in rows] == ["offset-committed", "group-deleted", "undecodable", "offset-committed"]
+    assert [row["kind"] for row in rows] == [
+        "offset-committed",
+        "group-deleted",
+        "undecodable",
+        "offset-committed",
+        "offset-committed",
+    ]
     assert [(row["group"], row["partition"], row["committed_offset"], row["leader_epoch"]) for row in rows[3:]] == [
-        ("g", 2, 11, 4)
+        ("g", 2, 11, 4),
+        ("h", 2, 11, 4),
     ]
 
 

@@ -54,7 +54,7 @@ from kagent.core.events import (
     TopicIdPartition,
     TopicName,
     by_group,
-    decode_events,
+    decode_record,
     derive,
     encode_events,
 )
@@ -488,7 +488,7 @@ def test_kip848_events_travel_on_the_derived_events_topic() -> None:
     )
 
     (record,) = by_group(events)
-    assert decode_events(encode_events(record)) == record
+    assert decode_record(encode_events(record)) == [record]
     assert [event.kind for event in record.events] == [
         "consumer-group-epoch",
         "consumer-group-topics",

@@ -33,7 +33,7 @@ from kagent.core.events import (
     OffsetCommitted,
     OffsetDeleted,
     PartitionRef,
-    decode_events,
+    decode_record,
     derive,
     encode_events,
 )
@@ -325,9 +325,8 @@ def test_the_assignment_is_the_one_the_offsets_topic_source_derives_but_for_what
     assert from_describe == derived.model_copy(
         update={"generation": UNKNOWN_GENERATION, "leader": None, "state_timestamp": None}
     )
-    assert decode_events(encode_events(DerivedEvents(group="billing", events=(from_describe,)))).events == (
-        from_describe,
-    )
+    (read,) = decode_record(encode_events(DerivedEvents(group="billing", events=(from_describe,))))
+    assert read.events == (from_describe,)
 
 
 def test_kagents_own_group_is_not_tracked() -> None:

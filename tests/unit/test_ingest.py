@@ -12,7 +12,7 @@ import pytest
 from aiokafka.structs import TopicPartition
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 import kagent.core.ingest
 from kagent.core.consumer_offsets import (
@@ -36,17 +36,20 @@ from kagent.core.consumer_offsets import (
 from kagent.core.events import (
     ConsumerGroupMemberAssignment,
     DerivedEvents,
+    DerivedEventsRecord,
     GroupDeleted,
     OffsetCommitted,
     OffsetDeleted,
     by_group,
     commit_run,
-    decode_events,
+    decode_record,
     encode_events,
+    packed_records,
     run_commits,
 )
 from kagent.core.ingest import ingest
 from kagent.core.record_checks import RecordRejected
+from kagent.core.table_keys import partition_of_group
 
 
 @dataclass(frozen=True)
@@ -198,11 +201,45 @@ def test_a_derived_events_record_round_trips_and_holds_one_group() -> None:
     ]
     records = by_group(events)
 
-    assert [decode_events(encode_events(r)) for r in records] == records
+    assert [decode_record(encode_events(r)) for r in records] == [[r] for r in records]
     with pytest.raises(ValidationError, match="events of groups \\['g', 'h'\\] in a record of group 'x'"):
         DerivedEvents(group="x", events=tuple(events))
     with pytest.raises(ValidationError):
-        decode_events(b'{"group": "g", "events": []}')
+        decode_record(b'{"group": "g", "events": []}')
+
+
+def test_packed_records_hold_each_groups_events_on_its_partition_in_order_within_the_limit() -> None:
+    batch = [
+        DerivedEvents(group=f"g{n}", events=(commit_run("t", n % 3, *((o, o + 1, None) for o in range(n))),))
+        for n in range(1, 40)
+    ]
+    sizes = {events.group: len(encode_events(events)) for events in batch}
+    limit = 400
+    assert max(sizes.values()) > limit  # one group alone is larger: a record of its own
+
+    records = packed_records(batch, 4, limit=limit)
+
+    for partition, value in records:
+        groups = decode_record(value)
+        assert {partition_of_group(events.group, 4) for events in groups} == {partition}
+        assert len(groups) == 1 or len(value) <= limit
+    read = {(events.group): events for _, value in records for events in decode_record(value)}
+    assert read == {events.group: events for events in batch}
+    for partition in range(4):  # each partition's groups in the batch's order, whatever the records
+        on_it = [events.group for p, value in records if p == partition for events in decode_record(value)]
+        assert on_it == [events.group for events in batch if partition_of_group(events.group, 4) == partition]
+    assert len(records) < len(batch)
+
+
+def test_a_packed_record_is_refused_whole_naming_the_group_and_event() -> None:
+    good = encode_events(DerivedEvents(group="g", events=(GroupDeleted(group="g"),)))
+    bad = json.dumps({"group": "h", "events": [["t", 0, 1, "2", None]]}).encode()
+
+    with pytest.raises(ValidationError) as refused:
+        decode_record(b"[" + good + b"," + bad + b"]")
+    assert refused.value.errors()[0]["loc"][:3] == (1, "events", 0)
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        decode_record(b"[]")
 
 
 def test_commits_travel_as_runs_and_a_record_of_every_form_reads() -> None:
@@ -212,13 +249,13 @@ def test_commits_travel_as_runs_and_a_record_of_every_form_reads() -> None:
     )
     raw = encode_events(compact)
     assert json.loads(raw)["events"][0] == ["t", 0, 1, 2, None, 3, 4, 7]
-    assert decode_events(raw) == compact
+    assert decode_record(raw) == [compact]
     assert run_commits(compact.events[0]) == [(1, 2, None), (3, 4, 7)]  # type: ignore[arg-type]
     older = (
         b'{"group":"g","events":[{"kind":"offset-committed","group":"g","topic":"t","partition":0,'
         b'"offset":1,"commit_timestamp":2},["t",0,3,4,null]]}'
     )  # an object (before the compact form) and a five-element array (a commit each, before runs)
-    assert decode_events(older).expanded() == [
+    assert [event for events in decode_record(older) for event in events.expanded()] == [
         OffsetCommitted(group="g", topic="t", partition=0, offset=1, commit_timestamp=2),
         OffsetCommitted(group="g", topic="t", partition=0, offset=3, commit_timestamp=4),
     ]
@@ -235,7 +272,7 @@ def test_commits_travel_as_runs_and_a_record_of_every_form_reads() -> None:
 )
 def test_a_broken_run_is_refused_naming_the_element(run: list[object], why: str) -> None:
     with pytest.raises(ValidationError, match=why):
-        decode_events(json.dumps({"group": "g", "events": [run]}).encode())
+        decode_record(json.dumps({"group": "g", "events": [run]}).encode())
 
 
 def test_gather_adds_each_partitions_commits_and_yields_the_other_events_after_those_before_them() -> None:
@@ -283,18 +320,22 @@ event_like = (
 )
 
 
-@given(st.sampled_from(["g", 7]), st.lists(event_like, max_size=4))
-def test_the_fast_reader_gives_pydantics_verdict(group: object, events: list[object]) -> None:
-    """Whatever a record holds, :func:`decode_events` accepts exactly what pydantic's validation does, and
-    reads it the same (its fast path only takes what it can check plainly)."""
-    raw = json.dumps({"group": group, "events": events}).encode()
+group_like = st.fixed_dictionaries({"group": st.sampled_from(["g", 7]), "events": st.lists(event_like, max_size=4)})
+
+
+@given(group_like | st.lists(group_like, max_size=3))
+def test_the_fast_reader_gives_pydantics_verdict(record: object) -> None:
+    """Whatever a record holds (one group's object or a packed array of them), :func:`decode_record`
+    accepts exactly what pydantic's validation does, and reads it the same (its fast path only takes
+    what it can check plainly)."""
+    raw = json.dumps(record).encode()
     try:
-        expected = DerivedEvents.model_validate_json(raw)
+        validated = TypeAdapter(DerivedEventsRecord).validate_json(raw)
     except ValidationError:
         with pytest.raises(ValidationError):
-            decode_events(raw)
+            decode_record(raw)
     else:
-        assert decode_events(raw) == expected
+        assert decode_record(raw) == (validated if isinstance(validated, list) else [validated])
 
 
 def test_a_record_that_breaks_a_rule_is_malformed_with_its_reason_and_the_rest_goes_on() -> None:

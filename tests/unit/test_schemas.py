@@ -25,6 +25,7 @@ from kagent.core.events import (
     PartitionRef,
     by_group,
     encode_events,
+    packed_records,
 )
 from kagent.core.json_bytes import kept
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
@@ -122,6 +123,7 @@ def written_samples() -> list[tuple[str, Any]]:
     ]
     return [
         *(("derived-events.schema.json", json.loads(encode_events(batch))) for batch in by_group(events)),
+        *(("derived-events.schema.json", json.loads(value)) for _, value in packed_records(by_group(events), 8)),
         ("committed-offset.schema.json", json.loads(first)),
         ("committed-offset.schema.json", json.loads(second)),
         ("assignment.schema.json", snapshot.assignment.model_dump(mode="json")),

@@ -4,7 +4,7 @@ Pure, over Arrow batches (no Spark, no I/O), so that Spark runs it once per
 batch with ``mapInArrow``. A record of ``__consumer_offsets`` is decoded by
 ``kagent.core.consumer_offsets`` and turned into derived events by
 ``kagent.core.events.derive``, exactly as the worker's source stage does; a record
-of the derived-events topic is parsed with ``kagent.core.events.decode_events``.
+of the derived-events topic is parsed with ``kagent.core.events.decode_record``.
 Either way every input record yields at least one row of
 :data:`DECODED_SCHEMA`:
 
@@ -43,7 +43,7 @@ from kagent.core.events import (
     GroupDeleted,
     OffsetCommitted,
     OffsetDeleted,
-    decode_events,
+    decode_record,
     derive,
 )
 
@@ -120,7 +120,7 @@ def decode_batch(batch: pa.RecordBatch, source: Source) -> pa.RecordBatch:
 
 def _events(key: bytes | None, value: bytes | None, source: Source) -> list[DerivedEvent]:
     if source == "derived-events":
-        return [] if value is None else decode_events(value).expanded()
+        return [] if value is None else [event for group in decode_record(value) for event in group.expanded()]
     return [] if key is None else derive(decode(key, value))
 
 
