@@ -40,10 +40,9 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
-from kagent.core.consumer_offsets import (
-    Assignment as ConsumerProtocolAssignment,
-)
+from kagent.core.assigned_json import AssignedJson, assigned_json, plain_assigned
 from kagent.core.consumer_offsets import (
     ConsumerGroupCurrentMemberAssignment,
     ConsumerGroupMemberMetadata,
@@ -58,7 +57,6 @@ from kagent.core.consumer_offsets import (
     OffsetCommit,
     OffsetTombstone,
     Record,
-    Subscription,
     TopicPartitions,
 )
 from kagent.core.table_keys import partition_of_group
@@ -188,6 +186,18 @@ _RUN_SCHEMA = {
 
 _CommitRunField = Annotated[CommitRun, AfterValidator(_checked_run), WithJsonSchema(_RUN_SCHEMA)]
 """A :data:`CommitRun` as pydantic validates it (records not plainly valid, and the schema)."""
+
+
+def _checked_assigned(item: AssignedJson) -> AssignedJson:
+    """``item`` if :func:`~kagent.core.assigned_json.plain_assigned` takes it; raises ``ValueError``."""
+    if not plain_assigned(item):
+        raise ValueError("not a group-assigned object with every field of exactly its type, in order")
+    return item
+
+
+_AssignedJsonField = SkipJsonSchema[Annotated[AssignedJson, AfterValidator(_checked_assigned)]]
+"""An :data:`~kagent.core.assigned_json.AssignedJson` among a group's events, as the hot path keeps it
+(pydantic takes one only from Python data; the schema has :class:`GroupAssigned`)."""
 
 
 class OffsetDeleted(_Frozen):
@@ -361,22 +371,37 @@ class DerivedEvents(_Frozen):
     Offset commits are either :data:`CommitRun` arrays, as the
     ``offsets-topic`` source writes them, or :class:`OffsetCommitted`
     objects, as the ``admin-api`` source and kagent before the compact form
-    write them; readers take both."""
+    write them; readers take both. Built by the source or read on the hot
+    path (:func:`grouped_events`, :func:`decode_record`), a
+    :class:`GroupAssigned` may be its plainly checked JSON object
+    (:data:`~kagent.core.assigned_json.AssignedJson`) instead of a model;
+    :meth:`expanded` gives models of everything."""
 
     group: str
-    events: tuple[DerivedEvent | _CommitRunField, ...] = Field(min_length=1)
+    events: tuple[DerivedEvent | _CommitRunField | _AssignedJsonField, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _one_group(self) -> DerivedEvents:
-        strays = sorted({event.group for event in self.events if not isinstance(event, list)} - {self.group})
+        strays = sorted(
+            {
+                event["group"] if isinstance(event, dict) else event.group
+                for event in self.events
+                if not isinstance(event, list)
+            }
+            - {self.group}
+        )
         if strays:
             raise ValueError(f"events of groups {strays} in a record of group {self.group!r}")
         return self
 
     def expanded(self) -> list[DerivedEvent]:
-        """The events with each :data:`CommitRun` as the :class:`OffsetCommitted` s it stands for."""
+        """The events as models: each :data:`CommitRun` as the :class:`OffsetCommitted` s it stands for,
+        each :data:`~kagent.core.assigned_json.AssignedJson` as its :class:`GroupAssigned`."""
         expanded: list[DerivedEvent] = []
         for event in self.events:
+            if isinstance(event, dict):
+                expanded.append(GroupAssigned.model_validate(event))
+                continue
             if not isinstance(event, list):
                 expanded.append(event)
                 continue
@@ -394,10 +419,12 @@ class DerivedEvents(_Frozen):
                 )
         return expanded
 
-    def gather(self, commits: dict[TopicPartition, list[int | None]]) -> Iterator[DerivedEvent]:
+    def gather(self, commits: dict[TopicPartition, list[int | None]]) -> Iterator[DerivedEvent | AssignedJson]:
         """Add the record's offset commits (of either form) to ``commits`` (partition -> its commits,
         oldest first, three fields each as in a :data:`CommitRun`: offset, commit_timestamp,
-        leader_epoch; appended after those already there) and yield every other event, in order.
+        leader_epoch; appended after those already there) and yield every other event, in order (a
+        :class:`GroupAssigned` in the form it has here, a model or its
+        :data:`~kagent.core.assigned_json.AssignedJson`).
 
         When an event is yielded, ``commits`` holds every commit before it (and none after): a caller
         that keeps order applies and empties ``commits`` before applying the event. Applying the
@@ -431,20 +458,25 @@ def by_group(events: Iterable[DerivedEvent]) -> list[DerivedEvents]:
     return grouped_events(grouped)
 
 
-def grouped_events(grouped: Mapping[str, Sequence[DerivedEvent | CommitRun]]) -> list[DerivedEvents]:
+def grouped_events(
+    grouped: Mapping[str, Sequence[DerivedEvent | CommitRun | AssignedJson]],
+) -> list[DerivedEvents]:
     """One :class:`DerivedEvents` per group of ``grouped`` (group -> its events, each validated, each a
-    :data:`CommitRun` or an event of that group), in its order, built without validating again."""
+    :data:`CommitRun`, a plainly checked :data:`~kagent.core.assigned_json.AssignedJson` or an event
+    of that group), in its order, built without validating again."""
     return [DerivedEvents.model_construct(group=group, events=tuple(events)) for group, events in grouped.items()]
 
 
 def encode_events(events: DerivedEvents) -> bytes:
     """The JSON bytes of one group's ``events``: a derived-events record of one group, and an element
-    of a packed one (orjson: commit runs are lists already; pydantic's serializer costs about 1.2 µs
-    per commit)."""
+    of a packed one (orjson: commit runs and :data:`~kagent.core.assigned_json.AssignedJson` are JSON
+    data already; pydantic's serializer costs about 1.2 µs per commit)."""
     return orjson.dumps(
         {
             "group": events.group,
-            "events": [event if isinstance(event, list) else event.model_dump(mode="json") for event in events.events],
+            "events": [
+                event if isinstance(event, list | dict) else event.model_dump(mode="json") for event in events.events
+            ],
         }
     )
 
@@ -494,9 +526,10 @@ def decode_record(data: bytes) -> list[DerivedEvents]:
     as the ``admin-api`` source and kagent before packing write them). Raises
     ``pydantic.ValidationError``.
 
-    Read with orjson: each commit run checked field by field and kept as
-    the list the parser made, each other event validated by pydantic on its
-    own. A record in which anything is not plainly valid is validated whole
+    Read with orjson: each commit run and each ``group-assigned`` object
+    checked field by field (:func:`~kagent.core.assigned_json.plain_assigned`)
+    and kept as the parser made it, each other event validated by pydantic on
+    its own. A record in which anything is not plainly valid is validated whole
     by pydantic, for the same verdict and errors that name what is wrong and
     where (``3.events.2.offset``: the fourth group's third event).
     """
@@ -535,6 +568,10 @@ def _plain_events(parsed: Any) -> DerivedEvents | None:
             continue
         if type(item) is not dict:
             return None
+        if item.get("kind") == "group-assigned" and plain_assigned(item):  # kept as the parser made it too
+            if item["group"] != group:
+                return None
+            continue
         try:
             event = _EVENT.validate_python(item)
         except ValidationError:
@@ -613,26 +650,7 @@ def derive(record: Record) -> list[DerivedEvent]:
         case OffsetTombstone():
             return [OffsetDeleted(group=record.group, topic=record.topic, partition=record.partition)]
         case GroupMetadata() if record.protocol_type == "consumer":
-            return [
-                GroupAssigned(
-                    group=record.group,
-                    generation=record.generation,
-                    protocol=record.protocol,
-                    leader=record.leader,
-                    state_timestamp=record.state_timestamp,
-                    members=tuple(
-                        MemberAssignment(
-                            member_id=member.member_id,
-                            group_instance_id=member.group_instance_id,
-                            client_id=member.client_id,
-                            client_host=member.client_host,
-                            topics=_subscribed_topics(member.subscription),
-                            partitions=_assigned_partitions(member.assignment),
-                        )
-                        for member in record.members
-                    ),
-                )
-            ]
+            return [GroupAssigned.model_validate(assigned_json(record))]
         case GroupTombstone() | ConsumerGroupMetadataTombstone():
             return [GroupDeleted(group=record.group)]
         case ConsumerGroupMetadata():
@@ -677,16 +695,6 @@ def derive(record: Record) -> list[DerivedEvent]:
             return [ConsumerGroupRegexDeleted(group=record.group, regex=record.regular_expression)]
         case _:
             return []
-
-
-def _subscribed_topics(subscription: Subscription | bytes | None) -> tuple[str, ...]:
-    return tuple(subscription.topics) if isinstance(subscription, Subscription) else ()
-
-
-def _assigned_partitions(assignment: ConsumerProtocolAssignment | bytes | None) -> tuple[PartitionRef, ...]:
-    if not isinstance(assignment, ConsumerProtocolAssignment):
-        return ()
-    return tuple(PartitionRef(topic=tp.topic, partition=tp.partition) for tp in assignment.partitions)
 
 
 def _held_partitions(*held: tuple[TopicPartitions, ...]) -> tuple[TopicIdPartition, ...]:

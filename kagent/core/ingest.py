@@ -13,7 +13,8 @@ from typing import Generic, Protocol, TypeAlias, TypeVar
 
 from pydantic import ValidationError
 
-from kagent.core.consumer_offsets import DecodeError, OffsetCommit, Record, decode
+from kagent.core.assigned_json import AssignedJson, assigned_json, plain_assigned
+from kagent.core.consumer_offsets import DecodeError, GroupMetadata, OffsetCommit, Record, decode
 from kagent.core.events import CommitRun, DerivedEvent, DerivedEvents, derive, grouped_events
 from kagent.core.record_checks import RecordRejected, check, checked_commit
 
@@ -61,7 +62,7 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
     record whose events cannot be built for any other reason (a missing rule; the reason names
     what failed). Never raises, whatever the records hold.
     """
-    grouped: dict[str, list[DerivedEvent | CommitRun]] = {}
+    grouped: dict[str, list[DerivedEvent | CommitRun | AssignedJson]] = {}
     runs: dict[str, dict[tuple[str, int], CommitRun]] = {}
     """Group -> its open runs: a commit extends its partition's run until the group's next other event."""
     malformed: list[tuple[R, Failure]] = []
@@ -95,9 +96,10 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
             malformed.append((record, _detached(exc)))
             continue
         for event in derived:
-            if event.group not in skip_groups:
-                grouped.setdefault(event.group, []).append(event)
-                runs.pop(event.group, None)  # the group's later commits come after it
+            group = event["group"] if isinstance(event, dict) else event.group
+            if group not in skip_groups:
+                grouped.setdefault(group, []).append(event)
+                runs.pop(group, None)  # the group's later commits come after it
     return Ingested(grouped_events(grouped), malformed)
 
 
@@ -112,12 +114,17 @@ def _detached(exc: Failure) -> Failure:
     return exc
 
 
-def _derived(record: Record) -> list[DerivedEvent]:
-    """The events of a checked ``record`` (:func:`~kagent.core.events.derive`). Raises
-    :class:`RecordRejected` for a broken rule, and as the rule ``invalid-event`` for any failure to
-    build the events: the backstop of the rules, naming the event's field and value pydantic
-    refused, or the exception."""
+def _derived(record: Record) -> list[DerivedEvent] | list[AssignedJson]:
+    """The events of a checked ``record`` (:func:`~kagent.core.events.derive`; a classic group's
+    assignment as its :data:`~kagent.core.assigned_json.AssignedJson` where that is plainly valid).
+    Raises :class:`RecordRejected` for a broken rule, and as the rule ``invalid-event`` for any
+    failure to build the events: the backstop of the rules, naming the event's field and value
+    pydantic refused, or the exception."""
     checked = check(record)
+    if type(checked) is GroupMetadata and checked.protocol_type == "consumer":
+        event = assigned_json(checked)
+        if plain_assigned(event):
+            return [event]
     try:
         return derive(checked)
     except Exception as exc:  # the backstop: no record may stop the source

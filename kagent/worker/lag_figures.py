@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from aiokafka.structs import TopicPartition
 
+from kagent.core.assigned_json import AssignedJson
 from kagent.core.events import GroupAssigned
 from kagent.core.json_bytes import kept
 from kagent.core.snapshot import PartitionLag
@@ -68,6 +69,20 @@ class GroupReads(NamedTuple):
             assignment.generation,
             frozenset(sys.intern(topic) for member in assignment.members for topic in member.topics),
             tuple(_interned(ref.topic_partition) for member in assignment.members for ref in member.partitions),
+        )
+
+    @classmethod
+    def of_json(cls, assignment: AssignedJson) -> GroupReads:
+        """:meth:`of` the event's plainly checked JSON object (:func:`kagent.core.assigned_json.plain_assigned`)."""
+        members = assignment["members"]
+        return cls(
+            assignment["generation"],
+            frozenset(sys.intern(topic) for member in members for topic in member["topics"]),
+            tuple(
+                _interned(TopicPartition(ref["topic"], ref["partition"]))
+                for member in members
+                for ref in member["partitions"]
+            ),
         )
 
 

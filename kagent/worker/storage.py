@@ -61,6 +61,7 @@ from kagent.core.group_health import (
     partition_status,
     stop_possible_from,
 )
+from kagent.core.json_bytes import kept
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
 from kagent.core.throughput import PartitionThroughput, partition_throughput
 from kagent.worker.applied_offsets import AppliedOffsets, Verdict
@@ -296,6 +297,10 @@ class Storage(Stage, GroupStateReader):
                     if waiting:  # the group's commits before it, first
                         kinds["offset-committed"] += self._commits(group, waiting, now)
                         waiting.clear()
+                    if isinstance(event, dict):  # a group-assigned event as read (AssignedJson)
+                        kinds["group-assigned"] += 1
+                        self._assign(group, event["generation"], kept(event), GroupReads.of_json(event), now)
+                        continue
                     kinds[event.kind] += 1
                     self._apply(event, now)
         for group, waiting in commits.items():
@@ -373,16 +378,7 @@ class Storage(Stage, GroupStateReader):
                 self._committed.delete(event.group, tp)
                 self._lag.forget(event.group, tp)
             case GroupAssigned():
-                reads = self._reads(event.group)
-                if reads is not None and event.generation < reads.generation:
-                    self._metrics.stale_events.labels(event.kind).inc()
-                    return
-                raw = event.model_dump_json().encode()
-                self._writer.set(self._assignments, event.group, raw)
-                reads = GroupReads.of(event)
-                self._parsed[event.group] = (raw, reads)
-                self._lag.refresh_group(event.group, reads, now)
-                self._note(event.group, GroupChange.ASSIGNED)
+                self._assign(event.group, event.generation, event.model_dump_json().encode(), GroupReads.of(event), now)
             case GroupDeleted():
                 self._writer.delete(self._assignments, event.group)
                 self._parsed.pop(event.group, None)
@@ -390,6 +386,18 @@ class Storage(Stage, GroupStateReader):
                 self._note(event.group, GroupChange.DELETED)
             case _:  # the events of KIP-848 consumer groups
                 self._consumer_groups.apply(event)
+
+    def _assign(self, group: str, generation: int, raw: bytes, reads: GroupReads, now: float) -> None:
+        """Store ``group``'s assignment of ``generation`` (its value ``raw``, what it reads ``reads``),
+        unless the one stored is of a later generation (an event read again)."""
+        stored = self._reads(group)
+        if stored is not None and generation < stored.generation:
+            self._metrics.stale_events.labels("group-assigned").inc()
+            return
+        self._writer.set(self._assignments, group, raw)
+        self._parsed[group] = (raw, reads)
+        self._lag.refresh_group(group, reads, now)
+        self._note(group, GroupChange.ASSIGNED)
 
     def _commits(self, group: str, waiting: dict[TopicPartition, list[int | None]], now: float) -> int:
         """Apply ``group``'s offset commits of a batch (:meth:`DerivedEvents.gather`), each partition's
