@@ -80,7 +80,8 @@ class ChangelogWriter:
 
     def __init__(self, app: faust.App) -> None:
         self._app = app
-        self._staged: dict[tuple[str, Any], tuple[faust.Table | PublishedTable, bytes | None]] = {}
+        self._staged: dict[str, _Staged] = {}
+        """Table name -> the table and its keys' staged values (None: a tombstone), newest only."""
         self._sending = asyncio.Lock()
         self._flushing: tuple[float, int] | None = None
         """(since when, how many records) of the flush sending now."""
@@ -96,22 +97,28 @@ class ChangelogWriter:
     @property
     def staged(self) -> int:
         """Changelog records waiting for the next flush."""
-        return len(self._staged)
+        return sum(len(values) for _, values in self._staged.values())
 
     def set(self, table: faust.Table, key: Any, value: bytes) -> None:
         """``table[key] = value`` now; its changelog record at the next flush."""
         table.data[key] = value
-        self._staged[table.name, key] = (table, value)
+        self._stage(table, key, value)
 
     def delete(self, table: faust.Table, key: Any) -> None:
         """Remove ``key`` from ``table`` now (if there); its tombstone at the next flush."""
         if key in table.data:
             del table.data[key]
-            self._staged[table.name, key] = (table, None)
+            self._stage(table, key, None)
 
     def publish(self, table: PublishedTable, key: str, value: bytes | None) -> None:
         """Stage ``key``'s record in ``table``'s topic (None: a tombstone) for the next flush."""
-        self._staged[table.name, key] = (table, value)
+        self._stage(table, key, value)
+
+    def _stage(self, table: faust.Table | PublishedTable, key: Any, value: bytes | None) -> None:
+        staged = self._staged.get(table.name)  # by table, then by key: no (name, key) tuple per write
+        if staged is None:
+            staged = self._staged[table.name] = (table, {})
+        staged[1][key] = value
 
     async def flush(self) -> None:
         """Send every staged changelog record and wait until the broker has each.
@@ -133,38 +140,41 @@ class ChangelogWriter:
         if not self._staged:
             return
         staged, self._staged = self._staged, {}
-        self._flushing = (time.monotonic(), len(staged))
+        records = sum(len(values) for _, values in staged.values())
+        self._flushing = (time.monotonic(), records)
         try:
             pending = await send_batches(self._app, _changelog_records(staged))
             await _acknowledged(pending)
         except BaseException as exc:
-            self._staged = {**staged, **self._staged}
+            for name, (table, values) in staged.items():  # staged again, under any newer write of a key
+                newer = self._staged.get(name)
+                self._staged[name] = (table, {**values, **newer[1]} if newer is not None else values)
             if isinstance(exc, TimeoutError):
                 raise ChangelogWriteError(
-                    f"{len(staged)} changelog records not acknowledged within {FLUSH_TIMEOUT:g} s"
+                    f"{records} changelog records not acknowledged within {FLUSH_TIMEOUT:g} s"
                 ) from exc
             if isinstance(exc, PRODUCER_ERRORS):
-                raise ChangelogWriteError(f"{len(staged)} changelog records not sent: {exc!r}") from exc
+                raise ChangelogWriteError(f"{records} changelog records not sent: {exc!r}") from exc
             raise
         finally:
             self._flushing = None
 
 
-def _changelog_records(
-    staged: dict[tuple[str, Any], tuple[faust.Table | PublishedTable, bytes | None]],
-) -> Iterator[OutgoingRecord]:
+_Staged = tuple[faust.Table | PublishedTable, dict[Any, bytes | None]]
+"""A table and its keys' staged values (None: a tombstone)."""
+
+
+def _changelog_records(staged: dict[str, _Staged]) -> Iterator[OutgoingRecord]:
     """The changelog record Faust would write for each staged ``table[key] = value`` (None: a tombstone).
 
     kagent's tables (:mod:`kagent.worker.topology`) have JSON keys and raw values; those are
     encoded here directly (Faust's codec registry costs 3 µs a record), any other through Faust.
     Each table's topic name and serializers are looked up once per flush, not once per record.
     """
-    routes: dict[str, _Route] = {}
-    for (name, key), (table, value) in staged.items():
-        route = routes.get(name)
-        if route is None:
-            route = routes[name] = _Route.of(table)
-        yield route.record(table, key, value)
+    for table, values in staged.values():
+        route = _Route.of(table)
+        for key, value in values.items():
+            yield route.record(table, key, value)
 
 
 class _Route:
