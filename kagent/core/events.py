@@ -14,9 +14,8 @@ records, so they become the ``consumer-group-*`` events, which
 :mod:`kagent.core.consumer_group_state` folds into one group's state.
 A :class:`DerivedEvents` is one group's events in the order they happened.
 One record of that topic (:data:`DerivedEventsRecord`) packs many groups'
-(:func:`packed_records`), as the ``offsets-topic`` source writes them, or is
-one group's, keyed by it, as the ``admin-api`` source and kagent before
-packing write them: a Faust stream costs about 80 µs per record it delivers,
+(:func:`packed_records`), as both sources write them, or is one group's,
+keyed by it, as kagent before packing wrote them: a Faust stream costs about 80 µs per record it delivers,
 whatever the record holds, and one record per group and batch paid that for
 the few commits a real cluster's member makes at a time.
 
@@ -522,8 +521,8 @@ def _packed(groups: list[bytes]) -> bytes:
 
 def decode_record(data: bytes) -> list[DerivedEvents]:
     """The groups' events of a record of the derived-events topic, in order: a packed record (a JSON
-    array of groups' events, as the ``offsets-topic`` source writes them) or one group's (an object,
-    as the ``admin-api`` source and kagent before packing write them). Raises
+    array of groups' events, as both sources write them) or one group's (an object, as kagent
+    before packing wrote them). Raises
     ``pydantic.ValidationError``.
 
     Read with orjson: each commit run and each ``group-assigned`` object

@@ -1,13 +1,14 @@
-"""Source ``admin-api``: poll the group APIs on a timer -> derived events, keyed by group.
+"""Source ``admin-api``: poll the group APIs on a timer -> derived events, packed per partition.
 
 For clusters that forbid reading ``__consumer_offsets``. Every
 ``KAGENT_END_OFFSET_INTERVAL`` seconds (the pace of the lag figures) the
 Faust leader asks ListGroups, then for each group but kagent's own
 FindCoordinator, DescribeGroups (``consumer`` groups) and OffsetFetch, and
 sends the derived events of what changed since its previous poll
-(:func:`kagent.core.group_polling.poll`) to the derived-events topic keyed by
-group; the storage stage takes them as it takes the ``offsets-topic``
-source's. Only the leader polls: ListGroups answers every worker the same,
+(:func:`kagent.core.group_polling.poll`) to the derived-events topic, each
+group's on its partition and packed as the ``offsets-topic`` source packs
+them (:func:`kagent.core.events.packed_records`); the storage stage takes
+them as it takes that source's. Only the leader polls: ListGroups answers every worker the same,
 so each worker polling would send every event once per worker. A worker that
 is not the leader forgets its view, so when it leads it announces every group
 afresh (the tables take the same events idempotently).
@@ -39,7 +40,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, for_code
 from aiokafka.structs import TopicPartition
 from faust.types import TopicT
 
-from kagent.core.events import DerivedEvents, by_group, encode_events
+from kagent.core.events import DerivedEvents, by_group, packed_records
 from kagent.core.group_polling import (
     CONSUMER_PROTOCOL_TYPE,
     DescribedGroup,
@@ -53,6 +54,7 @@ from kagent.core.group_polling import (
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.metrics import Metrics
+from kagent.worker.record_batches import send_batches
 from kagent.worker.stage import Stage
 
 __all__ = ["AdminApiSource", "GroupPoller"]
@@ -65,8 +67,8 @@ _ADMIN_ERRORS = (KafkaError, TimeoutError)
 K = TypeVar("K")
 V = TypeVar("V")
 
-Send = Callable[[DerivedEvents], Awaitable[None]]
-"""Sends one group's derived events; returns when the broker has them."""
+Send = Callable[[list[DerivedEvents]], Awaitable[None]]
+"""Sends groups' derived events (one :class:`DerivedEvents` per group); returns when the broker has them."""
 
 
 class GroupPoller:
@@ -138,8 +140,7 @@ class GroupPoller:
             self._malformed.labels(bad.part).inc()
             log.warning("member %r of group %r: malformed %s: %s", bad.member_id, bad.group, bad.part, bad.error)
         try:
-            for events in by_group(result.events):
-                await send(events)
+            await send(by_group(result.events))
         except PRODUCER_ERRORS as exc:
             self._failed("Produce", f"of {len(result.events)} derived events", exc)
             return False
@@ -250,11 +251,15 @@ class AdminApiSource(Stage):
     def __init__(self, settings: Settings, derived_events: TopicT, metrics: Metrics) -> None:
         self._interval = settings.end_offset_interval
         self._derived_events = derived_events
+        self._partitions = settings.topic_partitions
+        self._app: faust.App | None = None
         self._poller = GroupPoller(settings, metrics)
         self._stopped = False
         self._caught_up = False
 
     def register(self, app: faust.App) -> None:
+        self._app = app
+
         @app.timer(self._interval, name="admin-api-source")
         async def poll_group_apis() -> None:
             if self._stopped:  # the timer fires until Faust stops it
@@ -270,9 +275,12 @@ class AdminApiSource(Stage):
         reported every group; on any other worker, once it knows it is not the leader."""
         return self._caught_up
 
-    async def _send(self, events: DerivedEvents) -> None:
-        sent = await self._derived_events.send(key=events.group.encode(), value=encode_events(events))
-        await sent
+    async def _send(self, groups: list[DerivedEvents]) -> None:
+        """Send the groups' events packed as the offsets-topic source packs them, and wait for the broker."""
+        assert self._app is not None
+        topic = self._derived_events.get_topic_name()
+        records = ((topic, partition, None, value) for partition, value in packed_records(groups, self._partitions))
+        await asyncio.gather(*await send_batches(self._app, records))
 
     async def stop(self) -> None:
         self._stopped = True

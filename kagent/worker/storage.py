@@ -8,13 +8,13 @@ lag; and publishes the lag per group-partition. It applies:
 - derived events, from the derived-events topic (each group's on its
   partition, so they reach the worker that holds the group; a record packs
   many groups' events, :func:`~kagent.core.events.decode_record`), in
-  batches; a batch is
-  acknowledged only once its table writes are in their changelogs. A group's
-  offset commits in a batch are applied together, each partition's value
-  parsed and written once and its lag published once (before the group's
-  next other event, if one comes: order within a group is kept). A record
-  that is not valid JSON of :class:`~kagent.core.events.DerivedEvents` is
-  counted and sent to the dead-letter topic; the batch goes on. The events
+  batches; a batch is acknowledged only once its table writes are in their
+  changelogs. A group's offset commits in a batch are applied together, each
+  partition's value parsed and written once and its lag published once
+  (before the group's next other event, if one comes: order within a group
+  is kept). A record that is not valid JSON of a derived-events record
+  (:data:`~kagent.core.events.DerivedEventsRecord`) is counted and sent,
+  whole, to the dead-letter topic; the batch goes on. The events
   of KIP-848 groups are folded by :class:`ConsumerGroupAssignments`.
   Events read again (at least once: a source that crashed re-reads from its
   last committed position) never undo newer state: an assignment of an older

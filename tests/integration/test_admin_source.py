@@ -61,7 +61,7 @@ class DerivedEventsReader(TopicReader):
     @property
     def events(self) -> list[dict[str, Any]]:
         """Every derived event read so far, in the order it arrived."""
-        return [e for m in self.records for e in json.loads(m.value)["events"]]
+        return [e for m in self.records for group in json.loads(m.value) for e in group["events"]]
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         """The events of ``kind`` about the test's group, in the order they arrived."""
@@ -181,8 +181,8 @@ async def test_an_unreachable_cluster_is_counted_and_logged_not_raised(caplog: p
     poller = GroupPoller(Settings(broker=f"127.0.0.1:{free_port()}"), metrics)
     sent: list[DerivedEvents] = []
 
-    async def send(events: DerivedEvents) -> None:
-        sent.append(events)
+    async def send(groups: list[DerivedEvents]) -> None:
+        sent.extend(groups)
 
     try:
         await poller.poll(send)
