@@ -15,9 +15,10 @@ records, so they become the ``consumer-group-*`` events, which
 A :class:`DerivedEvents` is one group's events in the order they happened.
 One record of that topic (:data:`DerivedEventsRecord`) packs many groups'
 (:func:`packed_records`), as both sources write them, or is one group's,
-keyed by it, as kagent before packing wrote them: a Faust stream costs about 80 µs per record it delivers,
-whatever the record holds, and one record per group and batch paid that for
-the few commits a real cluster's member makes at a time.
+keyed by it, as kagent before packing wrote them: a Faust stream costs about
+80 µs per record it delivers, whatever the record holds, and one record per
+group and batch paid that for the few commits a real cluster's member makes
+at a time.
 
 Pure: no I/O, no Faust.
 """
@@ -522,8 +523,7 @@ def _packed(groups: list[bytes]) -> bytes:
 def decode_record(data: bytes) -> list[DerivedEvents]:
     """The groups' events of a record of the derived-events topic, in order: a packed record (a JSON
     array of groups' events, as both sources write them) or one group's (an object, as kagent
-    before packing wrote them). Raises
-    ``pydantic.ValidationError``.
+    before packing wrote them). Raises ``pydantic.ValidationError``.
 
     Read with orjson: each commit run and each ``group-assigned`` object
     checked field by field (:func:`~kagent.core.assigned_json.plain_assigned`)
@@ -567,7 +567,7 @@ def _plain_events(parsed: Any) -> DerivedEvents | None:
             continue
         if type(item) is not dict:
             return None
-        if item.get("kind") == "group-assigned" and plain_assigned(item):  # kept as the parser made it too
+        if plain_assigned(item):  # a group-assigned object: kept as the parser made it too
             if item["group"] != group:
                 return None
             continue

@@ -8,8 +8,9 @@ sends the derived events of what changed since its previous poll
 (:func:`kagent.core.group_polling.poll`) to the derived-events topic, each
 group's on its partition and packed as the ``offsets-topic`` source packs
 them (:func:`kagent.core.events.packed_records`); the storage stage takes
-them as it takes that source's. Only the leader polls: ListGroups answers every worker the same,
-so each worker polling would send every event once per worker. A worker that
+them as it takes that source's. Only the leader polls: ListGroups answers
+every worker the same, so each worker polling would send every event once
+per worker. A worker that
 is not the leader forgets its view, so when it leads it announces every group
 afresh (the tables take the same events idempotently).
 
@@ -40,7 +41,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, for_code
 from aiokafka.structs import TopicPartition
 from faust.types import TopicT
 
-from kagent.core.events import DerivedEvents, by_group, packed_records
+from kagent.core.events import DerivedEvents, by_group
 from kagent.core.group_polling import (
     CONSUMER_PROTOCOL_TYPE,
     DescribedGroup,
@@ -54,7 +55,7 @@ from kagent.core.group_polling import (
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.metrics import Metrics
-from kagent.worker.record_batches import send_batches
+from kagent.worker.record_batches import send_derived_events
 from kagent.worker.stage import Stage
 
 __all__ = ["AdminApiSource", "GroupPoller"]
@@ -279,8 +280,7 @@ class AdminApiSource(Stage):
         """Send the groups' events packed as the offsets-topic source packs them, and wait for the broker."""
         assert self._app is not None
         topic = self._derived_events.get_topic_name()
-        records = ((topic, partition, None, value) for partition, value in packed_records(groups, self._partitions))
-        await asyncio.gather(*await send_batches(self._app, records))
+        await asyncio.gather(*await send_derived_events(self._app, topic, groups, self._partitions))
 
     async def stop(self) -> None:
         self._stopped = True

@@ -36,13 +36,12 @@ from aiokafka.structs import TopicPartition
 from faust.types import TopicT
 
 from kagent.core.consumer_offsets import compiled_decoders
-from kagent.core.events import packed_records
 from kagent.core.ingest import ingest
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.metrics import Metrics
-from kagent.worker.record_batches import send_batches
+from kagent.worker.record_batches import send_derived_events
 from kagent.worker.stage import Stage
 
 __all__ = ["OffsetsTopicSource"]
@@ -194,10 +193,8 @@ class OffsetsTopicSource(Stage):
         of ``records``; futures done when the broker has them."""
         self._metrics.records.labels("offsets-topic").inc(len(records))
         result = ingest(records, self._skip)
-        topic, partitions = self._derived_events, self._settings.topic_partitions
-        pending = await send_batches(
-            self._app,
-            ((topic, partition, None, value) for partition, value in packed_records(result.events, partitions)),
+        pending = await send_derived_events(
+            self._app, self._derived_events, result.events, self._settings.topic_partitions
         )
         if result.malformed:
             # One line a batch however many (a flood of them must not flood the log); each is in the dead letters.

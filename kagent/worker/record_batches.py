@@ -21,7 +21,9 @@ from typing import Any
 
 import faust
 
-__all__ = ["OutgoingRecord", "send_batches"]
+from kagent.core.events import DerivedEvents, packed_records
+
+__all__ = ["OutgoingRecord", "send_batches", "send_derived_events"]
 
 OutgoingRecord = tuple[str, int, bytes | None, bytes | None]
 """(topic, partition, key, value) of one record to send; a value of None is a tombstone."""
@@ -61,3 +63,14 @@ async def send_batches(app: faust.App, records: Iterable[OutgoingRecord]) -> lis
 async def _send_chain(kafka: Any, topic: str, partition: int, chain: list[Any]) -> list[asyncio.Future[Any]]:
     """Queue one partition's batches in order (aiokafka queues the next once the previous is drained)."""
     return [await kafka.send_batch(batch, topic, partition=partition) for batch in chain]
+
+
+async def send_derived_events(
+    app: faust.App, topic: str, groups: Iterable[DerivedEvents], partitions: int
+) -> list[asyncio.Future[Any]]:
+    """Send ``groups``' events (one :class:`~kagent.core.events.DerivedEvents` per group) to the
+    derived-events ``topic`` of ``partitions``, packed per partition
+    (:func:`~kagent.core.events.packed_records`), as both sources write them; :func:`send_batches`'
+    futures and errors."""
+    packed = packed_records(groups, partitions)
+    return await send_batches(app, ((topic, partition, None, value) for partition, value in packed))
