@@ -64,10 +64,10 @@ Measured in the same run, on one embedded broker (Tansu):
   every thread) over the window, the broker's beside them; the peak RSS is
   the worker's ``VmHWM`` at the end;
 - one worker as a deployment runs it, measured the same way: end offsets
-  polled every 5 s (``KAGENT_END_OFFSET_INTERVAL``'s default), so each
-  commit applied also publishes its group-partition's lag, and each poll
-  sweeps the held groups' entries (the 24 topics are empty, so Tansu's
-  ListOffsets answers right without the workaround);
+  polled every 5 s (``KAGENT_END_OFFSET_INTERVAL``'s default), so each poll
+  publishes the lag of every group-partition whose commit changed since the
+  last, and sweeps the held groups' entries (the 24 topics are empty, so
+  Tansu's ListOffsets answers right without the workaround);
 - two workers of one app id sharing the work (the source's consumer group
   and Faust's split the partitions between them; no standby copies, see
   ``kagent/app.py``), started together with a session
@@ -163,8 +163,8 @@ IDLE_CPU = 0.1
 WORKER_SETTINGS = {"evaluate_interval": "3600", "end_offset_interval": "3600", "one_record_batches": "false"}
 """Neither the evaluation nor the end-offset poll runs while the records are applied; the producer batches."""
 POLLING_SETTINGS = {**WORKER_SETTINGS, "end_offset_interval": "5"}
-"""As a deployment runs: end offsets polled every 5 s (the default), so each commit applied also publishes
-its group-partition's lag, and every poll sweeps the held groups' entries."""
+"""As a deployment runs: end offsets polled every 5 s (the default), so every poll publishes the lag of the
+group-partitions whose commits changed since the last, and sweeps the held groups' entries."""
 PAIR_SETTINGS = {**WORKER_SETTINGS, "session_timeout": "20"}
 """Tansu holds a group's first join for half the session timeout: 10 s lets the second worker of a pair
 join the first generation of both groups (the source's and Faust's), so the pair does not rebalance

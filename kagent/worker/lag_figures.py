@@ -9,11 +9,15 @@ group's lag on a partition from these and its committed offset
 asked, so evaluation always sees the latest figures.
 
 The partition-lag table publishes those figures as a history for subscribers
-(it lives in its topic only, :class:`~kagent.worker.changelog.PublishedTable`):
-an entry is written when a commit changes it, when its partition is first
-polled here, when its partition's log start moves (data loss may have
-appeared), and all of a group's entries when its assignment changes and at
-least every ``REFRESH_AFTER_POLLS`` poll intervals. When it wrote them is
+(it lives in its topic only, :class:`~kagent.worker.changelog.PublishedTable`).
+Entries are written at end-offset polls, each from that poll's end offsets
+and the commit stored then, as kafka-lag-exporter samples lag once a poll:
+an entry at the first poll after a commit changed it (however many commits
+came in between: a group committing after every fetch costs one record a
+poll, not one a commit), when its partition is first polled here, when its
+partition's log start moves (data loss may have appeared), and all of a
+group's entries at the first poll after its assignment changes and at least
+every ``REFRESH_AFTER_POLLS`` poll intervals. When it wrote them is
 remembered per group, not per group-partition (a million group-partitions at
 50,000 groups). A worker that takes a group over computes its lag from its
 own first poll.
@@ -22,7 +26,7 @@ own first poll.
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import NamedTuple
 
 from aiokafka.structs import TopicPartition
@@ -111,6 +115,10 @@ class LagFigures:
         self._partition_counts: dict[str, int] = {}
         self._refreshed: dict[str, float] = {}
         """group -> when all its lag entries were last rewritten here."""
+        self._committed_since: dict[str, dict[TopicPartition, int]] = {}
+        """group -> its polled partitions whose commit changed since their entry was last written -> the
+        offset committed (written at the next poll, :meth:`write_committed`; the groups in order of
+        their first such commit)."""
         self._appeared: set[TopicPartition] = set()
         """Partitions first polled since the last sweep of :meth:`due` (see :meth:`swept`)."""
         self._start_moved: set[TopicPartition] = set()
@@ -177,8 +185,10 @@ class LagFigures:
         for group, reads in groups.items():
             refreshed = self._refreshed.get(group)
             whole = refreshed is None or now - refreshed >= self._refresh_after
+            committed = None
             if whole:
                 self._refreshed[group] = now
+                committed = self._committed_since.get(group)  # its due entries are written from the table
             touches = False
             for tp in self.group_partitions(reads):
                 polled = tp in self._log_end
@@ -186,6 +196,8 @@ class LagFigures:
                 touches = touches or tp in moved
                 if polled and (whole or tp in self._appeared or (tp in self._start_moved and self._lost(group, tp))):
                     due.append((group, tp))
+                    if committed is not None:
+                        committed.pop(tp, None)
             if touches:
                 touched.append(group)
         return due, tracked, touched
@@ -205,25 +217,52 @@ class LagFigures:
         committed = self._committed.offset(group, tp)
         return committed is not None and committed < self._log_start.get(tp, 0)
 
-    def refresh_group(self, group: str, reads: GroupReads, now: float) -> None:
-        """Rewrite all lag entries of ``group`` (reading ``reads``) from the last polled end offsets."""
-        for tp in self.group_partitions(reads):
-            self.refresh_partition(group, tp, now)
-        self._refreshed[group] = now
+    def assignment_changed(self, group: str) -> None:
+        """``group``'s assignment changed: all its lag entries are due at the next poll (:meth:`due`)."""
+        self._refreshed.pop(group, None)
 
     def refresh_partition(self, group: str, tp: TopicPartition, now: float) -> None:
         """Rewrite the lag entry of ``group`` on ``tp`` in the table, if ``tp``'s end offsets were ever polled."""
         if tp in self._log_end:
             self._publish(group, tp, self._committed.offset(group, tp), now)
 
-    def committed(self, group: str, tp: TopicPartition, offset: int, now: float) -> None:
-        """``group`` committed ``offset`` on ``tp`` (applied just now): rewrite its lag entry, if ``tp``'s end
-        offsets were ever polled, from that offset (not read back from the table)."""
+    def committed(self, group: str, tp: TopicPartition, offset: int) -> None:
+        """``group`` committed ``offset`` on ``tp`` (applied just now): its lag entry is written at the next
+        poll (:meth:`write_committed`), from the offset then committed, if ``tp``'s end offsets were ever
+        polled (a partition polled for the first time has all its entries due anyway)."""
         if tp in self._log_end:
-            self._publish(group, tp, offset, now)
+            since = self._committed_since.get(group)
+            if since is None:
+                since = self._committed_since[group] = {}
+            since[_interned(tp)] = offset  # held until the poll: one object per partition, not per batch
+
+    def committed_groups(self) -> list[str]:
+        """The groups with entries :meth:`write_committed` would write, in order of their first commit."""
+        return list(self._committed_since)
+
+    def write_committed(self, groups: list[str], limit: int, holds: Callable[[str], bool], now: float) -> int:
+        """Write the entries of the first of ``groups`` whose commits changed them since they were last
+        written, with the end offsets polled at ``now``, until ``limit`` entries are written or the groups
+        run out; how many of ``groups`` were taken. A group ``holds`` says is not held is taken and
+        written nothing (its successor writes its own entries)."""
+        written = taken = 0
+        for group in groups:
+            if written >= limit:
+                break
+            taken += 1
+            committed = self._committed_since.pop(group, None)
+            if committed is None or not holds(group):
+                continue
+            for tp, offset in committed.items():
+                self._publish(group, tp, offset, now)
+            written += len(committed)
+        return taken
 
     def forget(self, group: str, tp: TopicPartition) -> None:
         """Drop the lag entry of ``group`` on ``tp`` (its committed offset was deleted)."""
+        committed = self._committed_since.get(group)
+        if committed is not None:
+            committed.pop(tp, None)
         self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), None)
 
     def partition_lag(self, group: str, tp: TopicPartition, now: float) -> PartitionLag | None:

@@ -235,7 +235,7 @@ class Storage(Stage, GroupStateReader):
             self._applying = False
 
     async def _apply_records(self, messages: list[faust.types.Message]) -> None:
-        now, judged_at = time.time(), time.monotonic()
+        judged_at = time.monotonic()
         kinds: Counter[str] = Counter()
         commits: dict[str, dict[TopicPartition, list[int | None]]] = {}
         """Group -> its offset commits in this batch not applied yet, by partition (three fields each,
@@ -295,20 +295,20 @@ class Storage(Stage, GroupStateReader):
                     waiting = commits[group] = {}
                 for event in derived.gather(waiting):
                     if waiting:  # the group's commits before it, first
-                        kinds["offset-committed"] += self._commits(group, waiting, now)
+                        kinds["offset-committed"] += self._commits(group, waiting)
                         waiting.clear()
                     if isinstance(event, dict):  # a group-assigned event as read (AssignedJson)
                         kinds["group-assigned"] += 1
-                        self._assign(group, event["generation"], kept(event), GroupReads.of_json(event), now)
+                        self._assign(group, event["generation"], kept(event), GroupReads.of_json(event))
                         continue
                     kinds[event.kind] += 1
-                    self._apply(event, now)
+                    self._apply(event)
         for group, waiting in commits.items():
-            kinds["offset-committed"] += self._commits(group, waiting, now)
+            kinds["offset-committed"] += self._commits(group, waiting)
         for kind, count in kinds.items():
             self._metrics.derived_events.labels(kind).inc(count)
         for group in await self._consumer_groups.store():
-            self._assigned(group, now)
+            self._assigned(group)
         while True:  # the batch is acknowledged only once its tables' changelogs have it
             try:
                 await self._flush()
@@ -370,7 +370,7 @@ class Storage(Stage, GroupStateReader):
         self._metrics.derived_events_reread.labels("lost").inc()
         await self._app.consumer.seek_wait({tp: offset})  # in the consumer's thread, as Faust's own seeks
 
-    def _apply(self, event: DerivedEvent, now: float) -> None:
+    def _apply(self, event: DerivedEvent) -> None:
         """Apply one event other than an offset commit."""
         match event:
             case OffsetDeleted():
@@ -378,7 +378,7 @@ class Storage(Stage, GroupStateReader):
                 self._committed.delete(event.group, tp)
                 self._lag.forget(event.group, tp)
             case GroupAssigned():
-                self._assign(event.group, event.generation, event.model_dump_json().encode(), GroupReads.of(event), now)
+                self._assign(event.group, event.generation, event.model_dump_json().encode(), GroupReads.of(event))
             case GroupDeleted():
                 self._writer.delete(self._assignments, event.group)
                 self._parsed.pop(event.group, None)
@@ -387,7 +387,7 @@ class Storage(Stage, GroupStateReader):
             case _:  # the events of KIP-848 consumer groups
                 self._consumer_groups.apply(event)
 
-    def _assign(self, group: str, generation: int, raw: bytes, reads: GroupReads, now: float) -> None:
+    def _assign(self, group: str, generation: int, raw: bytes, reads: GroupReads) -> None:
         """Store ``group``'s assignment of ``generation`` (its value ``raw``, what it reads ``reads``),
         unless the one stored is of a later generation (an event read again)."""
         stored = self._reads(group)
@@ -396,10 +396,10 @@ class Storage(Stage, GroupStateReader):
             return
         self._writer.set(self._assignments, group, raw)
         self._parsed[group] = (raw, reads)
-        self._lag.refresh_group(group, reads, now)
+        self._lag.assignment_changed(group)
         self._note(group, GroupChange.ASSIGNED)
 
-    def _commits(self, group: str, waiting: dict[TopicPartition, list[int | None]], now: float) -> int:
+    def _commits(self, group: str, waiting: dict[TopicPartition, list[int | None]]) -> int:
         """Apply ``group``'s offset commits of a batch (:meth:`DerivedEvents.gather`), each partition's
         together; how many commits there were."""
         fields = stale = 0
@@ -409,7 +409,7 @@ class Storage(Stage, GroupStateReader):
             result = self._committed.commit(group, tp, commits, self._lag.log_end(tp))
             stale += result.stale
             if result.offset is not None:
-                self._lag.committed(group, tp, result.offset, now)
+                self._lag.committed(group, tp, result.offset)
                 applied = True
         if applied:
             self._note(group, GroupChange.COMMITTED)
@@ -431,10 +431,8 @@ class Storage(Stage, GroupStateReader):
         self._parsed[group] = (raw, reads)
         return reads
 
-    def _assigned(self, group: str, now: float) -> None:
-        reads = self._reads(group)
-        if reads is not None:
-            self._lag.refresh_group(group, reads, now)
+    def _assigned(self, group: str) -> None:
+        self._lag.assignment_changed(group)
         self._note(group, GroupChange.ASSIGNED)
 
     def _note(self, group: str, change: GroupChange) -> None:
@@ -456,11 +454,12 @@ class Storage(Stage, GroupStateReader):
             self._changes.put(GroupChanged(group, change))
 
     async def _take_end_offsets(self) -> None:
-        """Apply the end offsets of each poll; rewrite the lag entries they make due, a chunk of
-        :data:`REFRESH_CHUNK` at a time, each flushed before the next is written, so that a batch
-        of derived events waits for one chunk's flush at most, never for a whole cluster's lag
-        entries (100,000 of them stalled storage for minutes on the embedded broker). Polls that
-        arrived meanwhile are taken together. KIP-848 groups waiting for a name ask again."""
+        """Apply the end offsets of each poll; rewrite the lag entries they make due, then those whose
+        commits changed since the last poll, a chunk of :data:`REFRESH_CHUNK` at a time, each flushed
+        before the next is written, so that a batch of derived events waits for one chunk's flush at
+        most, never for a whole cluster's lag entries (100,000 of them stalled storage for minutes on
+        the embedded broker). Polls that arrived meanwhile are taken together. KIP-848 groups waiting
+        for a name ask again."""
         while True:
             polls = [await self._end_offsets.get(), *self._end_offsets.drain()]
             moved: set[TopicPartition] = set()
@@ -491,8 +490,12 @@ class Storage(Stage, GroupStateReader):
                     if holds(group) and self._assignments.get(group) is not None:
                         self._lag.refresh_partition(group, tp, now)
                 await self._flush_end_offsets()
+            committed = self._lag.committed_groups()
+            while committed:
+                del committed[: self._lag.write_committed(committed, REFRESH_CHUNK, self._held.holding(), now)]
+                await self._flush_end_offsets()
             for group in await self._consumer_groups.store():
-                self._assigned(group, time.time())
+                self._assigned(group)
             await self._flush_end_offsets()
 
     async def _flush_end_offsets(self) -> None:

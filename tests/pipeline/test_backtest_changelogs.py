@@ -5,9 +5,10 @@ as Kafka's coordinator would write them: a skewed group (range put the two hot
 partitions on one member) and an even one. The test drives it through three
 steps, each awaited on the worker's own output (its changelogs and metrics):
 the first end-offset poll; a commit on one partition after a later poll (a
-partition-lag entry written alone, with a newer ``polled_at``); and a
-rebalance of the skewed group to new members (every lag entry of the group
-rewritten at once, still carrying the last poll's ``polled_at``). Then it
+partition-lag entry written alone at the poll after it, with a newer
+``polled_at``); and a rebalance of the skewed group to new members (every lag
+entry of the group rewritten at once at the next poll, carrying its
+``polled_at``). Then it
 reads the changelogs back with the function and with ``kagent pipeline
 backtest --broker``.
 """
@@ -202,7 +203,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     assert by_snapshot[times[0]]["lag"].to_dict() == SKEWED_LOG
     # The commit's snapshot: partition 2 at 100, the others carried forward from the first poll.
     assert by_snapshot[_at(commit_entry.value["polled_at"])]["lag"].to_dict() == {**SKEWED_LOG, 2: 100}
-    # The rebalance rewrote every entry with the last poll's polled_at: that snapshot, and
+    # The rebalance rewrote every entry at the next poll, with its polled_at: that snapshot, and
     # every later one, is held by generation 2's members.
     rebalanced = _at(rewritten[0].value["polled_at"])
     assert rebalanced in by_snapshot

@@ -117,27 +117,88 @@ def test_a_group_no_longer_held_is_rewritten_whole_when_held_again() -> None:
     assert sweep(made, {"g": reads}, INTERVAL) == {("g", 0)}
 
 
+def test_an_assignment_change_makes_all_the_groups_entries_due_at_the_next_poll() -> None:
+    made, _ = figures({})
+    groups = {"g": GroupReads.of(assignment("g", 2))}
+    made.take(poll(0.0, 2))
+    assert sweep(made, groups, 0.0) == {("g", 0), ("g", 1)}
+    made.take(poll(INTERVAL, 2))
+    assert sweep(made, groups, INTERVAL) == set()
+    made.assignment_changed("g")
+    made.take(poll(2 * INTERVAL, 2))
+    assert sweep(made, groups, 2 * INTERVAL) == {("g", 0), ("g", 1)}
+
+
 def test_refresh_and_forget_publish_the_entry_and_its_tombstone() -> None:
     committed: dict[str, bytes] = {}
     commit(committed, "g", 0, 40)
     made, published = figures(committed)
     made.take(poll(0.0, 1))
-    made.refresh_group("g", GroupReads.of(assignment("g", 1)), 0.0)
+    made.refresh_partition("g", TopicPartition(TOPIC, 0), 0.0)
     key = partition_key("g", TOPIC, 0)
     assert b'"offset_lag":60' in (published.records[key] or b"")
     made.forget("g", TopicPartition(TOPIC, 0))
     assert published.records[key] is None
 
 
-def test_a_commit_publishes_its_entry_from_the_offset_applied_once_the_partition_is_polled() -> None:
-    made, published = figures({})  # the offset is given, not read back from the table
+def write_committed(made: LagFigures, at: float, holds: Any = lambda group: True) -> None:
+    groups = made.committed_groups()
+    while groups:
+        del groups[: made.write_committed(groups, 2, holds, at)]
+
+
+def test_a_commit_is_published_at_the_next_poll_from_the_offset_applied_last() -> None:
+    made, published = figures({})  # the offsets are given, not read back from the table
     tp, key = TopicPartition(TOPIC, 0), partition_key("g", TOPIC, 0)
-    made.committed("g", tp, 40, 0.0)
-    assert key not in published.records  # never polled here: no figures yet
+    made.committed("g", tp, 40)
+    assert made.committed_groups() == []  # never polled here: no figures yet (its first poll writes them all)
     made.take(poll(0.0, 1))
-    made.committed("g", tp, 40, 0.0)
-    assert b'"committed":40' in (published.records[key] or b"")
-    assert b'"offset_lag":60' in (published.records[key] or b"")
+    made.committed("g", tp, 40)
+    made.committed("g", tp, 70)
+    assert key not in published.records  # not at the commit: at the poll
+    made.take(poll(INTERVAL, 1, end=120))
+    write_committed(made, INTERVAL)
+    assert b'"committed":70' in (published.records[key] or b"")
+    assert b'"offset_lag":50' in (published.records[key] or b"")
+    published.records.clear()
+    write_committed(made, 2 * INTERVAL)  # written once: nothing changed since
+    assert published.records == {}
+
+
+def test_the_commits_of_many_groups_are_written_in_chunks_in_order() -> None:
+    made, published = figures({})
+    made.take(poll(0.0, 3))
+    for group in ("a", "b", "c"):
+        for partition in range(3):
+            made.committed(group, TopicPartition(TOPIC, partition), 10)
+    groups = made.committed_groups()
+    assert groups == ["a", "b", "c"]
+    assert made.write_committed(groups, 4, lambda group: True, 0.0) == 2  # a's 3, then b's 3 reach 4
+    assert {key.split(",")[0] for key in published.records} == {'["a"', '["b"'}
+    assert made.committed_groups() == ["c"]
+
+
+def test_a_commit_forgotten_or_no_longer_held_is_not_written() -> None:
+    made, published = figures({})
+    made.take(poll(0.0, 2))
+    made.committed("deleted", TopicPartition(TOPIC, 0), 10)
+    made.forget("deleted", TopicPartition(TOPIC, 0))
+    made.committed("moved", TopicPartition(TOPIC, 1), 10)
+    published.records.clear()
+    write_committed(made, INTERVAL, holds=lambda group: group != "moved")
+    assert published.records == {}
+    assert made.committed_groups() == []
+
+
+def test_a_group_rewritten_whole_at_a_poll_has_its_commits_written_once() -> None:
+    made, published = figures({})
+    groups = {"g": GroupReads.of(assignment("g", 2))}
+    made.take(poll(0.0, 2))
+    made.committed("g", TopicPartition(TOPIC, 0), 10)
+    assert sweep(made, groups, 0.0) == {("g", 0), ("g", 1)}  # first seen: whole, from the table
+    assert made.committed_groups() == ["g"]  # kept, but with nothing left to write
+    write_committed(made, 0.0)
+    assert published.records == {}
 
 
 def test_assignments_share_one_topic_partition_object_per_partition() -> None:

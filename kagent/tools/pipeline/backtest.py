@@ -91,13 +91,14 @@ def snapshots_from_changelogs(
       carrying that ``polled_at`` was written (by changelog record timestamp,
       ties broken by offset): every partition-lag entry of the group then
       current, not only those the poll rewrote (the worker rewrites an entry
-      only when a commit, a rebalance, data loss or the refresh period asks,
-      so a poll often writes one entry or none); partitions whose last record
-      then was a tombstone, or not yet written, are left out.
+      at a poll only when a commit since the last, a rebalance, data loss or
+      the refresh period asks, so a poll often writes one entry or none);
+      partitions whose last record then was a tombstone, or not yet written,
+      are left out.
     - Each partition's ``member`` is its holder in the group's assignment
       current at that same moment (null: nobody, or the group was deleted).
-      A rebalance rewrites the group's entries with the last poll's
-      ``polled_at``, so that snapshot is already the new generation's.
+      A rebalance has the group's entries rewritten at the next poll, so that
+      poll's snapshot is the new generation's and those before it the old.
 
     One row per (group, snapshot, topic, partition). The history reaches as
     far back as the changelogs do: compaction keeps only each key's last
