@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 from aiokafka.structs import TopicPartition
@@ -123,6 +124,11 @@ class LagFigures:
         """Partitions first polled since the last sweep of :meth:`due` (see :meth:`swept`)."""
         self._start_moved: set[TopicPartition] = set()
         """Partitions whose log start moved since the last sweep of :meth:`due`."""
+        self._polled_version = 0
+        """Counts the changes of which partitions polls answered and of the topics' partition counts."""
+        self._polled_of: dict[str, tuple[GroupReads, int, tuple[TopicPartition, ...]]] = {}
+        """group -> (the assignment read, :attr:`_polled_version` then, the partitions it reads that polls
+        answered) (:meth:`_polled_partitions`)."""
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         """Partition count of each of ``topics`` that a poll has seen."""
@@ -153,10 +159,14 @@ class LagFigures:
         Cheap; the lag entries they make due are rewritten apart (:meth:`due`)."""
         now = polled.polled_at
         moved = set()
+        counts = polled.partition_counts
+        if any(self._partition_counts.get(topic) != count for topic, count in counts.items()):
+            self._polled_version += 1
         for tp, end in polled.log_end.items():
             start = polled.log_start.get(tp, 0)
             if tp not in self._log_end:
                 self._appeared.add(tp)
+                self._polled_version += 1
             elif self._log_start.get(tp) != start:
                 self._start_moved.add(tp)
             if self._log_end.get(tp) != end or self._log_start.get(tp) != start:
@@ -165,11 +175,11 @@ class LagFigures:
             self._log_start[tp] = start
             self._polled_at[tp] = now
             self._history[tp] = self._history.get(tp, EndOffsetHistory()).add(end, now)
-        self._partition_counts.update(polled.partition_counts)
+        self._partition_counts.update(counts)
         return moved
 
     def due(
-        self, groups: Mapping[str, GroupReads], now: float, moved: Collection[TopicPartition] = ()
+        self, groups: Mapping[str, GroupReads], now: float, moved: AbstractSet[TopicPartition] = frozenset()
     ) -> tuple[list[tuple[str, TopicPartition]], int, list[str]]:
         """The lag entries of ``groups`` a poll taken at ``now`` makes due for a rewrite, how many
         group-partitions have end offsets, and the groups that read one of the partitions in ``moved``.
@@ -177,30 +187,43 @@ class LagFigures:
         Due: every polled entry of a group never rewritten whole here or not for
         ``REFRESH_AFTER_POLLS`` polls (the group then counts as rewritten whole at ``now``); an entry
         whose partition was first polled, or whose log start moved past its committed offset, since
-        the last :meth:`swept`. Commits rewrite their entries as they come. A sweep may call this
-        for its groups a chunk at a time, then :meth:`swept` once."""
+        the last :meth:`swept`. Entries whose commits changed are written apart (:meth:`write_committed`;
+        those of a group rewritten whole here are dropped from it). A sweep may call this for its
+        groups a chunk at a time, then :meth:`swept` once.
+
+        A poll in which nothing is due costs a few set operations per group, not a look at each of its
+        partitions: a million group-partitions every poll interval."""
         tracked = 0
         due = []
         touched = []
+        appeared, start_moved = self._appeared, self._start_moved
         for group, reads in groups.items():
-            refreshed = self._refreshed.get(group)
-            whole = refreshed is None or now - refreshed >= self._refresh_after
-            committed = None
-            if whole:
-                self._refreshed[group] = now
-                committed = self._committed_since.get(group)  # its due entries are written from the table
-            touches = False
-            for tp in self.group_partitions(reads):
-                polled = tp in self._log_end
-                tracked += polled
-                touches = touches or tp in moved
-                if polled and (whole or tp in self._appeared or (tp in self._start_moved and self._lost(group, tp))):
-                    due.append((group, tp))
-                    if committed is not None:
-                        committed.pop(tp, None)
-            if touches:
+            polled = self._polled_partitions(group, reads)
+            tracked += len(polled)
+            if moved and not moved.isdisjoint(polled):
                 touched.append(group)
+            refreshed = self._refreshed.get(group)
+            if refreshed is None or now - refreshed >= self._refresh_after:  # rewritten whole, from the table
+                self._refreshed[group] = now
+                due += [(group, tp) for tp in polled]
+                committed = self._committed_since.get(group)
+                if committed:
+                    for tp in polled:
+                        committed.pop(tp, None)
+            elif appeared or start_moved:
+                due += [(group, tp) for tp in polled if tp in appeared or (tp in start_moved and self._lost(group, tp))]
         return due, tracked, touched
+
+    def _polled_partitions(self, group: str, reads: GroupReads) -> tuple[TopicPartition, ...]:
+        """The partitions of :meth:`group_partitions` that polls answered, in order; remembered per group
+        until its assignment changes, a partition is first polled or a topic's partition count changes."""
+        known = self._polled_of.get(group)
+        if known is not None and known[0] is reads and known[1] == self._polled_version:
+            return known[2]
+        log_end = self._log_end
+        polled = tuple(_interned(tp) for tp in self.group_partitions(reads) if tp in log_end)
+        self._polled_of[group] = (reads, self._polled_version, polled)
+        return polled
 
     def swept(self) -> None:
         """A sweep of :meth:`due` over every held group is over: the partitions that appeared or
@@ -209,8 +232,10 @@ class LagFigures:
         self._start_moved.clear()
 
     def keep_only(self, groups: Collection[str]) -> None:
-        """Forget what was written for the groups not among ``groups`` (those no longer held)."""
+        """Forget what was written for, and what is known of, the groups not among ``groups`` (those no
+        longer held)."""
         self._refreshed = {group: at for group, at in self._refreshed.items() if group in groups}
+        self._polled_of = {group: known for group, known in self._polled_of.items() if group in groups}
 
     def _lost(self, group: str, tp: TopicPartition) -> bool:
         """Whether ``group``'s committed offset on ``tp`` is below the partition's log start."""

@@ -93,6 +93,23 @@ def test_a_partition_first_polled_later_is_due_at_once_and_only_it() -> None:
     assert sweep(made, groups, 2 * INTERVAL) == set()
 
 
+def test_what_a_group_reads_is_looked_at_again_when_its_assignment_or_a_topic_changes() -> None:
+    made, _ = figures({})
+    reads = GroupReads.of(assignment("g", 2))
+    made.take(poll(0.0, 2))
+    due, tracked, touched = made.due({"g": reads}, 0.0, {TopicPartition(TOPIC, 1)})
+    assert (len(due), tracked, touched) == (2, 2, ["g"])
+    made.swept()
+    made.take(poll(INTERVAL, 3))  # the topic grew a partition: the group subscribes to it
+    due, tracked, touched = made.due({"g": reads}, INTERVAL, set())
+    assert ({tp.partition for _, tp in due}, tracked, touched) == ({2}, 3, [])
+    made.swept()
+    other = GroupReads(2, frozenset({"payments"}), (TopicPartition("payments", 0),))
+    made.take(poll(2 * INTERVAL, 3))  # nothing of payments polled yet
+    _, tracked, _ = made.due({"g": other}, 2 * INTERVAL, set())
+    assert tracked == 0
+
+
 def test_a_log_start_moving_past_a_committed_offset_makes_that_entry_due() -> None:
     committed: dict[str, bytes] = {}
     commit(committed, "behind", 0, 5)
