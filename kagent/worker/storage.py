@@ -454,12 +454,12 @@ class Storage(Stage, GroupStateReader):
             self._changes.put(GroupChanged(group, change))
 
     async def _take_end_offsets(self) -> None:
-        """Apply the end offsets of each poll; rewrite the lag entries they make due, then those whose
-        commits changed since the last poll, a chunk of :data:`REFRESH_CHUNK` at a time, each flushed
-        before the next is written, so that a batch of derived events waits for one chunk's flush at
-        most, never for a whole cluster's lag entries (100,000 of them stalled storage for minutes on
-        the embedded broker). Polls that arrived meanwhile are taken together. KIP-848 groups waiting
-        for a name ask again."""
+        """Apply the end offsets of each poll; rewrite the lag entries they make due (:data:`DUE_CHUNK`
+        groups' at a time), then those whose commits changed since the last poll, a chunk of
+        :data:`REFRESH_CHUNK` entries at a time, each flushed before the next is written, so that a
+        batch of derived events waits for one chunk's flush at most, never for a whole cluster's lag
+        entries (100,000 of them stalled storage for minutes on the embedded broker). Polls that
+        arrived meanwhile are taken together. KIP-848 groups waiting for a name ask again."""
         while True:
             polls = [await self._end_offsets.get(), *self._end_offsets.drain()]
             moved: set[TopicPartition] = set()
@@ -470,32 +470,39 @@ class Storage(Stage, GroupStateReader):
             self._parsed = {group: self._parsed[group] for group in held if group in self._parsed}
             groups = {group: reads for group in held if (reads := self._reads(group)) is not None}
             self._lag.keep_only(groups)
-            due: list[tuple[str, TopicPartition]] = []
             tracked = 0
             names = list(groups)
             for start in range(0, len(names), DUE_CHUNK):  # a large cluster's take seconds: others run between
                 chunk = {group: groups[group] for group in names[start : start + DUE_CHUNK]}
-                chunk_due, chunk_tracked, touched = self._lag.due(chunk, now, moved)
-                due += chunk_due
+                due, chunk_tracked, touched = self._lag.due(chunk, now, moved)
                 tracked += chunk_tracked
                 for group in touched:
                     self._note(group, GroupChange.END_OFFSETS)
-                await asyncio.sleep(0)
+                await self._write_due(due, now)
             self._lag.swept()
             self._metrics.groups.set(len(groups))
             self._metrics.group_partitions.set(tracked)
-            for start in range(0, len(due), REFRESH_CHUNK):
-                holds = self._held.holding()  # a group deleted, or no longer held, meanwhile gets no entry
-                for group, tp in due[start : start + REFRESH_CHUNK]:
-                    if holds(group) and self._assignments.get(group) is not None:
-                        self._lag.refresh_partition(group, tp, now)
-                await self._flush_end_offsets()
             committed = self._lag.committed_groups()
             while committed:
                 del committed[: self._lag.write_committed(committed, REFRESH_CHUNK, self._held.holding(), now)]
                 await self._flush_end_offsets()
             for group in await self._consumer_groups.store():
                 self._assigned(group)
+            await self._flush_end_offsets()
+
+    async def _write_due(self, due: list[tuple[str, TopicPartition]], now: float) -> None:
+        """Rewrite the lag entries ``due`` for the poll at ``now``, each chunk of :data:`REFRESH_CHUNK`
+        flushed before the next; a sweep writes each chunk of groups' entries before it looks at the
+        next chunk, so it never holds a whole cluster's list of entries (a million at 50,000 groups,
+        when every group's refresh period ends at one poll)."""
+        if not due:
+            await asyncio.sleep(0)
+            return
+        for start in range(0, len(due), REFRESH_CHUNK):
+            holds = self._held.holding()  # a group deleted, or no longer held, meanwhile gets no entry
+            for group, tp in due[start : start + REFRESH_CHUNK]:
+                if holds(group) and self._assignments.get(group) is not None:
+                    self._lag.refresh_partition(group, tp, now)
             await self._flush_end_offsets()
 
     async def _flush_end_offsets(self) -> None:
