@@ -36,6 +36,11 @@ Measured in the same run, on one embedded broker (Tansu):
   record from this process's process time. This process's garbage collector
   has the worker's thresholds (:mod:`kagent.worker.garbage_collection`), for
   this line and the next, so that the baseline gets what the worker gets;
+- a Faust agent that does nothing with each record (``faust_noop_app.py``),
+  over the first :data:`FAUST_NOOP_RECORDS` records it is given: what
+  Faust's per-event machinery alone costs, and so the ceiling of a design
+  that reads ``__consumer_offsets`` through a Faust stream (the source
+  does not; see :mod:`kagent.worker.offsets_topic`);
 - the source's pure work on the same bytes in this process, with no I/O
   (:func:`kagent.core.ingest.ingest` on batches of 10,000 records as fetched,
   and encoding the derived-events records), once;
@@ -52,9 +57,9 @@ Measured in the same run, on one embedded broker (Tansu):
   not polled in between: at 5,000 groups held one scrape (65,000 samples)
   cost the worker 1.9 s of CPU (the lag exporter computes every group's
   figures) and this process 2.6 s to parse, so polling it measured the
-  polling (3,529 records/s and 138 µs per record on this mix, polled at 10 Hz
-  as ``bench_agent.py`` does; 12,824/s and 78 µs without). Instead, the workers' and the broker's CPU time
-  is sampled from ``/proc`` every 0.1 s, and once the workers' CPU has been
+  polling (3,529 records/s and 138 µs per record on this mix, polled at
+  10 Hz; 12,824/s and 78 µs without). Instead, the workers' and the
+  broker's CPU time is sampled from ``/proc`` every 0.1 s, and once the workers' CPU has been
   near idle for 3 s, one scrape confirms the end: every record read
   (``kagent_source_records_total``), every derived event applied
   (``kagent_derived_events_total``), every stage's backlog gauge at 0;
@@ -94,6 +99,7 @@ import math
 import os
 import platform
 import random
+import re
 import signal
 import struct
 import subprocess
@@ -124,7 +130,7 @@ from kagent.core.consumer_offsets import (
 from kagent.core.events import packed_records
 from kagent.core.ingest import ingest
 from kagent.settings import Settings
-from kagent.tools.embedded import EmbeddedBroker
+from kagent.tools.embedded import EmbeddedBroker, die_with_parent
 from kagent.tools.simulator import coordinator_records
 from kagent.tools.simulator.rebalance import MemberIdentity, Rebalance, RebalancedMember
 from kagent.worker import garbage_collection
@@ -149,6 +155,8 @@ JAVA_SHARE = 0.6
 REBALANCE_SHARE = 0.05
 DELETE_SHARE = 0.01
 
+FAUST_NOOP_RECORDS = 200_000
+"""Records the Faust no-op agent reads (all of them would take over a minute at its rate)."""
 TARGET_RATE = 100_000
 TARGET_RATIO = 0.5
 TARGET_CPU_US = 10.0
@@ -442,6 +450,32 @@ def in_process_rate(records: Sequence[ConsumerRecord[bytes, bytes]], batch: int 
     return len(records) / seconds
 
 
+def faust_noop_rate(broker: EmbeddedBroker, workdir: Path, records: int) -> tuple[float, float]:
+    """(records/s, CPU microseconds per record) of a Faust agent that does nothing with each of the first
+    ``records`` records of ``__consumer_offsets`` it is given (``faust_noop_app.py``): what Faust's
+    per-event machinery alone costs, the ceiling of a design reading that topic through a Faust stream."""
+    env = {
+        **os.environ,
+        "BENCH_BROKER": broker.url,
+        "BENCH_APP_ID": "bench-faust-noop",
+        "BENCH_RECORDS": str(records),
+        "BENCH_DATA_DIR": str(workdir / "faust-noop-data"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "faust", "-A", "faust_noop_app", "worker", "-l", "warn"],
+        env=env,
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=die_with_parent,
+    )
+    figures = re.search(r"faust-noop (\d+) ([\d.]+)", done.stdout + done.stderr)  # Faust logs what agents print
+    if figures is not None:
+        return float(figures[1]), float(figures[2])
+    raise RuntimeError(f"the no-op Faust worker gave no figure; output tail:\n{(done.stdout + done.stderr)[-2000:]}")
+
+
 # --- the workers --------------------------------------------------------------------------------
 
 
@@ -665,6 +699,8 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
             await _read_all(broker.bootstrap_servers, n, keep=fetched)
             pure_rate = in_process_rate(fetched)
             del fetched
+            noop_records = min(n, FAUST_NOOP_RECORDS)
+            noop_rate, noop_cpu = await asyncio.to_thread(faust_noop_rate, broker, workdir, noop_records)
 
             with running_workers(broker.bootstrap_servers, workdir / "one") as start:
                 (workdir / "one").mkdir()
@@ -694,6 +730,11 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
     print(
         f"{'decode+check+derive+encode alone, in process':<46}{pure_rate:>11,.0f}{pure_rate / bare_rate:>8.3f}"
         f"{n / pure_rate:>9.1f}{'':>8}{1e6 / pure_rate:>11.1f}"
+    )
+    noop = f"Faust agent doing nothing, first {noop_records:,}"
+    print(
+        f"{noop:<46}{noop_rate:>11,.0f}{noop_rate / bare_rate:>8.3f}{noop_records / noop_rate:>9.1f}"
+        f"{'':>8}{noop_cpu:>11.1f}"
     )
     runs = [("one worker", one), ("one worker, end offsets polled every 5 s", polling)]
     if two is not None:

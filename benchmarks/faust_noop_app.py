@@ -1,4 +1,4 @@
-"""A Faust app whose agent does nothing with each record of ``__consumer_offsets``: bench_agent's second baseline.
+"""A Faust app whose agent does nothing with each record of ``__consumer_offsets``: bench_ingest's second baseline.
 
     BENCH_BROKER=kafka://host:port BENCH_APP_ID=... BENCH_RECORDS=n python -m faust -A faust_noop_app worker
 
