@@ -483,6 +483,9 @@ def faust_noop_rate(broker: EmbeddedBroker, workdir: Path, records: int) -> tupl
 class Run:
     workers: int
     records: int
+    read: int
+    """Records of ``__consumer_offsets`` the sources read, over all workers (more than ``records`` where
+    some were read again)."""
     applied: int
     """Derived events applied, over all workers (more than ``records`` where some were applied twice)."""
     seconds: float
@@ -592,11 +595,11 @@ async def into_tables(
         )
     samples = [start]
     scrapes = 0
-    applied = 0.0
+    read = applied = 0.0
     last_scrape = start.time
 
     async def done() -> bool:
-        nonlocal scrapes, applied, last_scrape
+        nonlocal scrapes, read, applied, last_scrape
         now = sample()
         samples.append(now)
         quiet = [s for s in samples if s.time >= now.time - QUIET]
@@ -632,6 +635,7 @@ async def into_tables(
     return Run(
         len(workers),
         expected,
+        int(read),
         int(applied),
         end - start.time,
         newest.get(derived, end) - start.time,
@@ -754,8 +758,12 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
         f"(one scrape of the one worker's /metrics at the end: {samples:,} samples, "
         f"{worker_cpu:.2f} s of the worker's CPU, {own_cpu:.2f} s of this process's to parse it)"
     )
-    if two is not None and two.applied > n:
-        print(f"(the two workers applied {two.applied - n:,} events twice: batches read again after a rebalance)")
+    for label, run in runs:
+        if run.read > n or run.applied > n:
+            print(
+                f"({label}: {run.read - n:,} records read again, {run.applied - n:,} events applied twice: "
+                "batches read again after a rebalance)"
+            )
     checks = [
         (f"one worker >= {TARGET_RATE:,} records/s", one.rate >= TARGET_RATE, f"{one.rate:,.0f}/s"),
         (
