@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from kagent.core.group_health import CommitObservation, CommitWindow, add_commit
 from kagent.core.json_bytes import kept
 
-__all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "encode"]
+__all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "encode", "offset_of"]
 
 _new_tuple = tuple.__new__
 """A NamedTuple of its fields without its Python ``__new__`` (storage makes one or two per group-partition
@@ -73,6 +73,24 @@ def decode(raw: bytes) -> StoredCommit:
     """Parse a value of either version; raises ``orjson.JSONDecodeError`` or ``KeyError`` on bytes that are
     neither (the table holds only what kagent wrote)."""
     return _new_tuple(StoredCommit, _parsed(raw))
+
+
+_OFFSET_FIRST = b'{"offset":'
+"""How a value kagent wrote since version 2 begins: the committed offset is its first field."""
+
+
+def offset_of(raw: bytes) -> int:
+    """The committed offset of a stored value: :func:`decode`'s ``offset``, read from the bytes before the
+    window where the value begins with it (every value written since version 2), without parsing the
+    window. Lag is computed from the committed offset alone, for every group-partition at every
+    refresh, evaluation and scrape, and parsing a window of 10 commits costs about 1 µs. Raises as
+    :func:`decode` does for bytes it cannot read."""
+    if raw.startswith(_OFFSET_FIRST):
+        end = raw.find(b",", len(_OFFSET_FIRST))
+        digits = raw[len(_OFFSET_FIRST) : end]
+        if end > 0 and (digits[1:] if digits[:1] == b"-" else digits).isdigit():
+            return int(digits)
+    return decode(raw).offset
 
 
 def encode(value: StoredCommit) -> bytes:

@@ -80,8 +80,8 @@ class CommittedOffsets:
 
     def offset(self, group: str, tp: TopicPartition) -> int | None:
         """The group's committed offset on ``tp``; None when none is stored."""
-        stored = self.stored(group, tp)
-        return stored.offset if stored is not None else None
+        raw = self._table.stored.get(partition_key(group, tp.topic, tp.partition))
+        return committed_offset.offset_of(raw) if raw is not None else None
 
     def window(self, group: str, tp: TopicPartition) -> CommitWindow | None:
         """The group's commit window on ``tp``, at the configured capacity and distance; None when no

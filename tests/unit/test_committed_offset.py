@@ -66,6 +66,14 @@ def test_a_window_stored_longer_than_the_capacity_keeps_its_newest_commits() -> 
     assert [c.offset for c in stored.window(3, 0.0).commits] == [2, 3, 4]
 
 
+def test_the_offset_is_read_from_the_bytes_before_the_window_and_from_any_version() -> None:
+    version_1 = OffsetCommitted(group="g", topic="t", partition=0, offset=42, commit_timestamp=1)
+    assert committed_offset.offset_of(version_1.model_dump_json().encode()) == 42
+    version_2 = b'{"offset":-1,"commit_timestamp":5,"leader_epoch":null,"commits":[[-1,0.005,null]]}'
+    reordered = b'{"commit_timestamp":5,"offset":8,"leader_epoch":null,"commits":[]}'
+    assert [committed_offset.offset_of(raw) for raw in (version_2, reordered)] == [-1, 8]
+
+
 commits = st.lists(
     st.tuples(st.integers(0, 1_000), st.integers(0, 60_000), st.one_of(st.none(), st.integers(0, 2_000))),
     max_size=30,
@@ -90,6 +98,7 @@ def test_the_stored_window_is_the_health_checks_window_after_the_same_commits(
         assert not model.commits
     else:
         assert committed_offset.decode(raw).window(capacity, min_distance) == model
+        assert committed_offset.offset_of(raw) == committed_offset.decode(raw).offset
 
 
 def test_a_stored_value_takes_the_memory_of_its_bytes_not_orjsons_working_buffer() -> None:
