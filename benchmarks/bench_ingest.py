@@ -36,14 +36,14 @@ Measured in the same run, on one embedded broker (Tansu):
   record from this process's process time. This process's garbage collector
   has the worker's thresholds (:mod:`kagent.worker.garbage_collection`), for
   this line and the next, so that the baseline gets what the worker gets;
+- the source's pure work on the same bytes in this process, with no I/O
+  (:func:`kagent.core.ingest.ingest` on batches of 10,000 records as fetched,
+  and encoding the derived-events records), once;
 - a Faust agent that does nothing with each record (``faust_noop_app.py``),
   over the first :data:`FAUST_NOOP_RECORDS` records it is given: what
   Faust's per-event machinery alone costs, and so the ceiling of a design
   that reads ``__consumer_offsets`` through a Faust stream (the source
   does not; see :mod:`kagent.worker.offsets_topic`);
-- the source's pure work on the same bytes in this process, with no I/O
-  (:func:`kagent.core.ingest.ingest` on batches of 10,000 records as fetched,
-  and encoding the derived-events records), once;
 - one worker (``faust -A kagent.app worker``, ``tests.support.worker``) with
   ``KAGENT_EVALUATE_INTERVAL`` and ``KAGENT_END_OFFSET_INTERVAL`` at 3600 s
   (neither runs while it ingests) and the producer's normal batching for
@@ -59,8 +59,8 @@ Measured in the same run, on one embedded broker (Tansu):
   figures) and this process 2.6 s to parse, so polling it measured the
   polling (3,529 records/s and 138 µs per record on this mix, polled at
   10 Hz; 12,824/s and 78 µs without). Instead, the workers' and the
-  broker's CPU time is sampled from ``/proc`` every 0.1 s, and once the workers' CPU has been
-  near idle for 3 s, one scrape confirms the end: every record read
+  broker's CPU time is sampled from ``/proc`` every 0.1 s, and once the
+  workers' CPU has been near idle for 3 s, one scrape confirms the end: every record read
   (``kagent_source_records_total``), every derived event applied
   (``kagent_derived_events_total``), every stage's backlog gauge at 0;
   changelog records stamped after that scrape are not counted. "Read" is the
