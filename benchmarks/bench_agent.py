@@ -117,13 +117,13 @@ QUICK = Sizes(
 
 MEMORY_TARGET_MB = 400
 INGEST_TIMEOUT = 150.0
+"""A worker that has not applied every record by then is reported with the rate it reached."""
 INGEST_COUNTERS = ("kagent_source_records_total", "kagent_derived_events_total")
 POLLS = "kagent_end_offset_polls_total"
 LOOKED_AT = ("kagent_evaluations_total", "kagent_evaluations_skipped_total")
-"""The counters this benchmark reads, by ``/metrics?name[]=``: a whole scrape at 100,000 group-partitions
-costs the worker seconds of CPU (the lag exporter's every series), and polling it every 0.1 s stalled the
-worker's event loop for seconds at a time, its end-offset polls with it."""
-"""A worker that has not applied every record by then is reported with the rate it reached."""
+"""The counters this benchmark reads (above), each by ``/metrics?name[]=``: a whole scrape at 100,000
+group-partitions costs the worker seconds of CPU (the lag exporter's every series), and polling it every
+0.1 s stalled the worker's event loop for seconds at a time, its end-offset polls with it."""
 MEMORY_SETTINGS = {"end_offset_interval": "5", "evaluate_interval": "5", "one_record_batches": "false"}
 """The default intervals, stated so the output says them, and the producer's batching of a real cluster.
 (Before changelog writes were batched, a worker with these fell behind for good at 100,000
@@ -231,8 +231,7 @@ async def ingest(worker: Worker, expected: int, timeout: float = INGEST_TIMEOUT)
         samples = await asyncio.to_thread(worker.metrics, *INGEST_COUNTERS)
         if samples is None:
             return False
-        read = metric_total(samples, "kagent_source_records_total")
-        applied = metric_total(samples, "kagent_derived_events_total")
+        read, applied = (metric_total(samples, name) for name in INGEST_COUNTERS)
         return read > 0
 
     await wait_until_async(sample, timeout, f"worker {worker.app_id} to read a record", detail=worker.log_tail)
@@ -423,7 +422,7 @@ async def latency(workdir: Path, sizes: Sizes) -> bool:
 def looked_at(samples: dict[str, float]) -> float:
     """Groups the worker's evaluation rounds looked at so far: evaluated, or skipped as quiet with nothing
     they read changed (a quiet group is evaluated in full only now and then)."""
-    return metric_total(samples, "kagent_evaluations_total") + metric_total(samples, "kagent_evaluations_skipped_total")
+    return sum(metric_total(samples, name) for name in LOOKED_AT)
 
 
 async def lag_written(changelog: AIOKafkaConsumer, group: str, partition: int, committed: int) -> float:
