@@ -37,7 +37,7 @@ Measured in the same run, on one embedded broker (Tansu):
   has the worker's thresholds (:mod:`kagent.worker.garbage_collection`), for
   this line and the next, so that the baseline gets what the worker gets;
 - the source's pure work on the same bytes in this process, with no I/O
-  (:func:`kagent.core.ingest.ingest` on batches of 10,000 records as fetched,
+  (:func:`kagent.core.ingest.ingest` on batches of the source's fetch size,
   and encoding the derived-events records), once;
 - a Faust agent that does nothing with each record (``faust_noop_app.py``),
   over the first :data:`FAUST_NOOP_RECORDS` records it is given: what
@@ -134,6 +134,7 @@ from kagent.tools.embedded import EmbeddedBroker, die_with_parent
 from kagent.tools.simulator import coordinator_records
 from kagent.tools.simulator.rebalance import MemberIdentity, Rebalance, RebalancedMember
 from kagent.worker import garbage_collection
+from kagent.worker.offsets_topic import MAX_RECORDS
 from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
@@ -430,7 +431,7 @@ async def _read_all(
         await consumer.stop()
 
 
-def in_process_rate(records: Sequence[ConsumerRecord[bytes, bytes]], batch: int = 10_000) -> float:
+def in_process_rate(records: Sequence[ConsumerRecord[bytes, bytes]], batch: int = MAX_RECORDS) -> float:
     """Records/s of the source's pure work (decode, check, derive, group, encode and pack, on the default 8
     partitions) on ``records`` in batches of ``batch``, in this process with no I/O. Raises unless every
     record derives one event."""

@@ -253,7 +253,7 @@ class ReadinessReport(_Record):
     tables_recovered: bool
     """Faust has restored every table of the partitions it holds from their changelogs."""
     source_caught_up: bool
-    """The source has read to within one fetch of the log end of each ``__consumer_offsets`` partition it reads
+    """The source has read to within 10,000 records of the log end of each ``__consumer_offsets`` partition it reads
     (for the ``admin-api`` source: it has polled every group once)."""
     stalled_stages: tuple[str, ...] = ()
 

@@ -3,7 +3,7 @@
 CPython collects its youngest generation every 700 net allocations of
 container objects, and the whole heap once enough objects have survived into
 the oldest generation. The ingest path keeps each batch alive across
-awaits (the source's 10,000 fetched records and their decoded forms, storage's
+awaits (the source's fetched records and their decoded forms, storage's
 batch of derived-events records and their commits), so at 700 nearly all of a
 batch survives two young collections into the oldest generation, and every
 few tens of thousands of records read the whole heap is traversed. Measured

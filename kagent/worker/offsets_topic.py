@@ -48,8 +48,23 @@ __all__ = ["OffsetsTopicSource"]
 
 log = logging.getLogger(__name__)
 
-MAX_RECORDS = 10_000
-"""Records per fetched batch, at most."""
+MAX_RECORDS = 100_000
+"""Records per fetched batch, at most. Storage writes a group-partition's committed offset once per
+batch of derived events however many of its commits the batch carries, so while the source reads a
+backlog (a start, a failover, a worker that fell behind) the more of a partition's records one fetch
+takes, the fewer value writes a record costs. Measured by ``benchmarks/bench_ingest.py`` (10,000
+groups, 391,565 group-partitions, 3,000,006 records), one worker: 92,576 records/s at 10.3 µs of CPU
+each with fetches of 10,000 records and aiokafka's 1 MiB a partition, 115,727/s at 8.2 µs with 40,000
+and 4 MiB, 133,395/s at 7.1 µs with these. Reading live, a fetch takes what has arrived since the
+last, far fewer."""
+
+PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+"""Bytes of one partition a fetch asks for, at most (aiokafka: 1 MiB): about 100,000 offset commits,
+so that one fetch can fill :data:`MAX_RECORDS` from one partition. The whole response stays within
+aiokafka's ``fetch_max_bytes`` (50 MiB)."""
+
+CAUGHT_UP_RECORDS = 10_000
+"""Records of a partition the source may have left to read and still count as caught up."""
 
 
 class _Assigned(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -112,15 +127,15 @@ class OffsetsTopicSource(Stage):
         return waiting
 
     async def caught_up(self) -> bool:
-        """Whether the source has read to within one fetch (:data:`MAX_RECORDS`) of the high watermark of
-        each ``__consumer_offsets`` partition it is assigned, as far as its last fetch knows; False before
-        its group has assigned it partitions (True with an empty assignment: nothing waits for it)."""
+        """Whether the source has read to within :data:`CAUGHT_UP_RECORDS` of the high watermark of each
+        ``__consumer_offsets`` partition it is assigned, as far as its last fetch knows; False before its
+        group has assigned it partitions (True with an empty assignment: nothing waits for it)."""
         consumer = self._consumer
         if consumer is None or not self._assigned.assigned:
             return False
         for tp in consumer.assignment():
             highwater = consumer.highwater(tp)
-            if highwater is None or highwater - await consumer.position(tp) > MAX_RECORDS:
+            if highwater is None or highwater - await consumer.position(tp) > CAUGHT_UP_RECORDS:
                 return False
         return True
 
@@ -161,6 +176,7 @@ class OffsetsTopicSource(Stage):
             session_timeout_ms=int(settings.session_timeout * 1000),
             heartbeat_interval_ms=int(settings.heartbeat_interval * 1000),
             max_poll_records=MAX_RECORDS,
+            max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
         )
         consumer.subscribe([topic], listener=self._assigned)
         await consumer.start()

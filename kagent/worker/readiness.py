@@ -1,9 +1,9 @@
 """Readiness: whether a worker serves what it holds, and if not, why (``GET /readyz``).
 
 Ready when Faust has recovered every table of the partitions the worker holds from their changelogs (and
-is not recovering again after a rebalance), the source has caught up to within one fetch of the log end of
-what it reads (KMinion gates its readiness the same way: on having consumed ``__consumer_offsets`` up to
-its end), and no stage has stalled (:class:`~kagent.worker.stalls.StallDetector`).
+is not recovering again after a rebalance), the source has caught up to within 10,000 records of the log
+end of each partition it reads (KMinion gates its readiness the same way: on having consumed
+``__consumer_offsets`` up to its end), and no stage has stalled (:class:`~kagent.worker.stalls.StallDetector`).
 """
 
 from __future__ import annotations
