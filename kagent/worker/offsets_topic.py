@@ -185,16 +185,7 @@ class OffsetsTopicSource(Stage):
         in_flight: _Sent | None = None
         try:
             while True:
-                fetched = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
-                sending = None
-                if fetched:
-                    records = [record for batch in fetched.values() for record in batch]
-                    self._applied += len(records)
-                    sending = _Sent(
-                        await self._send_or_fail(records),
-                        {tp: batch[0].offset for tp, batch in fetched.items()},
-                        {tp: batch[-1].offset + 1 for tp, batch in fetched.items()},
-                    )
+                sending = await self._sent(await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS))
                 if in_flight is not None and not await self._commit(consumer, in_flight, sending):
                     sending = None  # read again from the failed batch's start
                 in_flight = sending
@@ -203,6 +194,20 @@ class OffsetsTopicSource(Stage):
                 await self._commit(consumer, in_flight, None)
             self._consumer = None
             await consumer.stop()
+
+    async def _sent(self, fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> _Sent | None:
+        """Send what one fetch returned; None if it returned nothing. The fetched records are
+        referenced by nothing once this returns: a quiet topic's wait for the next fetch must not
+        keep the last batch (up to :data:`MAX_RECORDS` records) alive."""
+        if not fetched:
+            return None
+        records = [record for batch in fetched.values() for record in batch]
+        self._applied += len(records)
+        return _Sent(
+            await self._send_or_fail(records),
+            {tp: batch[0].offset for tp, batch in fetched.items()},
+            {tp: batch[-1].offset + 1 for tp, batch in fetched.items()},
+        )
 
     async def send(self, records: list[ConsumerRecord[bytes, bytes]]) -> list[asyncio.Future[object]]:
         """Send the derived events (as record batches, each group's on its partition) and dead letters

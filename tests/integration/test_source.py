@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
+from dataclasses import dataclass
 
 import faust
 import pytest
+from aiokafka import ConsumerRecord
 from aiokafka.errors import KafkaError
 
 from kagent.core.events import decode_record
@@ -25,17 +28,24 @@ from tests.support.coordinator import (
 )
 from tests.support.faults import fail_first_batch
 from tests.support.topics import TopicReader
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.integration
 
 
-async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
-    kafka_broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A broker refusing a write cannot be caused on the embedded broker, so the producer's
-    first record batch sent is made to fail (a fake fault); every group's events must still arrive."""
-    suffix = uuid.uuid4().hex[:6]
-    settings = Settings(broker=kafka_broker.bootstrap_servers, app_id=f"source-retry-{suffix}", session_timeout=2)
+@dataclass
+class _Running:
+    """An offsets-topic source of its own app, reading the embedded broker."""
+
+    app: faust.App
+    settings: Settings
+    derived_events: str
+    source: OffsetsTopicSource
+
+
+async def _source(kafka_broker: EmbeddedBroker, app_id: str) -> _Running:
+    """A source (not started) of a new app ``app_id``, its topics created."""
+    settings = Settings(broker=kafka_broker.bootstrap_servers, app_id=app_id, session_timeout=2)
     app = faust.App(settings.app_id, broker=kafka_broker.url, store="memory://")
     topology = declare(app, settings)
     derived_events = topology.derived_events.get_topic_name()
@@ -46,10 +56,6 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
             topology.dead_letters.get_topic_name(): settings.topic_partitions,
         }
     )
-    groups = {f"source-retry-app-{suffix}-{i}" for i in range(3)}
-    await publish(kafka_broker.bootstrap_servers, [offset_commit(g, "orders", 0, 7) for g in sorted(groups)])
-
-    failed = fail_first_batch(monkeypatch, KafkaError("refused"))
     source = OffsetsTopicSource(
         app,
         settings,
@@ -58,15 +64,29 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
         dead_letters=DeadLetters(app, topology.dead_letters.get_topic_name()),
         metrics=Metrics(),
     )
-    running = asyncio.create_task(source.run())
+    return _Running(app, settings, derived_events, source)
+
+
+async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
+    kafka_broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker refusing a write cannot be caused on the embedded broker, so the producer's
+    first record batch sent is made to fail (a fake fault); every group's events must still arrive."""
+    suffix = uuid.uuid4().hex[:6]
+    it = await _source(kafka_broker, f"source-retry-{suffix}")
+    groups = {f"source-retry-app-{suffix}-{i}" for i in range(3)}
+    await publish(kafka_broker.bootstrap_servers, [offset_commit(g, "orders", 0, 7) for g in sorted(groups)])
+
+    failed = fail_first_batch(monkeypatch, KafkaError("refused"))
+    running = asyncio.create_task(it.source.run())
     try:
-        async with TopicReader(kafka_broker.bootstrap_servers, derived_events) as reader:
+        async with TopicReader(kafka_broker.bootstrap_servers, it.derived_events) as reader:
 
             def every_group_arrived() -> bool:
                 assert not running.done(), running
                 arrived = {(r.partition, events.group) for r in reader.records for events in decode_record(r.value)}
                 assert {
-                    partition == partition_of_group(group, settings.topic_partitions) for partition, group in arrived
+                    partition == partition_of_group(group, it.settings.topic_partitions) for partition, group in arrived
                 } <= {True}
                 return {group for _, group in arrived} >= groups
 
@@ -75,4 +95,39 @@ async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
-        await app.producer.stop()
+        await it.app.producer.stop()
+
+
+def _fetched_records_alive() -> int:
+    """ConsumerRecords of ``__consumer_offsets`` alive in this process (after a full collection)."""
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if type(obj) is ConsumerRecord and obj.topic == OFFSETS_TOPIC)
+
+
+async def test_a_quiet_topic_keeps_no_fetched_record_alive(kafka_broker: EmbeddedBroker) -> None:
+    """Once its batches are sent, the source keeps none of their records while it waits for the next
+    fetch: a batch is up to MAX_RECORDS records (tens of MB), and a quiet ``__consumer_offsets`` must
+    not hold the last one for as long as it stays quiet."""
+    suffix = uuid.uuid4().hex[:6]
+    it = await _source(kafka_broker, f"source-quiet-{suffix}")
+    groups = [f"source-quiet-app-{suffix}-{i}" for i in range(50)]
+    await publish(kafka_broker.bootstrap_servers, [offset_commit(g, "orders", p, 7) for g in groups for p in range(4)])
+    running = asyncio.create_task(it.source.run())
+
+    async def read_to_the_end() -> bool:
+        assert not running.done(), running
+        return it.source.applied > 0 and await it.source.backlog() == 0
+
+    async def released() -> bool:
+        assert not running.done(), running
+        return _fetched_records_alive() == 0
+
+    try:
+        await wait_until_async(read_to_the_end, 60, "the source to read __consumer_offsets to its end")
+        await wait_until_async(
+            released, 10, "the fetched records to be released", detail=lambda: f"{_fetched_records_alive()} alive"
+        )
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await it.app.producer.stop()
