@@ -34,7 +34,7 @@ pytestmark = pytest.mark.integration
 
 
 @dataclass
-class _Running:
+class _SourceUnderTest:
     """An offsets-topic source of its own app, reading the embedded broker."""
 
     app: faust.App
@@ -43,7 +43,7 @@ class _Running:
     source: OffsetsTopicSource
 
 
-async def _source(kafka_broker: EmbeddedBroker, app_id: str) -> _Running:
+async def _source(kafka_broker: EmbeddedBroker, app_id: str) -> _SourceUnderTest:
     """A source (not started) of a new app ``app_id``, its topics created."""
     settings = Settings(broker=kafka_broker.bootstrap_servers, app_id=app_id, session_timeout=2)
     app = faust.App(settings.app_id, broker=kafka_broker.url, store="memory://")
@@ -64,7 +64,7 @@ async def _source(kafka_broker: EmbeddedBroker, app_id: str) -> _Running:
         dead_letters=DeadLetters(app, topology.dead_letters.get_topic_name()),
         metrics=Metrics(),
     )
-    return _Running(app, settings, derived_events, source)
+    return _SourceUnderTest(app, settings, derived_events, source)
 
 
 async def test_a_batch_whose_sends_fail_is_read_and_sent_again(
