@@ -80,7 +80,21 @@ Measured in the same run, on one embedded broker (Tansu):
   none rebalances while reading; see ``PAIR_SETTINGS``), measured the same
   way: the combined rate, their summed CPU, ``os.cpu_count()``, and how
   many events were applied twice (a rebalance while reading makes the new
-  owner read a batch again).
+  owner read a batch again);
+- one worker live, as it ships (evaluation and end-offset polls every 5 s;
+  the producer batching): once it has applied the records above and held
+  the groups for 5 s with nothing arriving, :data:`LIVE_ROUNDS` more commit
+  rounds by every group not deleted (value v4, each member's partitions
+  together, the members in a new order each round) are published at the
+  pace of the Java consumer's auto-commit, a round every 5 s, in slices of
+  0.1 s. Printed: its CPU per record from the first record published to
+  the last applied, the cores that is (and in the 5 s before, nothing
+  arriving: the first evaluations of the groups, end-offset polls), the
+  most records published and not yet applied in a sample every 0.5 s, and
+  how long after the broker acknowledged the last record every record was
+  applied. A backlog lets a fetch take many commits of one group-partition,
+  which storage writes once; live, a fetch holds what arrived since the
+  last. Measured last: it adds records to ``__consumer_offsets``.
 
 The targets (issue #15) are printed beside the figures with PASS or FAIL:
 one worker applies at least 100,000 records/s, at least 0.5 of the bare
@@ -115,7 +129,8 @@ from pathlib import Path
 # The repository root, for this checkout's kagent and the shared tests.support (sys.path[0] is benchmarks/).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import TopicPartition
 
 from kagent.core.assignors import Member, assign
@@ -132,6 +147,7 @@ from kagent.core.ingest import ingest
 from kagent.settings import Settings
 from kagent.tools.embedded import EmbeddedBroker, die_with_parent
 from kagent.tools.simulator import coordinator_records
+from kagent.tools.simulator.coordinator_records import OffsetsTopicMessage
 from kagent.tools.simulator.rebalance import MemberIdentity, Rebalance, RebalancedMember
 from kagent.worker import garbage_collection
 from kagent.worker.offsets_topic import MAX_RECORDS
@@ -179,6 +195,16 @@ PAIR_SETTINGS = {**WORKER_SETTINGS, "session_timeout": "20"}
 join the first generation of both groups (the source's and Faust's), so the pair does not rebalance
 while it reads (with the 2 s of the tests, one run's pair applied 30,000 events twice)."""
 BACKLOG = "kagent_stage_backlog_records"
+LIVE_ROUNDS = 4
+"""Commit rounds published while the live worker runs (:func:`live_run`)."""
+COMMIT_INTERVAL = 5.0
+"""Seconds between two commits of one group-partition, live: the Java consumer's ``auto.commit.interval.ms``
+default, so that a round of the mix's commits is published in 5 s (39,148 records/s on the default mix)."""
+LIVE_SLICE = 0.1
+"""Seconds between two slices of the live records published."""
+LIVE_SETTINGS = {"one_record_batches": "false"}
+"""A worker as it ships (evaluation and end-offset polls every 5 s), but for the producer's batching, which
+only Tansu's ListOffsets of the topics written needs off, and nothing here reads those."""
 
 
 # --- the mix ------------------------------------------------------------------------------------
@@ -218,6 +244,8 @@ class Mix:
     upgrade_round: int
     """The round from which commits are value v4, before which the rebalances happen."""
     kinds: Counter[str]
+    live: list[Record] = field(default_factory=list)
+    """Commit rounds after ``records``, published while a worker runs (:func:`live_run`)."""
 
 
 _UUID = "01234567-89ab-cdef-0123-456789abcdef"
@@ -277,12 +305,15 @@ def build_mix(
     first_offsets: int = 1_000_000,
     steps: int = 5_000,
     rounds: int | None = None,
+    live_rounds: int = 0,
 ) -> Mix:
     """The records of the mix the module docstring describes, in the order they are published.
 
     ``pool``: the topics' partition counts; each group-partition's first commit is below
     ``first_offsets`` and each later one up to ``steps`` further; ``rounds``, given, is the number
-    of commit rounds, whatever ``target`` says."""
+    of commit rounds, whatever ``target`` says. ``live_rounds`` more rounds of commits (value v4) by
+    every group not deleted follow in :attr:`Mix.live`, each member committing its partitions
+    together, the members in a new random order each round."""
     rng = random.Random(seed)
     topics = [f"orders-{t:02d}" for t in range(len(pool))]
     member_weights = [1 / m for m in range(1, MAX_MEMBERS + 1)]
@@ -361,6 +392,16 @@ def build_mix(
             for tp in sorted(tp for tp in group.offsets if tp.topic != group.dropped):
                 add(OffsetTombstone(group.name, tp.topic, tp.partition), "offset tombstone, group deleted")
             add(GroupTombstone(group.name), "group tombstone")
+    live: list[Record] = []
+    committing = [(g, tps) for g in planned if g.name not in deleted for tps in g.assignment.values() if tps]
+    for later in range(1, live_rounds + 1):
+        for group, tps in rng.sample(committing, len(committing)):
+            for tp in sorted(tps):
+                first, step = group.offsets[tp]
+                commit = offset_commit(group.name, tp.topic, tp.partition, first + (rounds + later) * step)
+                live.append(
+                    commit._replace(value_version=4, leader_epoch=leader_epochs[tp.topic] if group.java else None)
+                )
     return Mix(
         records,
         groups,
@@ -370,6 +411,7 @@ def build_mix(
         rounds,
         upgrade_round,
         kinds,
+        live,
     )
 
 
@@ -647,6 +689,113 @@ async def into_tables(
     )
 
 
+@dataclass(frozen=True)
+class LiveRun:
+    """One worker holding the mix, reading commits as they are published (:func:`live_run`)."""
+
+    records: int
+    pace: float
+    """Records/s published, from the first to the last acknowledged."""
+    caught_up: float
+    """Seconds from the last record acknowledged by the broker to every record applied."""
+    behind: int
+    """The most records published and not yet applied that a sample (every :data:`LIVE_SAMPLE` s) saw."""
+    cpu_s: float
+    """The worker's CPU from the first record published to every record applied."""
+    seconds: float
+    """From the first record published to every record applied."""
+    idle_cores: float
+    """The worker's CPU per second over the commit interval before the first record published, with
+    nothing arriving (its first evaluations of the groups fall in it, and end-offset polls)."""
+
+    @property
+    def cpu_us(self) -> float:
+        return self.cpu_s / self.records * 1e6
+
+    @property
+    def cores(self) -> float:
+        return self.cpu_s / self.seconds
+
+
+LIVE_SAMPLE = 0.5
+"""Seconds between two samples of the live worker's counters while records are published."""
+
+
+async def publish_paced(
+    bootstrap: str, messages: Sequence[OffsetsTopicMessage], rate: float, sent: list[int]
+) -> tuple[float, float]:
+    """Publish ``messages`` to ``__consumer_offsets`` at ``rate`` records/s: every :data:`LIVE_SLICE` s
+    the next slice, appended to one record batch per partition (aiokafka's batch builder, so that this
+    process's own work stays small beside the worker's); ``sent[0]`` counts the records handed to the
+    producer. (time of the first send, time the broker acknowledged the last)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        step = max(1, round(rate * LIVE_SLICE))
+        pending: list[asyncio.Future[object]] = []
+        started = time.time()
+        for index, begin in enumerate(range(0, len(messages), step)):
+            await asyncio.sleep(max(0.0, started + index * LIVE_SLICE - time.time()))  # the pace, not a wait
+            chains: dict[int, list[BatchBuilder]] = {}
+            part = messages[begin : begin + step]
+            for message in part:
+                chain = chains.setdefault(message.partition, [producer.create_batch()])
+                if chain[-1].append(timestamp=None, key=message.key, value=message.value) is None:
+                    chain.append(producer.create_batch())  # the last one is full
+                    chain[-1].append(timestamp=None, key=message.key, value=message.value)
+            for partition, chain in chains.items():
+                for batch in chain:
+                    pending.append(await producer.send_batch(batch, OFFSETS_TOPIC, partition=partition))
+            sent[0] += len(part)
+        await asyncio.gather(*pending)
+        return started, time.time()
+    finally:
+        await producer.stop()
+
+
+async def live_run(worker: Worker, bootstrap: str, base: int, live: Sequence[Record], rate: float) -> LiveRun:
+    """``worker`` (of :data:`LIVE_SETTINGS`), once it has applied the ``base`` records already on
+    ``__consumer_offsets`` and held them for a commit interval with nothing arriving, reading ``live`` published at
+    ``rate`` records/s: its CPU per record, how far behind it fell, and how soon after the last record
+    it had applied everything."""
+    messages = [coordinator_records.offsets_topic_message(r, OFFSETS_TOPIC_PARTITIONS) for r in live]
+    expected = base + len(messages)
+
+    async def applied(at_least: int) -> bool:
+        read, events, idle = await asyncio.to_thread(_counters, [worker])
+        return read >= at_least and events >= at_least and idle
+
+    await wait_until_async(
+        lambda: applied(base), 300 + base / 1_000, f"the live worker to apply {base:,} records", interval=1.0
+    )
+    idle_from = cpu_seconds(worker.pid), time.time()
+    await asyncio.sleep(COMMIT_INTERVAL)  # the window over which the idle worker's CPU is measured
+    idle_cores = (cpu_seconds(worker.pid) - idle_from[0]) / (time.time() - idle_from[1])
+
+    sent = [0]
+    behind = 0
+    cpu_started = cpu_seconds(worker.pid)
+    publishing = asyncio.create_task(publish_paced(bootstrap, messages, rate, sent))
+    while not publishing.done():
+        await asyncio.wait({publishing}, timeout=LIVE_SAMPLE)
+        _, events, _ = await asyncio.to_thread(_counters, [worker])
+        behind = max(behind, sent[0] - int(events - base))
+    started, acknowledged = await publishing
+    await wait_until_async(
+        lambda: applied(expected), 120, f"the live worker to apply {expected:,} records", interval=POLL
+    )
+    done = time.time()
+    return LiveRun(
+        len(messages),
+        len(messages) / (acknowledged - started),
+        done - acknowledged,
+        behind,
+        cpu_seconds(worker.pid) - cpu_started,
+        done - started,
+        idle_cores,
+    )
+
+
 async def whole_scrape(worker: Worker) -> tuple[int, float, float]:
     """One scrape of all of ``worker``'s ``/metrics``: (samples, the worker's CPU s, this process's CPU s to
     parse it)."""
@@ -683,8 +832,9 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
     )
     garbage_collection.tune()  # as a worker's, for the lines measured in this process
     started = time.perf_counter()
-    mix = build_mix(groups, records, seed)
+    mix = build_mix(groups, records, seed, live_rounds=LIVE_ROUNDS)
     n = len(mix.records)
+    live, live_rate = mix.live, len(mix.live) / LIVE_ROUNDS / COMMIT_INTERVAL
     print(f"mix (seed {seed}, built in {time.perf_counter() - started:.0f} s):")
     print("\n".join(describe(mix)))
     topics = {f"orders-{t:02d}": count for t, count in enumerate(TOPIC_PARTITIONS)}
@@ -719,6 +869,13 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
                 polling = await into_tables([worker], broker, "bench-ingest-polling", n)
                 worker.stop()
             two = None if one_only else await _two_workers(broker, workdir, n)
+            with running_workers(broker.bootstrap_servers, workdir / "live") as start:  # last: it adds records
+                (workdir / "live").mkdir()
+                worker = start("bench-ingest-live", **LIVE_SETTINGS)
+                paced = await live_run(worker, broker.bootstrap_servers, n, live, live_rate)
+                live_rss = memory_kb(worker.pid)["VmHWM"]
+                worker.stop()
+            del live
         except BaseException:
             for log in sorted(workdir.rglob("*.log")):
                 print(f"--- {log.name} (tail) ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
@@ -750,6 +907,14 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
             f"{label:<46}{run.rate:>11,.0f}{run.rate / bare_rate:>8.3f}{run.seconds:>9.1f}{run.read_seconds:>8.1f}"
             f"{run.cpu_us:>11.1f}{run.broker_cpu_us:>10.1f}{rss:>12}"
         )
+    print(
+        f"one worker live, as shipped: {paced.records:,} commits published at {paced.pace:,.0f}/s "
+        f"(every group-partition every {COMMIT_INTERVAL:g} s, {LIVE_ROUNDS} rounds):\n"
+        f"  {paced.cpu_us:.1f} us of CPU per record ({paced.cpu_us / bare_cpu:.1f} x the bare consumer's), "
+        f"{paced.cores:.2f} cores ({paced.idle_cores:.2f} in the 5 s before, nothing arriving); "
+        f"at most {paced.behind:,} records behind; every record applied {paced.caught_up:.1f} s after the "
+        f"last was acknowledged; peak RSS {live_rss / 1024:.0f} MB"
+    )
     print(
         f"(/metrics scraped {one.scrapes}{f' and {two.scrapes}' if two else ''} times after the first record "
         "read: once the workers' CPU was quiet, to confirm the end)"
