@@ -782,7 +782,10 @@ async def live_run(worker: Worker, bootstrap: str, base: int, live: Sequence[Rec
         behind = max(behind, sent[0] - int(events - base))
     started, acknowledged = await publishing
     await wait_until_async(
-        lambda: applied(expected), 120, f"the live worker to apply {expected:,} records", interval=POLL
+        lambda: applied(expected),
+        120 + len(messages) / 1_000,  # 1,000 records/s: far below any backlog rate a worker reads at
+        f"the live worker to apply {expected:,} records",
+        interval=POLL,
     )
     done = time.time()
     return LiveRun(
