@@ -95,10 +95,11 @@ class RoundPacer:
     broker a few round trips a batch, and with a bare yield each of those waits lasted a whole slice of
     evaluations. Measured by ``benchmarks/bench_ingest.py``'s live line, a worker holding 5,000 groups
     that commit every 5 s (38,000 commits/s), whose changed groups cost seconds of evaluations every
-    2.5 s: with a bare yield it fell 603,390 records behind and applied the last 69.5 s after it was
-    published, at 108 µs of CPU a record; paced at half the loop, 186,799-309,308 behind, 4.2-10.2 s,
-    25-32 µs (five runs; a third of the loop gave the same). A worker with more to evaluate than its
-    share allows evaluates each group less often than its interval says; its tables stay current.
+    2.5 s, on a quiet machine: with a bare yield it fell 588,199 records behind and applied the last
+    74.8 s after it was published, at 123 µs of CPU a record; paced at half the loop, 81,862 behind,
+    4.9 s, 29 µs (five runs with one core busy elsewhere: 186,799-309,308, 4.2-10.2 s, 25-32 µs; a
+    third of the loop gave the same). A worker with more to evaluate than its share allows evaluates
+    each group less often than its interval says; its tables stay current.
     """
 
     def __init__(self, every: float = YIELD_EVERY, share: float = ROUND_SHARE) -> None:
