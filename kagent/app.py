@@ -80,6 +80,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         storage_writer,
         capacity=settings.health_commits,
         min_distance=settings.health_min_distance,
+        index=topology.committed.partition_index,
     )
     storage = Storage(
         derived_events=topology.derived_events,

@@ -164,7 +164,9 @@ class ApiFeed:
             return
         if latest:
             self._latest = latest[0]
-        self._lag = {TopicPartition(p.topic, p.partition): p.offset_lag for p in partitions}
+        # A partition whose lag the worker does not know is left out: the lag-aware assignors place it by
+        # count, as they place any partition without a lag figure.
+        self._lag = {TopicPartition(p.topic, p.partition): p.offset_lag for p in partitions if p.offset_lag is not None}
         self._trouble.cleared()
 
     async def _get(self, path: str, params: Mapping[str, str] | None = None) -> bytes | None:

@@ -26,8 +26,9 @@ from kagent.core.evaluation import EvaluationState
 from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
 from kagent.core.incidents import Incident, IncidentKind, Severity
+from kagent.core.member_lag import MemberLag, member_lags, unit_lag
 from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import PartitionMove, Proposal, Recommendation, RecommendationKind
+from kagent.core.recommendation import PartitionMove, Recommendation, RecommendationKind
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 
 __all__ = [
@@ -80,23 +81,35 @@ class IncidentRef(_Record):
 
 
 class GroupSummary(_Record):
-    """One group as ``GET /api/groups`` lists it: as of its last evaluation (``evaluated_at``)."""
+    """One group as ``GET /api/groups`` lists it: as of its last evaluation (``evaluated_at``).
+
+    A figure kagent does not know is null, never 0: ``total_lag`` and ``max_lag`` add up and compare the
+    partitions whose lag was measured (``partitions - partitions_unknown`` of them) and are null when
+    none was; ``skew`` is null unless every partition the members hold was measured; ``status`` is
+    ``UNKNOWN`` when no partition could be judged.
+    """
 
     group: str
-    state: Literal["Stable", "Empty"]
-    """Kafka's group state as the coordinator's last record shows it: ``Stable`` with members, ``Empty`` without."""
+    state: Literal["Stable", "Empty", "Unknown"]
+    """Kafka's group state as the coordinator's last record shows it: ``Stable`` with members, ``Empty``
+    without (its consumers stopped or crashed); ``Unknown`` for a group kagent knows only committed offsets
+    of (one that only commits, or whose assignment the cluster does not describe)."""
     status: GroupStatus
-    """Burrow's status of the group (its worst partition's)."""
-    generation: int
+    """Burrow's status of the group (its worst partition's); ``UNKNOWN`` when no partition could be judged."""
+    generation: int | None
+    """None when the group's assignment is not known (``state`` ``Unknown``)."""
     protocol: str | None
     """The assignor the group chose (``range``, ``cooperative-sticky``, ...); None when unknown."""
     members: int = Field(ge=0)
     partitions: int = Field(ge=0)
-    """Partitions with lag figures."""
-    total_lag: float = Field(ge=0)
-    """Known offset lags added up, in records."""
+    """Partitions the group reads: those of its subscribed topics, those assigned, those it has committed
+    offsets on."""
+    partitions_unknown: int = Field(default=0, ge=0)
+    """Those of ``partitions`` whose offset lag is not measured (see each partition's ``flags``)."""
+    total_lag: float | None = Field(ge=0)
+    """Measured offset lags added up, in records; None when none is measured."""
     max_lag: float | None
-    """The largest partition offset lag, in records; None when none is known."""
+    """The largest measured partition offset lag, in records; None when none is measured."""
     total_lag_seconds: float | None
     """Known time lags added up, in seconds; None when none is known."""
     max_lag_seconds: float | None
@@ -140,7 +153,7 @@ class GroupsPage(_Record):
 
 
 class PartitionView(_Record):
-    """One partition the group reads, with its lag figures."""
+    """One partition the group reads, with its lag figures (null when not known; ``flags`` say why)."""
 
     topic: str
     partition: int = Field(ge=0)
@@ -148,34 +161,44 @@ class PartitionView(_Record):
     """The member assigned it; None when no member is."""
     committed: int | None
     """The group's committed offset; None when it has none."""
-    log_start: int
-    log_end: int
-    offset_lag: int = Field(ge=0)
+    log_start: int | None
+    """None before an end-offset poll answered for it."""
+    log_end: int | None
+    """The polled log end, or the committed offset when a commit newer than the poll is beyond it; None
+    before a poll answered for it."""
+    offset_lag: int | None = Field(ge=0)
+    """Records; None when not measured."""
+    estimated_lag: int | None = Field(default=None, ge=0)
+    """Without a committed offset: the records ``auto.offset.reset`` would leave the group to read, an
+    estimate (never counted as lag); None otherwise."""
     time_lag: float | None
     """Seconds; None when unknown."""
     flags: tuple[LagFlag, ...] = ()
-    polled_at: float
-    """Seconds since the epoch of the end-offset poll behind these figures."""
+    polled_at: float | None
+    """Seconds since the epoch of the end-offset poll behind these figures; None before one answered."""
 
 
 class MemberView(_Record):
-    """One member of the current assignment: its lag now and under the latest recommendation."""
+    """One member of the current assignment: its lag now and under the latest recommendation
+    (:mod:`kagent.core.member_lag`'s figures: unknown, null, when one of its partitions is)."""
 
     member_id: str
     client_id: str
     client_host: str
     partitions: tuple[PartitionRef, ...]
-    offset_lag: float = Field(ge=0)
-    """Records of its partitions (every one with lag figures), added up."""
+    offset_lag: float | None = Field(ge=0)
+    """Records of its partitions, added up; None when one of them has no measured lag."""
     time_lag: float | None
-    """Seconds of its partitions, added up; None when one has records waiting and no time lag."""
-    lag: float = Field(ge=0)
-    """Its lag now, in ``lag_unit``, as the evaluation counts it (partitions of the topics it subscribes to
-    whose partition count is known)."""
+    """Seconds of its partitions, added up; None when one of them has no measured time lag."""
+    lag: float | None = Field(ge=0)
+    """Its lag now, in ``lag_unit`` (``offset_lag`` or ``time_lag``); None when unknown."""
+    partitions_unknown: int = Field(default=0, ge=0)
+    """How many of its partitions have no measured lag."""
     recommended_partitions: tuple[PartitionRef, ...] | None = None
     """What the latest recommendation gives it; None without one, or when it does not name this member."""
     recommended_lag: float | None = None
-    """The lag those partitions have now, in ``lag_unit``: what it would hold if the recommendation applied."""
+    """The lag those partitions have now, in ``lag_unit``: what it would hold if the recommendation applied;
+    None without a recommendation or when one of those partitions has no measured lag."""
 
 
 class RecommendationRef(_Record):
@@ -213,6 +236,10 @@ class GroupDetail(_Record):
     summary: GroupSummary
     members: tuple[MemberView, ...]
     """By member id."""
+    unassigned: MemberView | None = None
+    """The partitions the group reads that no member holds (all of them for a group without members),
+    as one more member of id, client id and host ``unknown`` (kafka-lag-exporter's convention); None
+    when every partition is held."""
     partitions: tuple[PartitionView, ...]
     """By topic and partition."""
     recommendation: RecommendationRef | None
@@ -223,15 +250,18 @@ class GroupDetail(_Record):
 class HeldGroup(_Record):
     """A group this worker holds, straight from its tables (``GET /api/local/groups``)."""
 
-    generation: int
+    generation: int | None
+    """None when the group's assignment is not known."""
     protocol: str | None
-    member_lag: dict[str, int]
-    """Each member's offset lag: the records of every partition it is assigned, added up."""
+    member_lag: dict[str, int | None]
+    """Each member's offset lag (:class:`MemberView`'s ``offset_lag``), None when unknown; the partitions no
+    member holds as member ``unknown``."""
     partitions_with_lag: int = Field(ge=0)
+    """Partitions whose offset lag is measured and above 0."""
 
 
 class HeldGroups(_Record):
-    """``GET /api/local/groups``: the groups the worker asked holds now, with an assignment, measured now;
+    """``GET /api/local/groups``: the groups the worker asked holds now, measured now;
     for seeing what one worker holds (the cluster's view is ``GET /api/groups``)."""
 
     worker: str
@@ -313,8 +343,14 @@ def newest_recommendations(lists: Iterable[Sequence[Recommendation]], limit: int
 
 
 def _seconds(figures: PartitionLag) -> float | None:
-    """A partition's time lag: 0 with nothing waiting, None when unknown."""
+    """A measured partition's time lag: 0 with nothing waiting, None when unknown."""
     return 0.0 if figures.offset_lag == 0 else figures.time_lag
+
+
+def _state(snapshot: GroupSnapshot) -> Literal["Stable", "Empty", "Unknown"]:
+    if not snapshot.described:
+        return "Unknown"
+    return "Stable" if snapshot.assignment.members else "Empty"
 
 
 def summarize(
@@ -332,14 +368,18 @@ def summarize(
     read and what that evaluation found (``status``, ``skew``, the trigger ``state`` and the open
     ``incidents``).
 
-    Lag aggregates follow kafka-lag-exporter's (and :mod:`kagent.worker.lag_exporter`'s): partitions without
-    a committed offset are left out (their lag is an estimate from ``auto.offset.reset``), a time lag is 0
-    with nothing waiting, and unknown time lags are left out of the seconds.
+    Lag aggregates follow kafka-lag-exporter's (and :mod:`kagent.worker.lag_exporter`'s) over the
+    partitions whose lag was measured: the others (no answer from the end-offset poll, no committed
+    offset while records wait: their lag is unknown or an estimate) are left out and counted in
+    ``partitions_unknown``; a time lag is 0 with nothing waiting, and unknown time lags are left out of
+    the seconds. Each aggregate is None when nothing is left to aggregate.
     """
     records: list[int] = []
     seconds: list[float] = []
+    unknown = 0
     for figures in snapshot.lag.values():
-        if figures.committed is None:
+        if figures.offset_lag is None:
+            unknown += 1
             continue
         records.append(figures.offset_lag)
         known = _seconds(figures)
@@ -348,13 +388,14 @@ def summarize(
     assigned = snapshot.assignment
     return GroupSummary(
         group=assigned.group,
-        state="Stable" if assigned.members else "Empty",
+        state=_state(snapshot),
         status=status,
-        generation=assigned.generation,
+        generation=assigned.generation if snapshot.described else None,
         protocol=assigned.protocol,
         members=len(assigned.members),
         partitions=len(snapshot.lag),
-        total_lag=float(sum(records)),
+        partitions_unknown=unknown,
+        total_lag=float(sum(records)) if records else None,
         max_lag=float(max(records)) if records else None,
         total_lag_seconds=sum(seconds) if seconds else None,
         max_lag_seconds=max(seconds) if seconds else None,
@@ -372,6 +413,37 @@ def summarize(
     )
 
 
+def _log_end(figures: PartitionLag) -> int | None:
+    """The log end as far as known: the polled one, or the committed offset when a commit newer than the
+    poll is beyond it (the log end is never below a position the group has read to)."""
+    if figures.log_end is not None and figures.committed is not None:
+        return max(figures.log_end, figures.committed)
+    return figures.log_end
+
+
+def _refs(partitions: Iterable[TopicPartition]) -> list[PartitionRef]:
+    return [PartitionRef(topic=tp.topic, partition=tp.partition) for tp in partitions]
+
+
+def _target_lag(snapshot: GroupSnapshot, target: Sequence[PartitionRef], lag_unit: LagUnit) -> float | None:
+    """The lag ``target``'s partitions have in ``snapshot``, added up as a member's; None when one is unknown."""
+    figures = snapshot.lag
+    records = 0
+    millis = 0
+    for ref in target:
+        entry = figures.get(ref.topic_partition)
+        if entry is None or entry.offset_lag is None:
+            return None
+        records += entry.offset_lag
+        if entry.offset_lag:
+            if entry.time_lag is None:
+                if lag_unit is LagUnit.SECONDS:
+                    return None
+            else:
+                millis += round(entry.time_lag * 1000)
+    return float(records) if lag_unit is LagUnit.MESSAGES else millis / 1000
+
+
 def recommendation_url(recommendation_id: str) -> str:
     """Where the API serves a recommendation (a path on any worker)."""
     return f"/api/recommendations/{recommendation_id}"
@@ -379,48 +451,43 @@ def recommendation_url(recommendation_id: str) -> str:
 
 def group_detail(
     summary: GroupSummary,
-    proposal: Proposal,
+    snapshot: GroupSnapshot,
+    lag_unit: LagUnit,
     recommendation: Recommendation | None,
     history: Sequence[SkewPoint],
 ) -> GroupDetail:
-    """One group measured now: ``proposal`` is the configured strategy run on the group's snapshot now (its
-    lag ticks are how the evaluation counts each partition), ``summary`` the group's summary from the same
-    snapshot, ``recommendation`` its latest (None without one), ``history`` its skew over the last hour.
+    """One group measured now: ``summary`` is the group's summary from ``snapshot``, ``recommendation`` its
+    latest (None without one), ``history`` its skew over the last hour.
 
-    A member's ``offset_lag`` and ``time_lag`` add up the figures of every partition it is assigned; its
-    ``lag`` counts those the evaluation counts (of subscribed topics whose partition count kagent knows, below
-    it), in the lag unit. ``recommended_lag`` is the lag the partitions the recommendation gives the member
-    have now, counted the same way: what it would hold had the group applied it.
+    Each member's figures are :func:`kagent.core.member_lag.member_lags`' (unknown when one of its
+    partitions is), ``lag`` in ``lag_unit``. ``recommended_lag`` adds up, the same way, the lag the
+    partitions the recommendation gives the member have now: what it would hold had the group applied it.
     """
-    snapshot = proposal.snapshot
-
     recommended = {m.member_id: m.recommended for m in recommendation.members} if recommendation else {}
-    members = []
+    rows, rest = member_lags(snapshot)
     owners: dict[TopicPartition, str] = {}
     for member in sorted(snapshot.assignment.members, key=lambda m: m.member_id):
-        owned = [ref.topic_partition for ref in member.partitions]
-        for tp in owned:
-            owners.setdefault(tp, member.member_id)
-        figures = [snapshot.lag[tp] for tp in owned if tp in snapshot.lag]
-        seconds = [_seconds(f) for f in figures]
-        target = recommended.get(member.member_id)
-        members.append(
-            MemberView(
-                member_id=member.member_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                partitions=member.partitions,
-                offset_lag=float(sum(f.offset_lag for f in figures)),
-                time_lag=None if any(s is None for s in seconds) else sum(s or 0.0 for s in seconds),
-                lag=proposal.in_unit(proposal.current_ticks.get(member.member_id, 0)),
-                recommended_partitions=target,
-                recommended_lag=(
-                    None
-                    if target is None
-                    else proposal.in_unit(sum(proposal.lag.get(ref.topic_partition, 0) for ref in target))
-                ),
-            )
+        for ref in member.partitions:
+            owners.setdefault(ref.topic_partition, member.member_id)
+    by_id = {member.member_id: member for member in snapshot.assignment.members}
+
+    def view(row: MemberLag) -> MemberView:
+        target = recommended.get(row.member_id) if row.assigned else None
+        partitions = by_id[row.member_id].partitions if row.assigned else tuple(_refs(row.partitions))
+        return MemberView(
+            member_id=row.member_id,
+            client_id=row.client_id,
+            client_host=row.client_host,
+            partitions=partitions,
+            offset_lag=None if row.offset_lag is None else float(row.offset_lag),
+            time_lag=row.time_lag,
+            lag=unit_lag(row, lag_unit),
+            partitions_unknown=row.unknown,
+            recommended_partitions=target,
+            recommended_lag=None if target is None else _target_lag(snapshot, target, lag_unit),
         )
+
+    members = [view(row) for row in rows]
     partitions = tuple(
         PartitionView(
             topic=tp.topic,
@@ -428,8 +495,9 @@ def group_detail(
             member_id=owners.get(tp),
             committed=figures.committed,
             log_start=figures.log_start,
-            log_end=figures.log_end,
+            log_end=_log_end(figures),
             offset_lag=figures.offset_lag,
+            estimated_lag=figures.estimated_lag,
             time_lag=figures.time_lag,
             flags=figures.flags,
             polled_at=figures.polled_at,
@@ -457,6 +525,7 @@ def group_detail(
     return GroupDetail(
         summary=summary,
         members=tuple(members),
+        unassigned=view(rest) if rest is not None else None,
         partitions=partitions,
         recommendation=reference,
         skew_history=tuple(history),

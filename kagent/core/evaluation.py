@@ -18,6 +18,7 @@ from typing import NamedTuple
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
+from kagent.core.member_lag import current_skew
 from kagent.core.policy import EvaluationPolicy
 from kagent.core.recommendation import (
     MemberRate,
@@ -68,7 +69,8 @@ class Evaluation(NamedTuple):
     recommendation: Recommendation | None
     """The recommendation to publish, when the trigger fired."""
     skew: float | None
-    """The skew under the current assignment; None when it could not be measured (no members, unknown lag)."""
+    """The skew under the current assignment (:func:`kagent.core.member_lag.current_skew`); None when it
+    could not be measured (no members, a member's lag unknown)."""
     proposal: Proposal | None
     """What the strategy would do, with each member's lag before and after; None for a group without members."""
     scale: ScaleEvidence | None
@@ -143,9 +145,16 @@ def evaluate(
     later evaluation needs has changed (so the caller stores only changes).
     The contract:
 
-    - A group without members, or whose lag cannot be measured (a partition
-      with records unread and no time lag, in unit ``seconds``), never
-      triggers and leaves its skew unmeasured (None).
+    - A group whose skew cannot be measured (no members; a partition a
+      member holds without measured lag, :attr:`GroupSnapshot.measured`; in
+      unit ``seconds``, one with records unread and no time lag) leaves its
+      skew unmeasured (None). A group that cannot be judged, its skew
+      unmeasured or some partition it reads of unknown lag
+      (:attr:`Proposal.unknown`), is left exactly as it was: the same state
+      (hold count, arming, cooldown), no recommendation, no scale evidence.
+      Nothing is computed from a figure kagent does not know, and a group
+      not yet measured (at start, after a failover, while its partitions'
+      end offsets fail) neither clears nor advances its trigger.
     - While armed, each evaluation in which :func:`triggers` holds adds one to
       ``held``; one in which it does not, or a new generation, starts the
       count again. When ``held`` reaches ``hold_evaluations``, the evaluation
@@ -169,19 +178,21 @@ def evaluate(
     if state is None:
         state = EvaluationState(group=snapshot.group)
     generation = snapshot.assignment.generation
-    proposal = propose(snapshot, policy) if snapshot.assignment.members else None
-    skew = proposal.skew_before if proposal is not None and not proposal.unknown else None
-    scale = scale_evidence(proposal, throughput, policy) if proposal is not None and throughput is not None else None
+    skew = current_skew(snapshot, policy.lag_unit, policy.skew_metric)
+    proposal = propose(snapshot, policy) if skew is not None else None
+    if proposal is None or proposal.unknown:
+        return Evaluation(state, None, skew, proposal, None)
+    scale = scale_evidence(proposal, throughput, policy) if throughput is not None else None
     armed, cleared = state.armed, state.cleared
     if not armed:
         cleared = cleared or (skew is not None and skew < policy.rearm_below)
         armed = cleared and now - (state.last_recommendation_at or 0.0) >= policy.cooldown
     held = state.held if state.generation == generation else 0
-    holds = proposal is not None and (scale is not None or triggers(proposal, policy))
+    holds = scale is not None or triggers(proposal, policy)
     held = held + 1 if armed and holds else 0
     recommendation = None
     last_at, last_id = state.last_recommendation_at, state.last_recommendation_id
-    if proposal is not None and held >= policy.hold_evaluations:
+    if held >= policy.hold_evaluations:
         if scale is not None:
             recommendation = proposal.scale_recommendation(scale, policy.skew_threshold, held, now)
         else:

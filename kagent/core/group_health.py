@@ -110,6 +110,9 @@ DEFAULT_COMMITS = 10
 class PartitionStatus(str, Enum):
     """How a group is doing on one partition, in Burrow's names; :attr:`severity` orders them."""
 
+    UNKNOWN = "UNKNOWN"
+    """Nothing could be judged (Burrow's ``NOTFOUND``): no partition with a commit window and a measured
+    lag. A group's status only; never a partition's, and never exported as a figure."""
     OK = "OK"
     """Keeping up, caught up, idle, or too little history to say otherwise."""
     WARN = "WARN"
@@ -128,6 +131,7 @@ class PartitionStatus(str, Enum):
 
 
 _SEVERITY: Mapping[PartitionStatus, int] = {
+    PartitionStatus.UNKNOWN: 0,
     PartitionStatus.OK: 1,
     PartitionStatus.WARN: 2,
     PartitionStatus.STOP: 4,
@@ -453,7 +457,7 @@ class GroupHealth(NamedTuple):
     culprits: tuple[Culprit, ...]
     """Every partition at ``status``, sorted by topic and partition; empty when the group is OK."""
     partitions: int
-    """How many partitions were judged (0 for a deleted or empty group)."""
+    """How many partitions were judged (0 for a deleted group, or one of status UNKNOWN)."""
     reason: str
     """One line for an alert: the status, how many partitions, and the first few culprits' reasons."""
 
@@ -471,30 +475,31 @@ def group_status(
     :func:`partition_status` (or a bare status). ``group_gone_or_empty`` is
     the caller's word that there is nothing left to judge: the group was
     deleted (a group tombstone, the coordinator reports it ``Dead``, or it is
-    no longer listed), or it has no committed offset left on any partition
+    no longer listed), and it has no committed offset left on any partition
     (its offsets were deleted or expired, its topics deleted).
 
     The contract:
 
-    - A deleted or empty group is OK with no culprits, whatever
-      ``partitions`` says (stale windows of a group that is gone must not
-      keep an incident open: they resolve it).
-    - A group with no partitions is OK with no culprits.
+    - A gone group is OK with no culprits, whatever ``partitions`` says
+      (stale windows of a group that is gone must not keep an incident open:
+      they resolve it).
+    - A group with no partition judged is UNKNOWN with no culprits: nothing
+      says it is fine.
     - Otherwise the status is the worst partition's, and the culprits are
       every partition at that status (none when it is OK).
 
-    A group with no members but with committed offsets is not "empty" here:
-    its consumers are all gone while records may still arrive, which is what
-    STOP is for. Whether such a group deserves alerts (a batch job that ran
-    to its end) is the caller's policy, expressed through this flag.
+    A group with no members but with committed offsets (Kafka's ``Empty``)
+    is judged like any other: its consumers are all gone while records may
+    still arrive, which is what STOP is for; one that read everything (a
+    batch job that ran to its end) is OK.
     """
     if group_gone_or_empty:
-        return GroupHealth(GroupStatus.OK, (), 0, "group deleted or empty: nothing to judge")
+        return GroupHealth(GroupStatus.OK, (), 0, "group deleted: nothing to judge")
     judged = {
         tp: value if isinstance(value, PartitionHealth) else PartitionHealth(value) for tp, value in partitions.items()
     }
     if not judged:
-        return GroupHealth(GroupStatus.OK, (), 0, "no partition to judge")
+        return GroupHealth(GroupStatus.UNKNOWN, (), 0, "no partition with a measured lag and commits to judge")
     status = max((health.status for health in judged.values()), key=lambda s: s.severity)
     if status is PartitionStatus.OK:
         return GroupHealth(status, (), len(judged), f"OK: all {len(judged)} partitions")

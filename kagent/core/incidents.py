@@ -298,7 +298,9 @@ def step(
     - A health kind opens when the group's status is its status and none is
       open; updates when the set of culprit partitions changes (not when only
       their reasons or lags do, which change every round); resolves when the
-      status is any other (OK, WARN, or another health kind).
+      status is any other (OK, WARN, or another health kind) but UNKNOWN: a
+      group nothing could be judged of (not measured yet, at start or after a
+      failover) keeps its health incidents as they are.
     - A gone group resolves every open incident and opens none.
 
     Transitions come resolves first, then opens and updates, each in
@@ -351,7 +353,7 @@ def step(
                 and skew < observation.rearm_below
             ):
                 reason = f"skew {skew:.3g} below {observation.rearm_below:.3g} (threshold x hysteresis)"
-        elif kind is not health_kind:
+        elif kind is not health_kind and observation.health.status is not PartitionStatus.UNKNOWN:
             reason = f"group status {observation.health.status.value}: {observation.health.reason}"
         if reason is not None:
             del opened[kind]

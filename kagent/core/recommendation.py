@@ -12,11 +12,13 @@ partitions' time lags, like messages: the lag-aware assignors balance sums,
 so summing keeps what is measured and what is optimised the same quantity
 (a member's largest partition time lag would not add up, and no assignor
 could balance it). The assignors take integers, so seconds are counted in
-whole milliseconds inside and reported in seconds. A partition whose time
-lag is unknown (None) while its offset lag is positive counts 0 and is
-listed in :attr:`Proposal.unknown`; the evaluation does not trigger on a
-proposal with unknown partitions. A partition missing from the snapshot's
-lag counts 0, as in the assignors.
+whole milliseconds inside and reported in seconds. A partition whose lag is
+unknown in the unit (its offset lag not measured; in ``seconds``, also a
+time lag unknown while records wait) counts 0 for the assignors and is
+listed in :attr:`Proposal.unknown`: the evaluation neither triggers on such
+a proposal nor reports its skew, and the API reports the lag of a member
+holding one as unknown. A partition missing from the snapshot's lag counts
+0, as in the assignors.
 
 Pure: no I/O, no Faust.
 """
@@ -287,7 +289,7 @@ class Proposal:
     lag: Mapping[TopicPartition, int]
     """Ticks of every partition of ``partitions`` with a known figure."""
     unknown: tuple[TopicPartition, ...]
-    """Partitions with records unread but no time lag (unit ``seconds`` only); they count 0."""
+    """Partitions of ``partitions`` whose lag in the unit is unknown (see the module docstring); they count 0."""
     current: Assignment
     recommended: Assignment
     current_ticks: Mapping[str, int]
@@ -545,8 +547,9 @@ def propose(snapshot: GroupSnapshot, policy: EvaluationPolicy) -> Proposal:
 
 
 def _ticks(figures: PartitionLag, unit: LagUnit) -> int | None:
-    """The partition's lag in ticks of ``unit``; None when its time lag is unknown and records are unread."""
-    if unit is LagUnit.MESSAGES:
+    """The partition's lag in ticks of ``unit``; None when its offset lag is unknown, or in ``seconds``
+    when its time lag is unknown and records are unread."""
+    if unit is LagUnit.MESSAGES or figures.offset_lag is None:
         return figures.offset_lag
     if figures.offset_lag == 0:
         return 0

@@ -162,41 +162,59 @@ def partition_lag_values(
     topic: str,
     partition: int,
     committed: int | None,
-    log_start: int,
-    log_end: int,
-    history: EndOffsetHistory,
+    log_start: int | None,
+    log_end: int | None,
+    history: EndOffsetHistory | None,
     now: float,
-    polled_at: float,
+    polled_at: float | None,
     auto_offset_reset: str,
     stale_after: float,
+    unanswered: LagFlag | None = None,
 ) -> dict[str, Any]:
     """The partition-lag table value of ``group`` on ``topic``-``partition`` at ``now``, as plain data
     ready for JSON (flags as their strings; ``PartitionLag(**values)`` is the model). A worker
-    publishes one for every commit it applies, built without the model, whose validation and
-    serialization cost about 10 µs a record.
+    publishes one per group-partition at end-offset polls, built without the model, whose validation
+    and serialization cost about 10 µs a record.
 
-    ``committed`` is the group's committed offset (None: nothing committed);
-    ``log_start`` and ``log_end`` come from the end-offset poll at
-    ``polled_at``, and ``history`` is the partition's end-offset history
-    including that poll. ``offset_lag`` follows :func:`kagent.core.lag.partition_lag`.
-    ``time_lag`` is that of the position the group reads from next: its
-    committed offset or, with none, where ``auto_offset_reset`` puts it (the
-    log end for ``latest``, else the log start), so it is 0 whenever the offset
-    lag is 0. Flags: ``no-commit`` without a committed offset,
-    ``stale-end-offset`` when the poll is more than ``stale_after`` seconds
-    before ``now``, ``data-loss`` when the committed offset is below the log start.
+    ``committed`` is the group's committed offset (None: nothing committed); ``log_start`` and
+    ``log_end`` come from the last end-offset poll that answered for the partition, at ``polled_at``
+    (all three None when none did), and ``history`` is the partition's end-offset history including that
+    poll. ``unanswered`` is why the latest poll had no answer for the partition (one of
+    :data:`~kagent.core.snapshot.UNANSWERED_FLAGS`), None when it answered.
+
+    The offset lag is measured, by :func:`kagent.core.lag.partition_lag`, only when the latest poll
+    answered, no more than ``stale_after`` seconds before ``now``, and either the group has a committed
+    offset or the partition holds no record (then nothing is left to read: 0). Otherwise it is None, and
+    so is the time lag; without a commit and with records in the log, ``estimated_lag`` says how many
+    records ``auto_offset_reset`` would leave the group to read. ``time_lag`` is that of the committed
+    offset, 0 whenever the offset lag is 0. Flags: ``unanswered``'s; ``stale-end-offset`` when
+    the answer is older than ``stale_after``; ``no-commit`` without a committed offset; ``data-loss``
+    when the committed offset is below the log start.
     """
-    position = committed
-    if position is None:
-        position = log_end if auto_offset_reset == "latest" else log_start
-    offset_lag = partition_lag(committed, log_start, log_end, auto_offset_reset)
     flags: list[str] = []
+    if log_start is None or log_end is None or polled_at is None:
+        flags.append((unanswered or LagFlag.NOT_POLLED).value)
+    elif unanswered is not None:
+        flags.append(unanswered.value)
+    elif now - polled_at > stale_after:
+        flags.append(LagFlag.STALE_END_OFFSET.value)
+    fresh = not flags
     if committed is None:
         flags.append(LagFlag.NO_COMMIT.value)
-    if now - polled_at > stale_after:
-        flags.append(LagFlag.STALE_END_OFFSET.value)
-    if committed is not None and committed < log_start:
+    elif log_start is not None and committed < log_start:
         flags.append(LagFlag.DATA_LOSS.value)
+    offset_lag: int | None = None
+    estimated_lag: int | None = None
+    lag_seconds: float | None = None
+    if fresh and log_start is not None and log_end is not None:
+        if committed is not None or log_end <= log_start:
+            offset_lag = partition_lag(committed, log_start, log_end)
+            if offset_lag == 0:
+                lag_seconds = 0.0
+            elif committed is not None and history is not None:
+                lag_seconds = time_lag(history, committed, now)
+        else:
+            estimated_lag = partition_lag(None, log_start, log_end, auto_offset_reset)
     return {
         "group": group,
         "topic": topic,
@@ -205,7 +223,8 @@ def partition_lag_values(
         "log_start": log_start,
         "log_end": log_end,
         "offset_lag": offset_lag,
-        "time_lag": 0.0 if offset_lag == 0 else time_lag(history, position, now),
+        "estimated_lag": estimated_lag,
+        "time_lag": lag_seconds,
         "flags": flags,
         "polled_at": polled_at,
     }

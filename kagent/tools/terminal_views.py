@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 STATUS_STYLE = {
+    GroupStatus.UNKNOWN: "dim",
     GroupStatus.OK: "green",
     GroupStatus.WARN: "yellow",
     GroupStatus.STOP: "bold red",
@@ -55,21 +56,33 @@ STATUS_STYLE = {
 }
 
 
+UNKNOWN = "unknown"
+"""What a figure kagent does not know reads as (never 0, never ``-``, which says "none")."""
+
+
 def format_count(value: float | None) -> str:
-    """A count with thousands separators (``12,345``); ``-`` for unknown."""
-    return "-" if value is None else f"{value:,.0f}"
+    """A count with thousands separators (``12,345``); ``unknown`` for unknown."""
+    return UNKNOWN if value is None else f"{value:,.0f}"
 
 
 def format_seconds(value: float | None) -> str:
-    """Seconds to one decimal with thousands separators (``1,234.5``); ``-`` for unknown."""
-    return "-" if value is None else f"{value:,.1f}"
+    """Seconds to one decimal with thousands separators (``1,234.5``); ``unknown`` for unknown."""
+    return UNKNOWN if value is None else f"{value:,.1f}"
 
 
 def format_lag(value: float | None, unit: LagUnit) -> str:
-    """A lag in ``unit``: records as a count (``5,423``), seconds with an ``s`` (``12.3 s``); ``-`` for unknown."""
+    """A lag in ``unit``: records as a count (``5,423``), seconds with an ``s`` (``12.3 s``); ``unknown``
+    for unknown."""
     if value is None:
-        return "-"
+        return UNKNOWN
     return format_count(value) if unit is LagUnit.MESSAGES else f"{format_seconds(value)} s"
+
+
+def format_offset_lag(view: PartitionView) -> str:
+    """A partition's offset lag; without one, ``auto.offset.reset``'s estimate marked as one (``~120 est.``)."""
+    if view.offset_lag is None and view.estimated_lag is not None:
+        return f"~{view.estimated_lag:,} est."
+    return format_count(view.offset_lag)
 
 
 def format_age(seconds: float) -> str:
@@ -103,7 +116,7 @@ def _status(status: GroupStatus) -> Text:
 
 
 def _skew(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+    return UNKNOWN if value is None else f"{value:.2f}"
 
 
 def _incidents(summary: GroupSummary) -> Text:
@@ -146,7 +159,7 @@ def groups_table(page: GroupsPage, now: float) -> Table:
             _status(summary.status),
             summary.state,
             format_count(summary.members),
-            str(summary.generation),
+            UNKNOWN if summary.generation is None else str(summary.generation),
             summary.protocol or "?",
             format_count(summary.total_lag),
             format_count(summary.max_lag),
@@ -181,8 +194,20 @@ def group_view(detail: GroupDetail, now: float) -> Group:
     for label, value in (
         ("group", Text(summary.group)),
         ("status", _status(summary.status)),
-        ("state", Text(f"{summary.state}, generation {summary.generation}, assignor {summary.protocol or '?'}")),
-        ("members", Text(f"{summary.members:,}, {summary.partitions:,} partitions with lag figures")),
+        (
+            "state",
+            Text(
+                f"{summary.state}, generation {UNKNOWN if summary.generation is None else summary.generation}, "
+                f"assignor {summary.protocol or '?'}"
+            ),
+        ),
+        (
+            "members",
+            Text(
+                f"{summary.members:,}, reading {summary.partitions:,} partitions"
+                + (f" ({summary.partitions_unknown:,} of unknown lag)" if summary.partitions_unknown else "")
+            ),
+        ),
         (
             "lag",
             Text(f"total {format_count(summary.total_lag)} records, largest partition {format_count(summary.max_lag)}"),
@@ -200,7 +225,8 @@ def group_view(detail: GroupDetail, now: float) -> Group:
         ("evaluated", Text(f"{format_age(now - summary.evaluated_at)} ago, by {summary.worker}")),
     ):
         facts.add_row(label, value)
-    parts: list[RenderableType] = [facts, members_table(detail.members, unit)]
+    members = [*detail.members, *([detail.unassigned] if detail.unassigned is not None else [])]
+    parts: list[RenderableType] = [facts, members_table(members, unit)]
     if detail.recommendation is not None and detail.recommendation.moves:
         parts.append(moves_table(detail.recommendation.moves, unit, "moves of the latest recommendation"))
     parts.append(partitions_table(detail.partitions))
@@ -276,9 +302,9 @@ def partitions_table(partitions: Sequence[PartitionView]) -> Table:
             view.topic,
             str(view.partition),
             view.member_id or "-",
-            format_count(view.committed),
+            "none" if view.committed is None else format_count(view.committed),
             format_count(view.log_end),
-            format_count(view.offset_lag),
+            format_offset_lag(view),
             format_seconds(view.time_lag),
             Text(", ".join(flag.value for flag in view.flags), style="yellow") if view.flags else "-",
         )

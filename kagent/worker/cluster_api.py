@@ -42,10 +42,10 @@ from kagent.core.api_records import (
     page_groups,
     summarize,
 )
+from kagent.core.member_lag import member_lags
 from kagent.core.openapi import openapi_document
 from kagent.core.policy import EvaluationPolicy
-from kagent.core.recommendation import Recommendation, propose
-from kagent.core.skew import member_lag
+from kagent.core.recommendation import Recommendation
 from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupStateReader, OpenIncidentsReader
 from kagent.worker.lag_exporter import group_skew
@@ -195,24 +195,23 @@ class ClusterApi(Stage):
             summary = summary.model_copy(
                 update={"last_recommendation_id": latest.id, "last_recommendation_at": latest.time}
             )
-        return group_detail(summary, propose(snapshot, self._policy), latest, self._overview.history(group, now))
+        return group_detail(summary, snapshot, self._policy.lag_unit, latest, self._overview.history(group, now))
 
     def held(self) -> HeldGroups:
-        """Every group held here with an assignment, measured now, each member's lag over every partition
-        it is assigned that has lag figures."""
+        """Every group held here, measured now: each member's offset lag (None when unknown), the partitions
+        no member holds as member ``unknown``."""
         now = self._clock()
         groups = {}
         for group in self._groups.held_groups():
             snapshot = self._groups.snapshot(group, now)
             if snapshot is None:
                 continue
-            lag = {tp: entry.offset_lag for tp, entry in snapshot.lag.items()}
-            members = snapshot.assignment.members
+            rows, rest = member_lags(snapshot)
             groups[group] = HeldGroup(
-                generation=snapshot.assignment.generation,
+                generation=snapshot.assignment.generation if snapshot.described else None,
                 protocol=snapshot.assignment.protocol,
-                member_lag=member_lag({m.member_id: [r.topic_partition for r in m.partitions] for m in members}, lag),
-                partitions_with_lag=len(lag),
+                member_lag={row.member_id: row.offset_lag for row in [*rows, *([rest] if rest else [])]},
+                partitions_with_lag=sum(1 for entry in snapshot.lag.values() if entry.offset_lag),
             )
         return HeldGroups(worker=self._router.own_url, groups=groups)
 

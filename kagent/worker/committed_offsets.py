@@ -18,7 +18,7 @@ timestamp) writes nothing, and one older than the stored commit is refused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from aiokafka.structs import TopicPartition
@@ -28,6 +28,7 @@ from kagent.core.committed_offset import Applied, StoredCommit
 from kagent.core.group_health import CommitWindow
 from kagent.core.table_keys import partition_key
 from kagent.worker.changelog import ChangelogWriter
+from kagent.worker.group_index import PartitionIndex
 
 __all__ = ["CommittedOffsets"]
 
@@ -43,8 +44,20 @@ class _Table(Protocol):
 class CommittedOffsets:
     """The committed-offsets table, read and written a commit at a time."""
 
-    def __init__(self, table: _Table, writer: ChangelogWriter, *, capacity: int, min_distance: float) -> None:
+    def __init__(
+        self,
+        table: _Table,
+        writer: ChangelogWriter,
+        *,
+        capacity: int,
+        min_distance: float,
+        index: PartitionIndex | None = None,
+    ) -> None:
+        """``index`` follows the table's keys (its store keeps it in step,
+        :class:`~kagent.worker.group_index.IndexedStore`); without one, it is built from the table's keys
+        at each read of it (for tests on a plain mapping)."""
         self._table = table
+        self._index = index
         self._writer = writer
         self._capacity = capacity
         self._min_distance = min_distance
@@ -72,6 +85,25 @@ class CommittedOffsets:
     def delete(self, group: str, tp: TopicPartition) -> None:
         """Drop the group's entry on ``tp`` (its committed offset was deleted or expired)."""
         self._writer.delete(self._table, partition_key(group, tp.topic, tp.partition))  # type: ignore[arg-type]
+
+    def groups(self) -> Collection[str]:
+        """The groups with a committed offset on some partition."""
+        return self._indexed().groups()
+
+    def partitions(self, group: str) -> Iterable[TopicPartition]:
+        """The partitions ``group`` has a committed offset on."""
+        return self._indexed().partitions(group)
+
+    def all_partitions(self) -> Collection[TopicPartition]:
+        """Every partition some group has a committed offset on."""
+        return self._indexed().all_partitions()
+
+    def _indexed(self) -> PartitionIndex:
+        if self._index is not None:
+            return self._index
+        index = PartitionIndex()
+        index.rebuild(self._table.stored.keys())
+        return index
 
     def stored(self, group: str, tp: TopicPartition) -> StoredCommit | None:
         """The group's entry on ``tp``; None when no commit of it is stored."""

@@ -48,8 +48,9 @@ from faust.types import TopicT
 
 from kagent.core.api_records import summarize
 from kagent.core.evaluation import EvaluationState, evaluate
-from kagent.core.group_health import group_status
+from kagent.core.group_health import GroupStatus, group_status
 from kagent.core.incidents import Incident, IncidentObservation
+from kagent.core.member_lag import member_lags, unit_lag
 from kagent.core.policy import EvaluationPolicy, LagUnit
 from kagent.core.recommendation import Recommendation
 from kagent.core.snapshot import GroupSnapshot
@@ -384,18 +385,23 @@ class Evaluator(Stage, OpenIncidentsReader):
             await self._publish(group, new_state)
         health = self._groups.health(snapshot, now)
         gauges = self._metrics.group_gauges
-        gauges.set_status(self._cluster, group, health.status.severity)
-        if proposal is not None and not proposal.unknown:
-            gauges.set_recommended_skew(self._cluster, group, proposal.skew_after)
-        if snapshot.assignment.members:
-            needed = scale.members_needed if scale is not None else len(snapshot.assignment.members)
-            gauges.set_recommended_members(self._cluster, group, needed)
-        member_lag = {m: proposal.in_unit(t) for m, t in proposal.current_ticks.items()} if proposal else {}
+        known_status = health.status is not GroupStatus.UNKNOWN
+        gauges.set_status(self._cluster, group, health.status.severity if known_status else None)
+        judged = proposal is not None and not proposal.unknown
+        gauges.set_recommended_skew(self._cluster, group, proposal.skew_after if proposal and judged else None)
+        needed = scale.members_needed if scale is not None else len(snapshot.assignment.members)
+        gauges.set_recommended_members(self._cluster, group, needed if judged else None)
+        unit = self._policy.lag_unit
+        rows, rest = member_lags(snapshot)
         observation = IncidentObservation(
             group=group,
-            lag_unit=self._policy.lag_unit,
-            member_lag=member_lag,
-            gone=not snapshot.assignment.members,
+            lag_unit=unit,
+            member_lag={
+                row.member_id: value
+                for row in [*rows, *([rest] if rest is not None else [])]
+                if (value := unit_lag(row, unit)) is not None
+            },
+            gone=False,
             skew=skew,
             rearm_below=self._policy.rearm_below,
             recommendation=recommendation or resent,
@@ -413,7 +419,7 @@ class Evaluator(Stage, OpenIncidentsReader):
             )
         open_incidents = self._incidents.open_incidents([group])
         sent = recommendation is not None or resent is not None
-        quiet_until = self._quiet_until_after(snapshot, new_state, sent, scale is not None, now)
+        quiet_until = self._quiet_until_after(snapshot, new_state, sent, scale is not None, skew, now)
         if quiet_until is not None:
             self._quiet_until[group] = quiet_until
         self._overview.record(
@@ -431,13 +437,21 @@ class Evaluator(Stage, OpenIncidentsReader):
         return recommendation
 
     def _quiet_until_after(
-        self, snapshot: GroupSnapshot, state: EvaluationState, sent: bool, falls_behind: bool, now: float
+        self,
+        snapshot: GroupSnapshot,
+        state: EvaluationState,
+        sent: bool,
+        falls_behind: bool,
+        skew: float | None,
+        now: float,
     ) -> float | None:
         """Until when an evaluation would find what this one found (``state`` after it; whether it
-        ``sent`` a recommendation; whether the group ``falls_behind``), if nothing the group reads
-        changes; None if the next one may differ anyway.
+        ``sent`` a recommendation; whether the group ``falls_behind``; its ``skew``), if nothing the group
+        reads changes; None if the next one may differ anyway.
 
-        Quiet: nothing sent or to send, the trigger not counting a hold, the members keeping up (their
+        Quiet: its skew measured (a group not yet measured is looked at again at its due time: its end
+        offsets' staleness moves with the clock), nothing sent or to send, the trigger not counting a
+        hold, the members keeping up (their
         rates are measured over a window that slides with the clock), and the lag in records (time lag
         grows with the clock). The trigger state then moves only with the skew, except that a disarmed
         group whose skew has cleared re-arms when its cooldown ends; incidents move only with what is
@@ -445,6 +459,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         partition's silence can mean STOP (:meth:`GroupStateReader.status_holds_until`)."""
         if (
             sent
+            or skew is None
             or state.pending_recommendation is not None
             or state.held
             or falls_behind

@@ -23,19 +23,20 @@ per-group ones.
 kagent's own series, exported at every granularity (a group has few members):
 
 - ``kagent_group_member_lag`` [cluster_name, group, member_host, consumer_id, client_id]: the offset lag
-  of the partitions the member is assigned, added up (records);
+  of the partitions the member is assigned, added up (records); the partitions no member holds (all of
+  them for a group without members) as one more member labelled ``unknown``; no series for a member
+  with a partition whose lag is unknown (:mod:`kagent.core.member_lag`);
 - ``kagent_group_member_lag_seconds`` [same]: their time lag added up (seconds), as the evaluator adds it
-  up in lag unit ``seconds``; no series for a member with a partition whose time lag is unknown while
-  records wait;
+  up in lag unit ``seconds``; no series when one of them has no known time lag;
 - ``kagent_group_skew`` [cluster_name, group]: the skew under the current assignment in the policy's
   skew metric and lag unit, as the evaluation measures it (``Evaluation.skew``); no series when it
-  cannot be measured (no members, or in unit ``seconds`` a partition with records waiting and no time lag);
+  cannot be measured (no members, or a member's lag unknown);
 - ``kagent_group_members`` [cluster_name, group]: the members of the group's current assignment.
 
-The member figures follow :func:`kagent.core.recommendation.propose`'s rules, so they are the
-evaluator's figures: only partitions of topics some member subscribes to, below the topic's
-partition count, count; a partition without lag figures counts 0; in seconds, lags are counted in
-whole milliseconds.
+A figure kagent does not know is never exported as 0: a partition whose offset lag is not measured
+(the latest end-offset poll had no answer for it, or that answer is stale, or there is no committed
+offset while records wait: :attr:`~kagent.core.snapshot.PartitionLag.measured`) has NaN lag and time
+lag, and counts in no sum.
 
 Choices, following kafka-lag-exporter's source (``src/main/scala/com/lightbend/kafkalagexporter``,
 ``Metrics.scala``, ``ConsumerGroupCollector.scala`` and ``KafkaClient.scala``, v0.8.2):
@@ -43,22 +44,24 @@ Choices, following kafka-lag-exporter's source (``src/main/scala/com/lightbend/k
 - **Labels of a partition no member holds**: kafka-lag-exporter reports the partitions of a group
   without member information with ``member_host``, ``consumer_id`` and ``client_id`` set to
   ``unknown`` (``KafkaClient.getGroupPartitionsInfo``, PR #128); kagent does the same (:data:`NO_MEMBER`)
-  for every partition with lag figures that no member of the current assignment holds. (For a group
-  with members, kafka-lag-exporter takes the partitions from the members' assignments only, so it has
-  no series for such a partition; kagent shows its lag rather than hide it.)
+  for every partition the group reads that no member of the current assignment holds: every partition
+  of a group without members, or whose assignment kagent was never told, and those it has committed
+  offsets on that no member holds. (For a group with members, kafka-lag-exporter takes the partitions
+  from the members' assignments only, so it has no series for such a partition; kagent shows its lag
+  rather than hide it.)
 - **No committed offset** (``PartitionLag.committed`` is None): kafka-lag-exporter reports NaN for the
   offset, the lag and the time lag (CHANGELOG 0.4.x, PR #50). kagent exports no ``group_offset`` series
-  for it, and NaN for ``group_lag`` and ``group_lag_seconds``: the lag kagent computes there follows
-  ``auto.offset.reset`` (an estimate, flagged ``no-commit``), not a position the group reached.
+  for it, and NaN for ``group_lag`` and ``group_lag_seconds`` while records wait: the lag there would
+  follow ``auto.offset.reset`` (an estimate), not a position the group reached; with no record in the
+  partition, nothing is left to read and the lag is 0.
 - **Unknown time lag** (``PartitionLag.time_lag`` is None with records waiting): NaN
   ``group_lag_seconds``, as kafka-lag-exporter reports NaN when its lookup table has too few points;
   with no records waiting the time lag is 0 (its ``LagIsZero``).
-- **Aggregates** leave NaN out: ``sum_lag`` and ``topic_sum_lag`` add up the known lags (0 when none
-  is known), as kafka-lag-exporter does since PR #158. ``max_lag`` and ``max_lag_seconds`` are the
+- **Aggregates** leave NaN out: ``sum_lag`` and ``topic_sum_lag`` add up the known lags, as
+  kafka-lag-exporter does since PR #158, and are NaN when none is known (not 0: a group whose every
+  figure is unknown has no lag kagent can state). ``max_lag`` and ``max_lag_seconds`` are the
   largest known value, NaN when none is known (kafka-lag-exporter takes ``maxBy`` without filtering,
-  so one NaN partition can make its maximum NaN; kagent does not copy that). A group without any
-  partition lag figures has no group series, as in kafka-lag-exporter, which derives them from its
-  partitions.
+  so one NaN partition can make its maximum NaN; kagent does not copy that).
 - **No** ``is_simple_consumer`` **label**: kafka-lag-exporter's README still lists it on ``max_lag`` and
   ``max_lag_seconds``, but it was removed from every metric in 0.4.1 (``Metrics.scala``: group metrics
   carry ``cluster_name, group``), so queries dividing ``max_lag`` by ``sum_lag`` match one to one as
@@ -66,7 +69,8 @@ Choices, following kafka-lag-exporter's source (``src/main/scala/com/lightbend/k
   ``ConsumerGroupDescription.isSimpleConsumerGroup``, true for a group with no protocol type, one whose
   consumers only ``assign()`` and commit; kagent holds only groups of the ``consumer`` protocol.)
 - ``kafka_partition_*`` series come from the partitions of the held groups' lag figures, once per
-  partition (a partition read by several groups has one series).
+  partition (a partition read by several groups has one series), and only while the latest poll's
+  answer for it is fresh: a partition without one has no series.
 
 A group whose snapshot cannot be read or turned into figures is left out of the scrape and
 logged once (until it succeeds again); the other groups are exported.
@@ -87,9 +91,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from kagent.core.events import MemberAssignment
-from kagent.core.policy import EvaluationPolicy, LagUnit
-from kagent.core.recommendation import skew
-from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.member_lag import NO_MEMBER, current_skew, member_lags
+from kagent.core.policy import EvaluationPolicy
+from kagent.core.snapshot import UNANSWERED_FLAGS, GroupSnapshot, LagFlag, PartitionLag
 from kagent.worker.group_state import GroupStateReader
 
 if TYPE_CHECKING:
@@ -117,9 +121,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-NO_MEMBER = "unknown"
-"""``member_host``, ``consumer_id`` and ``client_id`` of a partition no member holds (kafka-lag-exporter's value)."""
 
 NAN = math.nan
 
@@ -189,10 +190,10 @@ class MemberRow:
     member_host: str
     consumer_id: str
     client_id: str
-    lag: float
-    """Records, added up over the partitions it is assigned."""
+    lag: float | None
+    """Records, added up over the partitions it is assigned; None when one of them is unknown."""
     lag_seconds: float | None
-    """Seconds, added up likewise; None when one of its partitions has records waiting and no time lag."""
+    """Seconds, added up likewise; None when one of its partitions has no known time lag."""
 
 
 @dataclass(frozen=True)
@@ -225,30 +226,23 @@ def _owners(members: Iterable[MemberAssignment]) -> dict[TopicPartition, MemberA
     return owners
 
 
-def _time_lag(figures: PartitionLag) -> float | None:
-    """The partition's time lag in seconds: 0 with no records waiting, None when unknown."""
-    if figures.offset_lag == 0:
-        return 0.0
-    return figures.time_lag
-
-
 def partition_rows(snapshot: GroupSnapshot) -> list[PartitionRow]:
     """One row per partition of ``snapshot.lag``, by topic and partition.
 
     A partition held by a member carries its ``client_host``, ``member_id`` and ``client_id``; one held by
-    no member carries :data:`NO_MEMBER` in all three. Without a committed offset the row has no offset and
-    NaN lag and time lag; with one, the offset lag and the time lag (NaN when unknown, 0 with no records
-    waiting).
+    no member carries :data:`NO_MEMBER` in all three. Without a committed offset the row has no offset; its
+    lag is NaN unless measured (:attr:`PartitionLag.measured`), its time lag NaN unless known (0 with
+    no records waiting).
     """
     owners = _owners(snapshot.assignment.members)
     rows = []
     for tp in sorted(snapshot.lag):
         figures = snapshot.lag[tp]
         owner = owners.get(tp)
-        if figures.committed is None:
+        if figures.offset_lag is None:
             lag, lag_seconds = NAN, NAN
         else:
-            time_lag = _time_lag(figures)
+            time_lag = 0.0 if figures.offset_lag == 0 else figures.time_lag
             lag, lag_seconds = float(figures.offset_lag), NAN if time_lag is None else time_lag
         rows.append(
             PartitionRow(
@@ -271,18 +265,22 @@ def _known(values: Iterable[float]) -> list[float]:
 
 
 def topic_lag_rows(rows: Sequence[PartitionRow]) -> list[TopicLagRow]:
-    """Each (group, topic) of ``rows`` with its known offset lags added up (NaN left out), sorted."""
+    """Each (group, topic) of ``rows`` with its known offset lags added up (NaN left out; NaN when none is
+    known), sorted."""
     sums: dict[tuple[str, str], float] = {}
     for row in rows:
         key = (row.group, row.topic)
-        sums[key] = sums.get(key, 0.0) + (0.0 if math.isnan(row.lag) else row.lag)
+        total = sums.get(key, NAN)
+        if not math.isnan(row.lag):
+            total = row.lag if math.isnan(total) else total + row.lag
+        sums[key] = total
     return [TopicLagRow(group, topic, total) for (group, topic), total in sorted(sums.items())]
 
 
 def group_lag_row(group: str, rows: Sequence[PartitionRow]) -> GroupLagRow | None:
     """``group``'s aggregates over its partition ``rows``; None when there are none.
 
-    Maxima are over known values (NaN when none is known); the sum adds the known offset lags (0 when none).
+    Maxima are over known values, the sum adds the known offset lags; each NaN when none is known.
     """
     if not rows:
         return None
@@ -292,7 +290,7 @@ def group_lag_row(group: str, rows: Sequence[PartitionRow]) -> GroupLagRow | Non
         group=group,
         max_lag=max(lags, default=NAN),
         max_lag_seconds=max(seconds, default=NAN),
-        sum_lag=float(sum(lags)),
+        sum_lag=float(sum(lags)) if lags else NAN,
     )
 
 
@@ -307,81 +305,36 @@ def partition_offset_rows(figures: Iterable[GroupFigures]) -> list[PartitionOffs
     return [newest[key] for key in sorted(newest)]
 
 
-class _Counted:
-    """The partitions the evaluation counts and their lag in ticks, as :func:`~kagent.core.recommendation.propose`
-    counts them."""
-
-    def __init__(self, snapshot: GroupSnapshot) -> None:
-        members = snapshot.assignment.members
-        all_topics = tuple(snapshot.partition_counts)
-        subscribed = {topic for member in members for topic in (member.topics or all_topics)}
-        self.counts: Mapping[str, int] = {
-            topic: count for topic, count in snapshot.partition_counts.items() if topic in subscribed
-        }
-        self.lag = {tp: figures for tp, figures in snapshot.lag.items() if self.counts_partition(tp)}
-
-    def counts_partition(self, tp: TopicPartition) -> bool:
-        return 0 <= tp.partition < self.counts.get(tp.topic, 0)
-
-    def owned(self, member: MemberAssignment) -> list[TopicPartition]:
-        return [ref.topic_partition for ref in member.partitions if self.counts_partition(ref.topic_partition)]
-
-    def millis(self, tp: TopicPartition) -> int | None:
-        """The partition's time lag in whole milliseconds (0 without figures); None when unknown."""
-        figures = self.lag.get(tp)
-        if figures is None:
-            return 0
-        seconds = _time_lag(figures)
-        return None if seconds is None else round(seconds * 1000)
-
-    def records(self, tp: TopicPartition) -> int:
-        figures = self.lag.get(tp)
-        return 0 if figures is None else figures.offset_lag
-
-
 def member_rows(snapshot: GroupSnapshot) -> list[MemberRow]:
-    """Each member of the current assignment with its lag in records and in seconds, by member id.
-
-    Only partitions :func:`~kagent.core.recommendation.propose` counts count (topics some member subscribes
-    to, below their partition count); a partition without lag figures counts 0. Seconds are added up in whole
-    milliseconds; None when one of the member's partitions has records waiting and no time lag.
-    """
-    counted = _Counted(snapshot)
-    rows = []
-    for member in sorted(snapshot.assignment.members, key=lambda m: m.member_id):
-        owned = counted.owned(member)
-        millis = [counted.millis(tp) for tp in owned]
-        known = [value for value in millis if value is not None]
-        rows.append(
-            MemberRow(
-                group=snapshot.group,
-                member_host=member.client_host,
-                consumer_id=member.member_id,
-                client_id=member.client_id,
-                lag=float(sum(counted.records(tp) for tp in owned)),
-                lag_seconds=sum(known) / 1000 if len(known) == len(millis) else None,
-            )
+    """Each member of the current assignment with its lag in records and in seconds, by member id, then
+    the partitions no member holds as member :data:`NO_MEMBER` (:func:`kagent.core.member_lag.member_lags`);
+    a figure None when unknown (no series)."""
+    rows, rest = member_lags(snapshot)
+    return [
+        MemberRow(
+            group=snapshot.group,
+            member_host=row.client_host,
+            consumer_id=row.member_id,
+            client_id=row.client_id,
+            lag=None if row.offset_lag is None else float(row.offset_lag),
+            lag_seconds=row.time_lag,
         )
-    return rows
+        for row in [*rows, *([rest] if rest is not None else [])]
+    ]
 
 
 def group_skew(snapshot: GroupSnapshot, policy: EvaluationPolicy) -> float | None:
-    """The skew under the current assignment in ``policy.skew_metric``, over each member's lag in
-    ``policy.lag_unit``: the value :func:`kagent.core.evaluation.evaluate` reports as ``Evaluation.skew``.
+    """The skew under the current assignment in ``policy.skew_metric`` and ``policy.lag_unit``: the value
+    :func:`kagent.core.evaluation.evaluate` reports (:func:`kagent.core.member_lag.current_skew`); None
+    when a member's lag is unknown or the group has no members."""
+    return current_skew(snapshot, policy.lag_unit, policy.skew_metric)
 
-    None for a group without members, or, in unit ``seconds``, when a counted partition has records
-    waiting and no time lag.
-    """
-    members = snapshot.assignment.members
-    if not members:
-        return None
-    counted = _Counted(snapshot)
-    ticks: Callable[[TopicPartition], int | None]
-    ticks = counted.records if policy.lag_unit is LagUnit.MESSAGES else counted.millis
-    if any(ticks(tp) is None for tp in counted.lag):
-        return None
-    lags = [float(sum(ticks(tp) or 0 for tp in counted.owned(member))) for member in members]
-    return skew(policy.skew_metric, lags)
+
+def _fresh(figures: PartitionLag) -> bool:
+    """Whether the partition's offsets come from the latest poll, answered and not stale."""
+    return figures.log_end is not None and not any(
+        flag in UNANSWERED_FLAGS or flag is LagFlag.STALE_END_OFFSET for flag in figures.flags
+    )
 
 
 def group_figures(snapshot: GroupSnapshot, policy: EvaluationPolicy) -> GroupFigures:
@@ -398,6 +351,10 @@ def group_figures(snapshot: GroupSnapshot, policy: EvaluationPolicy) -> GroupFig
         offsets=tuple(
             PartitionOffsetRow(tp.topic, tp.partition, figures.log_end, figures.log_start, figures.polled_at)
             for tp, figures in sorted(snapshot.lag.items())
+            if _fresh(figures)
+            and figures.log_end is not None
+            and figures.log_start is not None
+            and figures.polled_at is not None
         ),
     )
 
@@ -555,7 +512,8 @@ def _fill(families: Mapping[str, GaugeMetricFamily], cluster_name: str, figures:
             add(SUM_LAG, (cluster_name, group.group), group.lag.sum_lag)
         for member in group.members:
             member_labels = (cluster_name, member.group, member.member_host, member.consumer_id, member.client_id)
-            add(MEMBER_LAG, member_labels, member.lag)
+            if member.lag is not None:
+                add(MEMBER_LAG, member_labels, member.lag)
             if member.lag_seconds is not None:
                 add(MEMBER_LAG_SECONDS, member_labels, member.lag_seconds)
         if group.skew is not None:

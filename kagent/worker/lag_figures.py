@@ -28,18 +28,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from aiokafka.structs import TopicPartition
 
 from kagent.core.assigned_json import AssignedJson
 from kagent.core.events import GroupAssigned
 from kagent.core.json_bytes import kept
-from kagent.core.snapshot import PartitionLag
+from kagent.core.snapshot import LagFlag, PartitionLag
 from kagent.core.table_keys import partition_key
 from kagent.core.time_lag import EndOffsetHistory, partition_lag_values
 from kagent.worker.changelog import ChangelogWriter, PublishedTable
 from kagent.worker.committed_offsets import CommittedOffsets
+from kagent.worker.group_index import interned
 from kagent.worker.group_state import EndOffsetsPolled
 
 __all__ = ["REFRESH_AFTER_POLLS", "STALE_AFTER_POLLS", "GroupReads", "LagFigures"]
@@ -49,14 +50,6 @@ STALE_AFTER_POLLS = 3
 
 REFRESH_AFTER_POLLS = 12
 """All of a group's lag entries are rewritten at least this many polls apart."""
-
-_PARTITIONS: dict[TopicPartition, TopicPartition] = {}
-"""One ``TopicPartition`` object per partition for the groups' assignments (a million group-partitions
-read far fewer partitions)."""
-
-
-def _interned(tp: TopicPartition) -> TopicPartition:
-    return _PARTITIONS.setdefault(tp, tp)
 
 
 class GroupReads(NamedTuple):
@@ -73,7 +66,7 @@ class GroupReads(NamedTuple):
         return cls(
             assignment.generation,
             frozenset(sys.intern(topic) for member in assignment.members for topic in member.topics),
-            tuple(_interned(ref.topic_partition) for member in assignment.members for ref in member.partitions),
+            tuple(interned(ref.topic_partition) for member in assignment.members for ref in member.partitions),
         )
 
     @classmethod
@@ -84,7 +77,7 @@ class GroupReads(NamedTuple):
             assignment["generation"],
             frozenset(sys.intern(topic) for member in members for topic in member["topics"]),
             tuple(
-                _interned(TopicPartition(ref["topic"], ref["partition"]))
+                interned(TopicPartition(ref["topic"], ref["partition"]))
                 for member in members
                 for ref in member["partitions"]
             ),
@@ -114,6 +107,8 @@ class LagFigures:
         self._polled_at: dict[TopicPartition, float] = {}
         self._history: dict[TopicPartition, EndOffsetHistory] = {}
         self._partition_counts: dict[str, int] = {}
+        self._unanswered: dict[TopicPartition, LagFlag] = {}
+        """Partitions the latest poll that asked for them had no end offsets for -> why."""
         self._refreshed: dict[str, float] = {}
         """group -> when all its lag entries were last rewritten here."""
         self._committed_since: dict[str, dict[TopicPartition, int]] = {}
@@ -221,7 +216,7 @@ class LagFigures:
         if known is not None and known[0] is reads and known[1] == self._polled_version:
             return known[2]
         log_end = self._log_end
-        polled = tuple(_interned(tp) for tp in self.group_partitions(reads) if tp in log_end)
+        polled = tuple(interned(tp) for tp in self.group_partitions(reads) if tp in log_end)
         self._polled_of[group] = (reads, self._polled_version, polled)
         return polled
 
@@ -259,7 +254,7 @@ class LagFigures:
             since = self._committed_since.get(group)
             if since is None:
                 since = self._committed_since[group] = {}
-            since[_interned(tp)] = offset  # held until the poll: one object per partition, not per batch
+            since[interned(tp)] = offset  # held until the poll: one object per partition, not per batch
 
     def committed_groups(self) -> list[str]:
         """The groups with entries :meth:`write_committed` would write, in order of their first commit."""
@@ -290,35 +285,31 @@ class LagFigures:
             committed.pop(tp, None)
         self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), None)
 
-    def partition_lag(self, group: str, tp: TopicPartition, now: float) -> PartitionLag | None:
-        """``group``'s lag on ``tp`` now, from its committed offset and the last polled end offsets;
-        None before this worker has polled ``tp`` (just after taking the group over, say)."""
-        if tp not in self._log_end:
-            return None
-        return PartitionLag(
-            **partition_lag_values(*self._lag_inputs(group, tp, self._committed.offset(group, tp), now))
-        )
+    def partition_lag(self, group: str, tp: TopicPartition, now: float) -> PartitionLag:
+        """``group``'s lag on ``tp`` now, from its committed offset and the last polled end offsets; its
+        figures unknown (flagged why) when the latest poll had no answer for ``tp``, the answer is stale,
+        or no poll of this worker answered for it yet (just after taking the group over, say)."""
+        values = self.lag_values(group, tp, self._committed.offset(group, tp), now)
+        values["flags"] = tuple(LagFlag(flag) for flag in values["flags"])
+        return PartitionLag.model_construct(**values)  # computed here, not read: no validation (2 µs a partition)
 
-    def _publish(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> None:
-        values = partition_lag_values(*self._lag_inputs(group, tp, committed, now))
-        self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), kept(values))
-
-    def _lag_inputs(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> _LagInputs:
-        """What :func:`~kagent.core.time_lag.partition_lag_values` takes for ``group``, with ``committed``,
-        on a polled ``tp``."""
-        return (
+    def lag_values(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> dict[str, Any]:
+        """:func:`~kagent.core.time_lag.partition_lag_values` of ``group`` on ``tp`` with ``committed``."""
+        return partition_lag_values(
             group,
             tp.topic,
             tp.partition,
             committed,
-            self._log_start[tp],
-            self._log_end[tp],
-            self._history[tp],
+            self._log_start.get(tp),
+            self._log_end.get(tp),
+            self._history.get(tp),
             now,
-            self._polled_at[tp],
+            self._polled_at.get(tp),
             self._auto_offset_reset,
             self._stale_after,
+            self._unanswered.get(tp),
         )
 
-
-_LagInputs = tuple[str, str, int, int | None, int, int, EndOffsetHistory, float, float, str, float]
+    def _publish(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> None:
+        values = self.lag_values(group, tp, committed, now)
+        self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), kept(values))

@@ -165,11 +165,13 @@ class GroupGauges(Collector):
     700 bytes: the seven series of each group came to 24 MB at 5,000 groups, and removing one group's
     series meant reading every series of the family. Here a group costs one small record.
 
-    - ``kagent_group_status`` [cluster_name, group]: Burrow's status code, set at each evaluation;
+    - ``kagent_group_status`` [cluster_name, group]: Burrow's status code, set at each evaluation; no
+      series while the status is UNKNOWN (nothing could be judged);
     - ``kagent_group_recommended_skew`` [cluster_name, group]: the skew under the assignment the
-      strategy would recommend, set when an evaluation could measure it (kept otherwise);
-    - ``kagent_group_recommended_members`` [cluster_name, group]: the members the group needs, set
-      when it has members (kept otherwise);
+      strategy would recommend, when the last evaluation could measure it (no series otherwise: a
+      figure from an older measurement would read as today's);
+    - ``kagent_group_recommended_members`` [cluster_name, group]: the members the group needs, when the
+      last evaluation could measure its members' lag (no series otherwise);
     - ``kagent_group_open_incidents`` [cluster_name, group, kind]: 1 for each kind of incident open,
       0 for the others, once the incident log has looked at the group.
     """
@@ -185,13 +187,16 @@ class GroupGauges(Collector):
             figures = self._groups[cluster_name, group] = _GroupFigures()
         return figures
 
-    def set_status(self, cluster_name: str, group: str, severity: float) -> None:
+    def set_status(self, cluster_name: str, group: str, severity: float | None) -> None:
+        """None: the status is unknown (no series)."""
         self._figures(cluster_name, group).status = severity
 
-    def set_recommended_skew(self, cluster_name: str, group: str, skew: float) -> None:
+    def set_recommended_skew(self, cluster_name: str, group: str, skew: float | None) -> None:
+        """None: not measured (no series)."""
         self._figures(cluster_name, group).skew = skew
 
-    def set_recommended_members(self, cluster_name: str, group: str, members: float) -> None:
+    def set_recommended_members(self, cluster_name: str, group: str, members: float | None) -> None:
+        """None: not measured (no series)."""
         self._figures(cluster_name, group).members = members
 
     def set_open_incidents(self, cluster_name: str, group: str, kinds: Iterable[IncidentKind]) -> None:

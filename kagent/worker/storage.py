@@ -62,7 +62,7 @@ from kagent.core.group_health import (
     stop_possible_from,
 )
 from kagent.core.json_bytes import kept
-from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.snapshot import UNDESCRIBED_GENERATION, GroupSnapshot
 from kagent.core.throughput import PartitionThroughput, partition_throughput
 from kagent.worker.applied_offsets import AppliedOffsets, Verdict
 from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
@@ -140,6 +140,8 @@ class Storage(Stage, GroupStateReader):
         """The last snapshot :meth:`_windows_of` read windows for, and them."""
         self._parsed: dict[str, tuple[bytes, GroupReads]] = {}
         """Group -> (the stored assignment, what it reads), for :meth:`_reads`."""
+        self._unassigned: dict[str, GroupReads] = {}
+        """Group without an assignment -> the partitions it has committed offsets on, as what it reads."""
         self._changed: dict[str, GroupChange] = {}
         """Groups changed since the last flush -> the weightiest change (notices go out after it)."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -377,9 +379,15 @@ class Storage(Stage, GroupStateReader):
                 tp = TopicPartition(event.topic, event.partition)
                 self._committed.delete(event.group, tp)
                 self._lag.forget(event.group, tp)
+                gone = self._assignments.get(event.group) is None and not any(
+                    True for _ in self._committed.partitions(event.group)
+                )
+                self._note(event.group, GroupChange.DELETED if gone else GroupChange.COMMITTED)
             case GroupAssigned():
                 self._assign(event.group, event.generation, event.model_dump_json().encode(), GroupReads.of(event))
             case GroupDeleted():
+                # Its committed offsets, if any are left, keep it listed (state Unknown) until their own
+                # tombstones come; the last of them says it is deleted again.
                 self._writer.delete(self._assignments, event.group)
                 self._parsed.pop(event.group, None)
                 self._consumer_groups.apply(event)  # a KIP-848 group's, or one folded earlier in this batch
@@ -431,6 +439,21 @@ class Storage(Stage, GroupStateReader):
         self._parsed[group] = (raw, reads)
         return reads
 
+    def _reads_or_commits(self, group: str) -> GroupReads | None:
+        """What ``group``'s assignment says it reads; for a group without one, the partitions it has
+        committed offsets on (remembered while they stay the same); None for neither."""
+        reads = self._reads(group)
+        if reads is not None:
+            return reads
+        committed = tuple(sorted(self._committed.partitions(group)))
+        if not committed:
+            self._unassigned.pop(group, None)
+            return None
+        known = self._unassigned.get(group)
+        if known is None or known.assigned != committed:
+            known = self._unassigned[group] = GroupReads(UNDESCRIBED_GENERATION, frozenset(), committed)
+        return known
+
     def _assigned(self, group: str) -> None:
         self._lag.assignment_changed(group)
         self._note(group, GroupChange.ASSIGNED)
@@ -468,7 +491,8 @@ class Storage(Stage, GroupStateReader):
             now = polls[-1].polled_at
             held = self.held_groups()
             self._parsed = {group: self._parsed[group] for group in held if group in self._parsed}
-            groups = {group: reads for group in held if (reads := self._reads(group)) is not None}
+            self._unassigned = {group: self._unassigned[group] for group in held if group in self._unassigned}
+            groups = {group: reads for group in held if (reads := self._reads_or_commits(group)) is not None}
             self._lag.keep_only(groups)
             tracked = 0
             names = list(groups)
@@ -514,7 +538,9 @@ class Storage(Stage, GroupStateReader):
     # -- reads (GroupStateReader) --------------------------------------------------------------
 
     def held_groups(self) -> list[str]:
-        return self._held.among(self._assignments.keys())
+        assigned = self._assignments.keys()
+        committed = self._committed.groups()
+        return self._held.among(assigned | committed if committed else assigned)
 
     def holding(self) -> Callable[[str], bool]:
         return self._held.holding()
@@ -528,30 +554,36 @@ class Storage(Stage, GroupStateReader):
 
     def snapshot(self, group: str, now: float) -> GroupSnapshot | None:
         assignment = self.assignment(group)
+        described = assignment is not None
         if assignment is None:
-            return None
+            if not any(True for _ in self._committed.partitions(group)):
+                return None
+            assignment = GroupAssigned(group=group, generation=UNDESCRIBED_GENERATION, protocol=None, leader=None)
+        assigned = {ref.topic_partition for member in assignment.members for ref in member.partitions}
         topics = {topic for member in assignment.members for topic in member.topics}
-        counts = self._lag.partition_counts(topics)
-        lag: dict[TopicPartition, PartitionLag] = {}
-        for topic, count in counts.items():
-            for partition in range(count):
-                tp = TopicPartition(topic, partition)
-                entry = self._lag.partition_lag(group, tp, now)
-                if entry is not None:
-                    lag[tp] = entry
-        return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now)
+        counts = self._lag.partition_counts(topics | {tp.topic for tp in assigned})
+        read = {TopicPartition(topic, partition) for topic, count in counts.items() for partition in range(count)}
+        read |= assigned
+        read.update(self._committed.partitions(group))
+        lag = {tp: self._lag.partition_lag(group, tp, now) for tp in sorted(read)}
+        return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now, described=described)
 
     def health(self, snapshot: GroupSnapshot, now: float) -> GroupHealth:
-        # Judged: every partition the group has a commit window and a lag figure on. Gone: no members
-        # (Kafka's Empty state), as the alerting issue asks: the ghost groups Burrow goes on alerting on.
-        # kagent measures lag under a group's assignment only, so an Empty group has no figures to judge.
-        if not snapshot.assignment.members:
-            return group_status({}, group_gone_or_empty=True)
+        # Judged: every partition the group has a commit window and a measured lag on. Without members
+        # (Kafka's Empty state), all of them: a group whose consumers all crashed while records wait is
+        # STOP. With members, those they read (hold, or subscribe to the topic of): commits left on a
+        # topic the group no longer reads stay until they expire, and are shown, but a STOP there would
+        # be a false alarm.
         judged: dict[TopicPartition, PartitionHealth] = {}
         windows = self._windows_of(snapshot)
+        members = snapshot.assignment.members
+        topics = {topic for member in members for topic in member.topics}
+        held = {ref.topic_partition for member in members for ref in member.partitions}
         for tp, entry in snapshot.lag.items():
             window = windows.get(tp) if entry.committed is not None else None
-            if window is None:
+            if window is None or entry.log_end is None or not entry.measured:
+                continue
+            if members and tp.topic not in topics and tp not in held:
                 continue
             judged[tp] = partition_status(
                 window,
@@ -566,8 +598,12 @@ class Storage(Stage, GroupStateReader):
         windows = self._windows_of(snapshot)
         until = math.inf
         for tp, entry in snapshot.lag.items():
-            window = windows.get(tp) if entry.committed is not None else None
-            if window is not None and (stop := stop_possible_from(window, entry.log_end)) is not None:
+            window = windows.get(tp) if entry.committed is not None and entry.measured else None
+            if (
+                window is not None
+                and entry.log_end is not None
+                and (stop := stop_possible_from(window, entry.log_end)) is not None
+            ):
                 until = min(until, stop)
         return until
 
@@ -590,19 +626,19 @@ class Storage(Stage, GroupStateReader):
         if memo is not None and memo[0] is snapshot:
             return memo[1]
         windows = {}
-        for topic, count in snapshot.partition_counts.items():
-            for partition in range(count):
-                tp = TopicPartition(topic, partition)
-                if (found := self._committed.window(snapshot.group, tp)) is not None:
-                    windows[tp] = found
+        for tp, entry in snapshot.lag.items():
+            if entry.committed is not None and (found := self._committed.window(snapshot.group, tp)) is not None:
+                windows[tp] = found
         self._window_memo = (snapshot, windows)
         return windows
 
     def partitions_read(self) -> list[TopicPartition]:
         # Topics and assigned partitions gathered first: per group, every partition of its topics
-        # would be a million entries at 50,000 groups, every poll.
+        # would be a million entries at 50,000 groups, every poll. The partitions with committed offsets
+        # come from the committed-offsets table's index: every group's, held here or not yet (a group's
+        # entries are on this worker only while it holds the group, or until Faust's recovery drops them).
         topics: set[str] = set()
-        partitions: set[TopicPartition] = set()
+        partitions: set[TopicPartition] = set(self._committed.all_partitions())
         for group in self.held_groups():
             reads = self._reads(group)
             if reads is not None:

@@ -29,6 +29,7 @@ from kagent.core.table_keys import group_of_partition_key, partition_of_group
 from kagent.settings import Settings
 from kagent.worker.changelog import PublishedTable
 from kagent.worker.changelog_restore import BulkRestoredStore
+from kagent.worker.group_index import IndexedStore, PartitionIndex
 
 __all__ = ["GroupPartitionedTable", "HeldGroups", "Topology", "declare"]
 
@@ -51,17 +52,23 @@ class GroupPartitionedTable(faust.Table):  # type: ignore[misc]
         *,
         group_of: Callable[[str], str] | None = None,
         partition_of: Callable[[str], int] | None = None,
+        index: PartitionIndex | None = None,
         **kwargs: Any,
     ) -> None:
+        """``index``, for a table keyed by :func:`~kagent.core.table_keys.partition_key`, is kept in step
+        with its keys (:class:`~kagent.worker.group_index.IndexedStore`)."""
         if (group_of is None) == (partition_of is None):
             raise TypeError("give exactly one of group_of and partition_of")
         self._group_of = group_of
         self._partition_of = partition_of
+        self.partition_index = index
         super().__init__(app, **kwargs)
 
     def _new_store(self) -> BulkRestoredStore:
-        """Faust's in-memory store, taking records restored in bulk (:mod:`kagent.worker.changelog_restore`)."""
-        return BulkRestoredStore(
+        """Faust's in-memory store, taking records restored in bulk (:mod:`kagent.worker.changelog_restore`),
+        keeping :attr:`partition_index` in step when there is one."""
+        extra = {} if self.partition_index is None else {"index": self.partition_index}
+        return (BulkRestoredStore if self.partition_index is None else IndexedStore)(
             "memory://",
             self.app,
             self,
@@ -72,6 +79,7 @@ class GroupPartitionedTable(faust.Table):  # type: ignore[misc]
             value_type=self.value_type,
             loop=self.loop,
             options=self.options,
+            **extra,
         )
 
     @property
@@ -152,11 +160,13 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         group_of: Callable[[str], str] | None,
         help: str,
         partition_of: Callable[[str], int] | None = None,
+        index: PartitionIndex | None = None,
     ) -> GroupPartitionedTable:
         created = GroupPartitionedTable(
             app,
             group_of=group_of,
             partition_of=partition_of,
+            index=index,
             name=name,
             beacon=app.tables.beacon,
             partitions=settings.topic_partitions,
@@ -175,7 +185,10 @@ def declare(app: faust.App, settings: Settings) -> Topology:
         incidents=app.topic(f"{prefix}-incidents", **own),
         assignments=table("assignments", _identity, "Current assignment per group"),
         committed=table(
-            "committed-offsets", group_of_partition_key, "Committed offset and recent commits per group-partition"
+            "committed-offsets",
+            group_of_partition_key,
+            "Committed offset and recent commits per group-partition",
+            index=PartitionIndex(),
         ),
         partition_lag=PublishedTable(
             app.topic(f"{prefix}-partition-lag-changelog", compacting=True, **own),

@@ -22,7 +22,7 @@ from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.group_health import GroupStatus
 from kagent.core.openapi import openapi_document
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
-from kagent.core.recommendation import MemberRecommendation, RecentRecommendations, propose
+from kagent.core.recommendation import MemberRecommendation, RecentRecommendations
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 from kagent.worker.group_overview import GroupOverview, SkewHistory
 from tests.support.incidents import recommendation
@@ -42,6 +42,7 @@ POLICY = EvaluationPolicy(
 
 
 def lag(partition: int, committed: int | None, log_end: int, time_lag: float | None) -> PartitionLag:
+    """A measured partition; without a commit, records wait and its lag is unknown (an estimate)."""
     return PartitionLag(
         group="g",
         topic="t",
@@ -49,7 +50,8 @@ def lag(partition: int, committed: int | None, log_end: int, time_lag: float | N
         committed=committed,
         log_start=0,
         log_end=log_end,
-        offset_lag=log_end - (committed or 0),
+        offset_lag=None if committed is None else log_end - committed,
+        estimated_lag=log_end if committed is None else None,
         time_lag=time_lag,
         flags=(LagFlag.NO_COMMIT,) if committed is None else (),
         polled_at=NOW - 1,
@@ -95,16 +97,16 @@ def summary_of(snapshot: GroupSnapshot = SNAPSHOT, **changes: object) -> GroupSu
     return made.model_copy(update=changes)
 
 
-def test_a_summary_adds_up_the_committed_partitions_as_kafka_lag_exporter_does() -> None:
+def test_a_summary_adds_up_the_measured_partitions_as_kafka_lag_exporter_does() -> None:
     summary = summary_of()
     assert (summary.state, summary.generation, summary.protocol, summary.members) == ("Stable", 4, "range", 2)
-    assert summary.partitions == 4
-    assert summary.total_lag == 1500 and summary.max_lag == 1000  # partition 3 has no commit
+    assert (summary.partitions, summary.partitions_unknown) == (4, 1)
+    assert summary.total_lag == 1500 and summary.max_lag == 1000  # partition 3 has no commit: unknown
     assert summary.total_lag_seconds == 20.0 and summary.max_lag_seconds == 20.0  # unknown left out; idle is 0
     assert (summary.last_recommendation_id, summary.evaluated_at, summary.worker) == ("r1", NOW, "http://w1:6066")
 
 
-def test_a_group_without_members_is_empty_and_one_without_commits_has_no_maxima() -> None:
+def test_a_group_without_members_is_empty_and_one_with_nothing_measured_has_no_figures() -> None:
     empty = GroupSnapshot(
         assignment=GroupAssigned(group="g", generation=5, protocol=None, leader=None, members=()),
         partition_counts={"t": 4},
@@ -112,8 +114,26 @@ def test_a_group_without_members_is_empty_and_one_without_commits_has_no_maxima(
         taken_at=NOW,
     )
     summary = summary_of(empty)
-    assert summary.state == "Empty" and summary.members == 0
-    assert summary.total_lag == 0 and summary.max_lag is None and summary.max_lag_seconds is None
+    assert summary.state == "Empty" and summary.members == 0 and summary.generation == 5
+    assert summary.total_lag is None and summary.max_lag is None and summary.max_lag_seconds is None
+    assert summary.partitions_unknown == 1
+
+
+def test_a_group_known_only_by_its_commits_has_an_unknown_state_and_generation() -> None:
+    undescribed = GroupSnapshot(
+        assignment=GroupAssigned(group="g", generation=-1, protocol=None, leader=None, members=()),
+        partition_counts={},
+        lag={TopicPartition("t", 0): lag(0, 10, 70, 3.0)},
+        taken_at=NOW,
+        described=False,
+    )
+    summary = summary_of(undescribed)
+    assert (summary.state, summary.generation, summary.total_lag) == ("Unknown", None, 60)
+    detail = group_detail(summary, undescribed, LagUnit.MESSAGES, None, [])
+    assert detail.members == ()
+    assert detail.unassigned is not None
+    assert (detail.unassigned.member_id, detail.unassigned.offset_lag, detail.unassigned.lag) == ("unknown", 60, 60)
+    assert [p.member_id for p in detail.partitions] == [None]
 
 
 def test_the_detail_shows_each_members_lag_now_and_under_the_recommendation() -> None:
@@ -133,11 +153,13 @@ def test_the_detail_shows_each_members_lag_now_and_under_the_recommendation() ->
             ),
         }
     )
-    detail = group_detail(summary_of(), propose(SNAPSHOT, POLICY), latest, [])
+    detail = group_detail(summary_of(), SNAPSHOT, LagUnit.MESSAGES, latest, [])
     a, b = detail.members
     assert (a.member_id, a.offset_lag, a.lag, a.time_lag) == ("a", 1500, 1500, None)  # partition 1's is unknown
     assert a.recommended_lag == 1000 and [p.partition for p in a.recommended_partitions or ()] == [0, 2]
-    assert (b.member_id, b.offset_lag, b.time_lag) == ("b", 70, None)  # 3: no commit, records wait, no time lag
+    # 3: no commit, records wait: its lag is unknown, so b's is too (not the 0 of the others plus nothing)
+    assert (b.member_id, b.offset_lag, b.lag, b.time_lag, b.partitions_unknown) == ("b", None, None, None, 1)
+    assert detail.unassigned is None
     assert b.recommended_partitions is None and b.recommended_lag is None  # the recommendation does not name it
     assert [(p.partition, p.member_id, p.flags) for p in detail.partitions] == [
         (0, "a", ()),
@@ -152,7 +174,7 @@ def test_the_detail_shows_each_members_lag_now_and_under_the_recommendation() ->
 def test_a_recommendation_for_an_older_generation_is_not_current() -> None:
     latest = recommendation("r0", group="g")  # generation 4 in the helper
     older = latest.model_copy(update={"generation": 2})
-    detail = group_detail(summary_of(), propose(SNAPSHOT, POLICY), older, [])
+    detail = group_detail(summary_of(), SNAPSHOT, LagUnit.MESSAGES, older, [])
     assert detail.recommendation is not None and not detail.recommendation.current
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 
+import pytest
 from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from kagent.core.evaluation import EvaluationState, evaluate, triggers
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.core.recommendation import Recommendation, propose
-from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 from kagent.settings import Settings
 
 POLICY = EvaluationPolicy(
@@ -196,6 +197,69 @@ def test_a_group_without_lag_figures_never_triggers() -> None:
     bare = dataclasses.replace(SKEWED, lag={})
     _, results = run([bare] * 5, [0, 5, 10, 15, 20], dataclasses.replace(POLICY, min_total_lag=0, skew_threshold=1))
     assert sent(results) == []
+
+
+def unmeasured(snapshot: GroupSnapshot, *partitions: int) -> GroupSnapshot:
+    """``snapshot`` with ``partitions`` of topic ``t`` unknown: their latest poll had no answer."""
+    lag = dict(snapshot.lag)
+    for partition in partitions:
+        tp = TopicPartition("t", partition)
+        lag[tp] = lag[tp].model_copy(update={"offset_lag": None, "time_lag": None, "flags": (LagFlag.NO_LEADER,)})
+    return dataclasses.replace(snapshot, lag=lag)
+
+
+def test_a_group_not_measured_keeps_its_state_as_it_was() -> None:
+    """At start, after a failover, or while a partition's end offsets fail: neither clears nor advances."""
+    holding, _ = run([SKEWED, SKEWED], [0, 5])
+    assert holding is not None and holding.held == 2
+    blind = unmeasured(SKEWED, 4)
+    state, recommendation, skew, proposal, scale = evaluate(blind, holding, POLICY, 10)
+    assert state == holding and (recommendation, skew, proposal, scale) == (None, None, None, None)
+    # A new generation while unmeasured does not start the hold again either: nothing was measured.
+    assert (
+        evaluate(
+            dataclasses.replace(blind, assignment=blind.assignment.model_copy(update={"generation": 2})),
+            holding,
+            POLICY,
+            10,
+        ).state
+        == holding
+    )
+    state, recommendation, *_ = evaluate(SKEWED, state, POLICY, 15)  # measured again: the third in a row
+    assert recommendation is not None and state.held == 0
+
+
+def test_a_disarmed_group_not_measured_does_not_re_arm() -> None:
+    fired, results = run([SKEWED] * 3, [0, 5, 10])
+    assert sent(results) == [2] and fired is not None and not fired.armed
+    state = evaluate(unmeasured(BALANCED, 0, 1, 2, 3, 4, 5), fired, POLICY, 1000).state
+    assert state == fired  # a group of unknown lag is not a group whose skew fell
+
+
+def test_an_unassigned_partition_of_unknown_lag_measures_the_skew_but_holds_the_trigger() -> None:
+    spare = dataclasses.replace(
+        SKEWED,
+        partition_counts={"t": 10},
+        lag={
+            **SKEWED.lag,
+            TopicPartition("t", 9): PartitionLag(
+                group="g",
+                topic="t",
+                partition=9,
+                committed=None,
+                log_start=0,
+                log_end=None,
+                offset_lag=None,
+                time_lag=None,
+                flags=(LagFlag.NOT_POLLED, LagFlag.NO_COMMIT),
+                polled_at=None,
+            ),
+        },
+    )
+    holding, _ = run([SKEWED], [0])
+    evaluation = evaluate(spare, holding, POLICY, 5)
+    assert evaluation.skew == pytest.approx(9000 * 3 / 9600) and evaluation.state == holding
+    assert evaluation.recommendation is None
 
 
 def test_in_seconds_an_unknown_time_lag_holds_the_trigger_back() -> None:

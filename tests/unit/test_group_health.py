@@ -31,7 +31,7 @@ from kagent.core.group_health import (
     stop_possible_from,
 )
 
-OK, WARN, STOP, STALL, REWIND = PartitionStatus
+_UNKNOWN, OK, WARN, STOP, STALL, REWIND = PartitionStatus
 
 
 def window(*commits: tuple[int, float, int | None], capacity: int | None = None) -> CommitWindow:
@@ -228,13 +228,13 @@ def test_no_commits_with_nothing_to_consume_is_fine_and_stop_needs_lag() -> None
     assert partition_status(w, log_end_offset=1906, now=1e9, allowed_lag=5).status is STOP
 
 
-def test_a_deleted_or_empty_group_is_ok_so_its_incidents_resolve() -> None:
+def test_a_deleted_group_is_ok_so_its_incidents_resolve() -> None:
     stale = every(5, [1000 + 100 * i for i in range(10)], [50] * 10)
     partitions = {TopicPartition("orders", p): partition_status(stale, 5000, now=1e9) for p in range(3)}
     assert group_status(partitions, group_gone_or_empty=False).status is STOP
     gone = group_status(partitions, group_gone_or_empty=True)
     assert gone.status is OK and gone.culprits == () and gone.partitions == 0
-    assert gone.reason == "group deleted or empty: nothing to judge"
+    assert gone.reason == "group deleted: nothing to judge"
     assert group_status({}, group_gone_or_empty=True).status is OK
 
 
@@ -242,7 +242,7 @@ def test_a_deleted_or_empty_group_is_ok_so_its_incidents_resolve() -> None:
 
 
 def test_burrows_severity_order() -> None:
-    assert [s.severity for s in (OK, WARN, STOP, STALL, REWIND)] == [1, 2, 4, 5, 6]
+    assert [s.severity for s in (_UNKNOWN, OK, WARN, STOP, STALL, REWIND)] == [0, 1, 2, 4, 5, 6]
     assert GroupStatus is PartitionStatus
 
 
@@ -288,9 +288,10 @@ def test_the_alert_counts_culprits_beyond_the_first_three() -> None:
     assert health.reason == "STOP on 5 of 5 partitions: t-0; t-1; t-2; and 2 more"
 
 
-def test_a_group_with_no_partitions_is_ok() -> None:
+def test_a_group_with_no_partition_judged_is_unknown_not_ok() -> None:
     health = group_status({}, group_gone_or_empty=False)
-    assert health.status is OK and health.culprits == () and health.reason == "no partition to judge"
+    assert health.status is _UNKNOWN and health.culprits == () and health.partitions == 0
+    assert health.reason == "no partition with a measured lag and commits to judge"
 
 
 def test_an_ok_group_says_so() -> None:
@@ -530,10 +531,11 @@ def test_burrows_incomplete_group_is_stop() -> None:
     assert group_status({TopicPartition("testtopic", 0): health}, group_gone_or_empty=False).status is STOP
 
 
-def test_burrows_group_whose_topic_was_deleted_is_ok() -> None:
-    # TestCachingEvaluator_TopicDeleted: no partitions left to evaluate, status OK (Burrow's TODO: the group
-    # should be gone; here the caller can say so, with the same answer).
-    assert group_status({}, group_gone_or_empty=False).status is OK
+def test_burrows_group_whose_topic_was_deleted_is_unknown_unless_gone() -> None:
+    # TestCachingEvaluator_TopicDeleted: no partitions left to evaluate, status OK in Burrow (its TODO: the
+    # group should be gone). kagent says UNKNOWN: nothing judged is nothing known. A group the caller says is
+    # gone is OK, as in Burrow.
+    assert group_status({}, group_gone_or_empty=False).status is _UNKNOWN
     assert group_status({}, group_gone_or_empty=True).status is OK
 
 
@@ -596,7 +598,7 @@ def test_a_group_is_its_worst_partition_unless_it_is_gone(
 ) -> None:
     health = group_status({TopicPartition("t", p): s for p, s in statuses.items()}, gone_or_empty)
     if gone_or_empty or not statuses:
-        assert health.status is OK and health.culprits == ()
+        assert health.status is (OK if gone_or_empty else _UNKNOWN) and health.culprits == ()
         return
     worst = max(s.severity for s in statuses.values())
     assert health.status.severity == worst

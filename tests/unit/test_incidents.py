@@ -30,7 +30,7 @@ from kagent.core.policy import LagUnit
 from kagent.core.recommendation import Recommendation
 from tests.support.incidents import recommendation
 
-OK, WARN, STOP, STALL, REWIND = PartitionStatus
+_UNKNOWN, OK, WARN, STOP, STALL, REWIND = PartitionStatus
 OPEN, UPDATE, RESOLVE = IncidentAction.OPEN, IncidentAction.UPDATE, IncidentAction.RESOLVE
 SKEW, KIND_STOP, KIND_STALL, KIND_REWIND = IncidentKind
 
@@ -160,6 +160,25 @@ def test_each_health_status_above_warn_opens_its_incident_and_resolves_when_ok(
     assert actions(resolved) == [(RESOLVE, kind)] and resolved[0].incident.id == incident.id
     assert resolved[0].incident.culprits == incident.culprits
     assert state.open_incidents == {}
+
+
+def test_an_unknown_status_keeps_health_incidents_as_they_are() -> None:
+    """A group nothing could be judged of (not measured yet, at a restart or a failover) neither resolves
+    its STOP nor opens anything: it pages and un-pages only on what was measured."""
+    unknown = IncidentObservation(
+        group="g",
+        lag_unit=LagUnit.MESSAGES,
+        member_lag={},
+        gone=False,
+        skew=None,
+        rearm_below=1.2,
+        recommendation=None,
+        health=group_status({}, group_gone_or_empty=False),
+    )
+    state, (stopped, blind, again) = run([observe(status=STOP), unknown, observe(status=STOP)])
+    assert actions(stopped) == [(OPEN, KIND_STOP)]
+    assert blind == [] and again == []
+    assert state.open_incidents[KIND_STOP].id == stopped[0].incident.id
 
 
 def test_warn_opens_nothing_and_resolves_a_health_incident() -> None:

@@ -60,9 +60,15 @@ def figures(
     log_start: int = 0,
     polled_at: float = NOW - 1,
 ) -> PartitionLag:
-    """A partition's lag figures; the offset lag is ``log_end - committed`` unless given."""
-    if offset_lag is None:
-        offset_lag = log_end - (committed if committed is not None else log_start)
+    """A partition's lag figures; the offset lag is ``log_end - committed`` unless given, unknown without a
+    commit while records wait (``auto.offset.reset``'s estimate then)."""
+    estimated_lag = None
+    if offset_lag is None and committed is not None:
+        offset_lag = log_end - committed
+    elif offset_lag is None and log_end > log_start:
+        estimated_lag = log_end - log_start
+    elif offset_lag is None:
+        offset_lag = 0
     return PartitionLag(
         group=group,
         topic=topic,
@@ -71,6 +77,7 @@ def figures(
         log_start=log_start,
         log_end=log_end,
         offset_lag=offset_lag,
+        estimated_lag=estimated_lag,
         time_lag=time_lag,
         flags=(LagFlag.NO_COMMIT,) if committed is None else (),
         polled_at=polled_at,
@@ -111,7 +118,8 @@ ORDERS = snapshot(
         figures("orders", "t", 0, committed=90, log_end=100, time_lag=2.5),
         # Caught up, time lag unknown: 0 seconds (kafka-lag-exporter's LagIsZero).
         figures("orders", "t", 1, committed=200, log_end=200, time_lag=None),
-        # No committed offset: kagent's lag follows auto.offset.reset (50), kafka-lag-exporter's is NaN.
+        # No committed offset while records wait: unknown (auto.offset.reset's estimate is 50), NaN as in
+        # kafka-lag-exporter.
         figures("orders", "t", 2, committed=None, log_start=10, log_end=60, time_lag=None),
         # Held by no member; records wait but the time lag is unknown.
         figures("orders", "t", 3, committed=5, log_end=8, time_lag=None),
@@ -259,7 +267,8 @@ PER_PARTITION = {
 def test_partition_granularity_exports_every_series_with_kafka_lag_exporters_labels() -> None:
     series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
 
-    assert set(series) == PER_PARTITION | PER_TOPIC | PER_GROUP | KAGENT
+    # m2's t/2 has no measured lag, so neither has m2, nor the members' skew: no series for them.
+    assert set(series) == PER_PARTITION | PER_TOPIC | PER_GROUP | KAGENT - {"kagent_group_skew"}
     assert series["kafka_consumergroup_group_offset"] == {
         m1(0): 90.0,
         m1(1): 200.0,
@@ -325,7 +334,7 @@ def test_a_partition_without_a_committed_offset_has_no_offset_and_nan_lag() -> N
     assert m2(2) not in series["kafka_consumergroup_group_offset"]
 
 
-def test_maxima_are_nan_and_sums_zero_when_no_partition_lag_is_known() -> None:
+def test_maxima_and_sums_are_nan_when_no_partition_lag_is_known() -> None:
     unknown = snapshot(
         "new",
         [member("n1", "/h", ("t", 0), topics=("t",))],
@@ -336,8 +345,9 @@ def test_maxima_are_nan_and_sums_zero_when_no_partition_lag_is_known() -> None:
 
     assert math.isnan(series["kafka_consumergroup_group_max_lag"][labels(group="new")])
     assert math.isnan(series["kafka_consumergroup_group_max_lag_seconds"][labels(group="new")])
-    assert series["kafka_consumergroup_group_sum_lag"] == {labels(group="new"): 0.0}
-    assert series["kafka_consumergroup_group_topic_sum_lag"] == {labels(group="new", topic="t"): 0.0}
+    assert math.isnan(series["kafka_consumergroup_group_sum_lag"][labels(group="new")])
+    assert math.isnan(series["kafka_consumergroup_group_topic_sum_lag"][labels(group="new", topic="t")])
+    assert "kagent_group_member_lag" not in series and "kagent_group_skew" not in series
 
 
 def test_a_partition_read_by_several_groups_has_one_offsets_series_from_the_newest_poll() -> None:
@@ -388,21 +398,36 @@ def test_member_lag_in_records_and_seconds() -> None:
     series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
 
     member_1 = labels(group="orders", member_host="/10.0.0.1", consumer_id="m1", client_id="client-m1")
-    member_2 = labels(group="orders", member_host="/10.0.0.2", consumer_id="m2", client_id="client-m2")
-    # m2's t/2 counts its auto.offset.reset lag (50), as the evaluator counts it.
-    assert series["kagent_group_member_lag"] == {member_1: 10.0, member_2: 57.0}
-    # m2's t/2 has records waiting and no time lag: m2's seconds cannot be added up.
+    no_member = labels(group="orders", member_host="unknown", consumer_id="unknown", client_id="unknown")
+    # m2's t/2 has no committed offset while records wait: its lag is unknown (auto.offset.reset's 50 is an
+    # estimate), so m2's is too: no series, rather than 7 records that read as all it has. t/3, held by no
+    # member, is the unknown member's: 3 records, its time lag unknown.
+    assert series["kagent_group_member_lag"] == {member_1: 10.0, no_member: 3.0}
     assert series["kagent_group_member_lag_seconds"] == {member_1: 2.5}
     assert series["kagent_group_members"] == {labels(group="orders"): 2.0}
 
 
 def test_skew_is_the_evaluations_in_messages() -> None:
-    evaluation = evaluate(ORDERS, None, policy(), NOW)
+    measured = snapshot(
+        "measured",
+        [member("a", "/h1", ("t", 0), topics=("t",)), member("b", "/h2", ("t", 1), topics=("t",))],
+        [
+            figures("measured", "t", 0, committed=90, log_end=100, time_lag=2.5),
+            figures("measured", "t", 1, committed=0, log_end=30, time_lag=1.0),
+        ],
+        {"t": 2},
+    )
+    evaluation = evaluate(measured, None, policy(), NOW)
 
-    assert evaluation.skew is not None
-    assert group_skew(ORDERS, policy()) == pytest.approx(evaluation.skew)
-    series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
-    assert series["kagent_group_skew"] == {labels(group="orders"): pytest.approx(evaluation.skew)}
+    assert evaluation.skew == pytest.approx(30 * 2 / 40)
+    assert group_skew(measured, policy()) == pytest.approx(evaluation.skew)
+    series = scrape_exporter(exporter(FakeGroups({"measured": measured})))
+    assert series["kagent_group_skew"] == {labels(group="measured"): pytest.approx(evaluation.skew)}
+
+
+def test_skew_is_unknown_while_a_member_holds_a_partition_of_unknown_lag() -> None:
+    assert evaluate(ORDERS, None, policy(), NOW).skew is None
+    assert group_skew(ORDERS, policy()) is None
 
 
 @pytest.mark.parametrize("metric", list(SkewMetric))
@@ -436,15 +461,18 @@ def test_skew_in_seconds_is_unmeasured_with_an_unknown_time_lag() -> None:
     assert "kagent_group_skew" not in series
 
 
-def test_a_group_without_members_has_no_skew_and_no_member_series() -> None:
+def test_a_group_without_members_has_no_skew_and_its_lag_on_the_unknown_member() -> None:
     memberless = snapshot("idle", [], [figures("idle", "t", 0, committed=3, log_end=5, time_lag=1.0)], {"t": 1})
 
     result = group_figures(memberless, policy())
 
-    assert result.skew is None and result.members == () and result.member_count == 0
+    assert result.skew is None and result.member_count == 0
+    assert [(row.consumer_id, row.lag, row.lag_seconds) for row in result.members] == [(NO_MEMBER, 2.0, 1.0)]
     series = scrape_exporter(exporter(FakeGroups({"idle": memberless})))
     assert series["kagent_group_members"] == {labels(group="idle"): 0.0}
-    assert "kagent_group_skew" not in series and "kagent_group_member_lag" not in series
+    assert "kagent_group_skew" not in series
+    no_member = labels(group="idle", member_host=NO_MEMBER, consumer_id=NO_MEMBER, client_id=NO_MEMBER)
+    assert series["kagent_group_member_lag"] == {no_member: 2.0}
     assert series["kafka_consumergroup_group_lag"] == {gp("idle", "t", 0, NO_MEMBER, NO_MEMBER, NO_MEMBER): 2.0}
 
 
@@ -464,7 +492,8 @@ def test_partitions_outside_the_subscribed_topics_count_for_kafka_series_but_not
 
     result = group_figures(stray, policy())
 
-    assert [row.lag for row in result.members] == [4.0]
+    # s1's t/5 does not exist (t has 1 partition): counted nowhere. x/0 is no member's: the unknown member's.
+    assert [(row.consumer_id, row.lag) for row in result.members] == [("s1", 4.0), (NO_MEMBER, 1000.0)]
     assert result.lag is not None and result.lag.sum_lag == 1104.0
 
 
@@ -536,7 +565,7 @@ def test_an_unknown_granularity_is_refused() -> None:
 
 def test_registered_beside_the_worker_metrics_its_names_do_not_clash() -> None:
     metrics = Metrics()
-    metrics.registry.register(exporter(FakeGroups({"orders": ORDERS})))
+    metrics.registry.register(exporter(FakeGroups({"orders": ORDERS, "audit": AUDIT})))
 
     series = scrape(metrics.registry)
 

@@ -259,10 +259,10 @@ def no_kagent_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- formatting and rendering -----------------------------------------------------------------------------------
 
 
-def test_figures_have_thousands_separators_and_say_unknown_with_a_dash() -> None:
+def test_figures_have_thousands_separators_and_say_unknown_in_words() -> None:
     assert format_lag(5423.0, LagUnit.MESSAGES) == "5,423"
     assert format_lag(1234.56, LagUnit.SECONDS) == "1,234.6 s"
-    assert format_lag(None, LagUnit.MESSAGES) == "-"
+    assert format_lag(None, LagUnit.MESSAGES) == "unknown"
     assert [format_age(s) for s in (-3, 42, 720, 3 * 3600 + 5, 2 * 86400)] == ["0 s", "42 s", "12 min", "3 h", "2 d"]
     refs = [PartitionRef(topic=t, partition=p) for t, p in (("orders", 5), ("audit", 2), ("orders", 0))]
     assert format_partitions(refs) == "audit[2] orders[0,5]"
@@ -283,9 +283,10 @@ def test_the_groups_table_has_a_row_a_group_in_the_pages_order_with_every_column
     assert "2 of 12 groups, from 0" in shown
 
 
-def test_unknown_figures_show_as_a_dash() -> None:
+def test_unknown_figures_say_unknown_and_absent_ones_a_dash() -> None:
     quiet = summary(
         "quiet",
+        total_lag=None,
         max_lag=None,
         max_lag_seconds=None,
         skew=None,
@@ -293,10 +294,13 @@ def test_unknown_figures_show_as_a_dash() -> None:
         last_recommendation_id=None,
         last_recommendation_at=None,
         protocol=None,
+        generation=None,
+        status=GroupStatus.UNKNOWN,
     )
     [row] = [line for line in text(groups_table(page(quiet), NOW)).splitlines() if "quiet" in line]
     cells = [cell.strip() for cell in row.strip(" │┃|").split("│")]
-    assert cells[5:] == ["?", "12,345", "-", "-", "-", "-", "-"]
+    assert cells[1] == "UNKNOWN"
+    assert cells[4:] == ["unknown", "?", "unknown", "unknown", "unknown", "unknown", "-", "-"]
 
 
 def test_a_group_shows_its_summary_members_moves_and_partitions() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kagent.core.json_bytes import kept
-from kagent.core.snapshot import LagFlag, PartitionLag
+from kagent.core.snapshot import UNANSWERED_FLAGS, LagFlag, PartitionLag
 from kagent.core.time_lag import EndOffsetHistory, EndOffsetPoint, partition_lag_values, time_lag
 
 
@@ -169,21 +169,43 @@ def test_record_of_a_caught_up_partition_has_no_time_lag() -> None:
     assert (lag.offset_lag, lag.time_lag) == (0, 0.0)
 
 
-def test_record_without_a_commit_follows_auto_offset_reset() -> None:
+def test_record_without_a_commit_has_an_unknown_lag_and_auto_offset_resets_estimate() -> None:
     latest = record(None)
-    assert (latest.offset_lag, latest.time_lag, latest.flags) == (0, 0.0, (LagFlag.NO_COMMIT,))
+    assert (latest.offset_lag, latest.time_lag, latest.flags) == (None, None, (LagFlag.NO_COMMIT,))
+    assert latest.estimated_lag == 0 and not latest.measured
     earliest = record(None, auto_offset_reset="earliest")
-    assert earliest.offset_lag == 300
-    assert earliest.time_lag == pytest.approx(40.0)  # the log start, appended at 10 s
+    assert (earliest.offset_lag, earliest.estimated_lag, earliest.time_lag) == (None, 300, None)
     assert earliest.flags == (LagFlag.NO_COMMIT,)
 
 
+def test_record_without_a_commit_on_an_empty_partition_has_nothing_to_read() -> None:
+    empty = record(None, log_start=400, history=history((400, 40.0)))
+    assert (empty.offset_lag, empty.estimated_lag, empty.time_lag) == (0, None, 0.0)
+    assert empty.flags == (LagFlag.NO_COMMIT,) and empty.measured
+
+
 def test_record_flags_a_stale_end_offset_and_data_loss() -> None:
-    assert record(250, now=56.0).flags == (LagFlag.STALE_END_OFFSET,)
+    stale = record(250, now=56.0)
+    assert stale.flags == (LagFlag.STALE_END_OFFSET,)
+    assert (stale.offset_lag, stale.time_lag, stale.committed, stale.log_end) == (None, None, 250, 400)
     assert record(250, now=55.0).flags == ()
     lost = record(40)
     assert lost.flags == (LagFlag.DATA_LOSS,)
     assert lost.offset_lag == 360
+
+
+@pytest.mark.parametrize("flag", sorted(UNANSWERED_FLAGS - {LagFlag.NOT_POLLED}))
+def test_record_whose_latest_poll_had_no_answer_is_unknown_and_says_why(flag: LagFlag) -> None:
+    lag = record(250, unanswered=flag)
+    assert (lag.offset_lag, lag.time_lag, lag.estimated_lag) == (None, None, None)
+    assert lag.flags == (flag,)
+    assert (lag.log_start, lag.log_end, lag.polled_at) == (100, 400, 40.0)  # the last answer, kept for reading
+
+
+def test_record_never_polled_is_unknown() -> None:
+    lag = record(250, log_start=None, log_end=None, polled_at=None)
+    assert (lag.offset_lag, lag.time_lag, lag.log_end, lag.polled_at) == (None, None, None, None)
+    assert lag.flags == (LagFlag.NOT_POLLED,)
 
 
 def test_record_with_too_short_a_history_has_an_unknown_time_lag() -> None:
@@ -194,7 +216,15 @@ def test_record_with_too_short_a_history_has_an_unknown_time_lag() -> None:
 
 @pytest.mark.parametrize(
     "committed, overrides",
-    [(250, {}), (None, {}), (None, {"auto_offset_reset": "earliest"}), (50, {"now": 70.0}), (400, {})],
+    [
+        (250, {}),
+        (None, {}),
+        (None, {"auto_offset_reset": "earliest"}),
+        (50, {"now": 70.0}),
+        (400, {}),
+        (250, {"unanswered": LagFlag.NO_LEADER}),
+        (250, {"log_start": None, "log_end": None, "polled_at": None}),
+    ],
 )
 def test_the_published_json_is_the_models_json(committed: int | None, overrides: dict[str, object]) -> None:
     """What a worker publishes for a commit (plain values, orjson) reads as the model's own JSON."""

@@ -1,0 +1,113 @@
+"""`kagent.core.member_lag`: each member's lag as every interface shows it, unknown never read as 0."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from aiokafka.structs import TopicPartition
+
+from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
+from kagent.core.member_lag import NO_MEMBER, current_skew, member_lags, unit_lag
+from kagent.core.policy import LagUnit, SkewMetric
+from kagent.core.snapshot import UNDESCRIBED_GENERATION, GroupSnapshot, LagFlag, PartitionLag
+
+
+def figures(partition: int, offset_lag: int | None, time_lag: float | None = None, topic: str = "t") -> PartitionLag:
+    return PartitionLag(
+        group="g",
+        topic=topic,
+        partition=partition,
+        committed=0,
+        log_start=0,
+        log_end=offset_lag if offset_lag is not None else 5,
+        offset_lag=offset_lag,
+        time_lag=time_lag,
+        flags=() if offset_lag is not None else (LagFlag.REQUEST_FAILED,),
+        polled_at=1.0,
+    )
+
+
+def member(member_id: str, *partitions: int, topic: str = "t") -> MemberAssignment:
+    return MemberAssignment(
+        member_id=member_id,
+        client_id=f"c-{member_id}",
+        client_host="/h",
+        topics=(topic,),
+        partitions=tuple(PartitionRef(topic=topic, partition=p) for p in partitions),
+    )
+
+
+def snapshot(
+    members: Sequence[MemberAssignment], lags: Sequence[PartitionLag], counts: dict[str, int], described: bool = True
+) -> GroupSnapshot:
+    generation = 3 if described else UNDESCRIBED_GENERATION
+    return GroupSnapshot(
+        assignment=GroupAssigned(group="g", generation=generation, protocol=None, leader=None, members=tuple(members)),
+        partition_counts=counts,
+        lag={lag.topic_partition: lag for lag in lags},
+        taken_at=2.0,
+        described=described,
+    )
+
+
+def test_a_member_adds_up_its_partitions_and_the_rest_is_the_unknown_members() -> None:
+    group = snapshot(
+        [member("a", 0, 1), member("b", 2)],
+        [figures(0, 10, 1.0), figures(1, 0), figures(2, 5, 0.5), figures(3, 7, 2.0)],
+        {"t": 4},
+    )
+    rows, rest = member_lags(group)
+    assert [(r.member_id, r.offset_lag, r.time_lag, r.unknown) for r in rows] == [("a", 10, 1.0, 0), ("b", 5, 0.5, 0)]
+    assert rest is not None
+    assert (rest.member_id, rest.client_id, rest.client_host, rest.assigned) == (NO_MEMBER, NO_MEMBER, NO_MEMBER, False)
+    assert (rest.partitions, rest.offset_lag, rest.time_lag) == ((TopicPartition("t", 3),), 7, 2.0)
+    assert group.measured and current_skew(group, LagUnit.MESSAGES, SkewMetric.PEAK_TO_MEAN) == pytest.approx(
+        10 * 2 / 15
+    )
+
+
+def test_one_unknown_partition_makes_its_members_lag_and_the_skew_unknown_never_a_smaller_sum() -> None:
+    group = snapshot([member("a", 0, 1), member("b", 2)], [figures(0, 10), figures(1, None), figures(2, 5)], {"t": 3})
+    rows, rest = member_lags(group)
+    assert [(r.member_id, r.offset_lag, r.unknown) for r in rows] == [("a", None, 1), ("b", 5, 0)]
+    assert rest is None
+    assert unit_lag(rows[0], LagUnit.MESSAGES) is None and unit_lag(rows[1], LagUnit.MESSAGES) == 5.0
+    assert not group.measured
+    assert current_skew(group, LagUnit.MESSAGES, SkewMetric.PEAK_TO_MEAN) is None
+
+
+def test_a_partition_beyond_its_topics_count_is_counted_nowhere_and_blocks_nothing() -> None:
+    """Partition 5 of a 2-partition topic does not exist: no lag for it anywhere, flagged in the partitions."""
+    group = snapshot([member("a", 0, 5), member("b", 1)], [figures(0, 4), figures(1, 2), figures(5, None)], {"t": 2})
+    rows, rest = member_lags(group)
+    assert [(r.member_id, r.partitions, r.offset_lag) for r in rows] == [
+        ("a", (TopicPartition("t", 0),), 4),
+        ("b", (TopicPartition("t", 1),), 2),
+    ]
+    assert rest is None and group.measured
+
+
+def test_a_topic_of_unknown_partition_count_makes_its_holders_lag_unknown() -> None:
+    group = snapshot([member("a", 0), member("b", 0, topic="u")], [figures(0, 4)], {"t": 1})
+    rows, _ = member_lags(group)
+    assert [(r.member_id, r.offset_lag, r.unknown) for r in rows] == [("a", 4, 0), ("b", None, 1)]
+    assert not group.measured
+
+
+def test_in_seconds_an_unknown_time_lag_is_unknown_and_idle_partitions_count_zero() -> None:
+    group = snapshot(
+        [member("a", 0, 1), member("b", 2)], [figures(0, 10, None), figures(1, 0), figures(2, 3, 1.5)], {"t": 3}
+    )
+    rows, _ = member_lags(group)
+    assert [(r.offset_lag, r.time_lag) for r in rows] == [(10, None), (3, 1.5)]
+    assert current_skew(group, LagUnit.SECONDS, SkewMetric.PEAK_TO_MEAN) is None
+    assert current_skew(group, LagUnit.MESSAGES, SkewMetric.PEAK_TO_MEAN) == pytest.approx(10 * 2 / 13)
+
+
+def test_a_group_without_members_has_its_lag_on_the_unknown_member_and_no_skew() -> None:
+    for described in (True, False):
+        group = snapshot([], [figures(0, 4, 1.0), figures(1, 6, 2.0)], {}, described)
+        rows, rest = member_lags(group)
+        assert rows == [] and rest is not None and (rest.offset_lag, rest.time_lag) == (10, 3.0)
+        assert not group.measured and current_skew(group, LagUnit.MESSAGES, SkewMetric.GINI) is None
