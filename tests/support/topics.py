@@ -46,3 +46,9 @@ class TopicReader:
             return done()
 
         await wait_until_async(probe, timeout, what, interval=0, detail=detail)
+
+    async def drain(self) -> None:
+        """Fetch until a fetch of 0.3 s brings nothing: what the topic held a moment ago is in
+        :attr:`records`."""
+        while batches := await self._consumer.getmany(timeout_ms=300):
+            self.records += [record for batch in batches.values() for record in batch]
