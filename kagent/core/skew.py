@@ -1,6 +1,6 @@
 """How unevenly an assignment spreads lag over a group's members.
 
-Pure functions over plain data: per-member lag, skew metrics of a
+Pure functions over plain data: per-member lag, the skew metrics of a
 distribution, a lower bound on the largest member lag that balanced counts
 allow, and the moves between two assignments.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from aiokafka.structs import TopicPartition
@@ -49,30 +48,6 @@ def relative_range(values: Collection[float]) -> float:
     """(max - min) / total: 0 is perfectly even, 1 is all on one of several."""
     total = sum(values)
     return (max(values) - min(values)) / total if total else 0.0
-
-
-@dataclass(frozen=True)
-class SkewMetrics:
-    """The skew metrics of one distribution of lag over members."""
-
-    peak_to_mean: float
-    coefficient_of_variation: float
-    gini: float
-    relative_range: float
-
-
-def skew_metrics(values: Collection[float]) -> SkewMetrics:
-    """Every skew metric of `values` (e.g. `member_lag(...).values()`).
-
-    An empty or all-zero distribution counts as perfectly even.
-    """
-    values = list(values)
-    return SkewMetrics(
-        peak_to_mean=peak_to_mean(values),
-        coefficient_of_variation=coefficient_of_variation(values),
-        gini=gini(values),
-        relative_range=relative_range(values),
-    )
 
 
 def balanced_lag_lower_bound(lags: Iterable[int], members: int) -> int:
