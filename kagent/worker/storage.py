@@ -610,7 +610,7 @@ class Storage(Stage, GroupStateReader):
                 partitions.update(reads.assigned)
         counts = self._lag.partition_counts(topics)
         partitions.update(TopicPartition(topic, p) for topic, count in counts.items() for p in range(count))
-        return sorted(partitions)
+        return self._lag.partitions_to_poll(partitions, time.time())  # less topics gone from the cluster
 
 
 _WEIGHT = {GroupChange.END_OFFSETS: -1, GroupChange.COMMITTED: 0, GroupChange.ASSIGNED: 1, GroupChange.DELETED: 2}
