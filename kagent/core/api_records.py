@@ -255,6 +255,9 @@ class ReadinessReport(_Record):
     source_caught_up: bool
     """The source has read to within 10,000 records of the log end of each ``__consumer_offsets`` partition it reads
     (for the ``admin-api`` source: it has polled every group once)."""
+    end_offsets_polled: bool
+    """False once every end-offset poll has failed (no partition measured, no broker reached) for
+    ``KAGENT_STALL_AFTER`` seconds, or 3 poll intervals if longer; true again from the first poll that answers."""
     stalled_stages: tuple[str, ...] = ()
 
 
