@@ -230,6 +230,8 @@ class EndOffsets(Stage):
         began = time.monotonic()
         partitions = self._groups.partitions_read()
         result = await self._list_offsets(partitions) if partitions else ListOffsetsResult({})
+        if self._stopped:  # its client was closed under it: the answers say nothing of the cluster
+            return
         unavailable = result.unavailable
         outcome = poll_outcome(result.answers) if partitions else None
         if outcome is not None:
