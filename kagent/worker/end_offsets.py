@@ -198,13 +198,13 @@ class EndOffsets(Stage):
             await client.close()
 
     def answering(self) -> bool:
-        """Whether a poll has answered within :func:`unready_after` seconds (or the latest one asked nothing)."""
+        """False once every poll has failed (``error``) for :func:`unready_after` seconds, until one answers."""
         return self._answered.answering(time.monotonic())
 
     async def _connected(self) -> ListOffsetsClient:
         """The stage's client, connected first if it has none (within one request timeout)."""
         if self._client is None:
-            self._client = await asyncio.wait_for(
+            client = await asyncio.wait_for(
                 ListOffsetsClient.connect(
                     self._kafka,
                     client_id=self._client_id,
@@ -214,6 +214,11 @@ class EndOffsets(Stage):
                 ),
                 self._timeout,
             )
+            if self._stopped:  # stopped while it connected: nothing closes it later
+                await client.close()
+            else:
+                self._client = client
+            return client
         return self._client
 
     async def _list_offsets(self, partitions: list[TopicPartition]) -> ListOffsetsResult:

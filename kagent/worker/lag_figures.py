@@ -340,8 +340,8 @@ class LagFigures:
     # -- Partitions without offsets, and topics gone from the cluster ---------------------------------------------
 
     def unavailable(self, tp: TopicPartition) -> Reason | None:
-        """Why the latest poll that asked for ``tp`` got no offsets for it; None when it got them, or when the
-        latest poll did not ask for it (never polled here: :meth:`log_end` is None; or no longer read)."""
+        """Why the latest poll got no offsets for ``tp``; None when it got them, or did not ask for it (never
+        polled here, when :meth:`log_end` is None too; no longer read; or its topic dropped)."""
         return self._unavailable.get(tp)
 
     def unavailable_partitions(self) -> Mapping[TopicPartition, Reason]:

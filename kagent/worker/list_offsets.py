@@ -346,7 +346,7 @@ class ListOffsetsClient:
         and whose metadata is refreshed in the background at least every ``metadata_max_age`` seconds
         (aiokafka's ``metadata_max_age_ms``; Kafka's default is 5 minutes). That is how a deleted topic
         leaves the metadata on a broker that answers ListOffsets for it without an error (Tansu answers
-        offset 0); Kafka's leaders answer UNKNOWN_TOPIC_OR_PARTITION, which refreshes it at once.
+        offset 0); Kafka's leaders answer UNKNOWN_TOPIC_OR_PARTITION, after which the next call refreshes it.
 
         Raises aiokafka's ``KafkaConnectionError`` when no bootstrap server answers.
         """
