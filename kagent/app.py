@@ -171,17 +171,19 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
                 heartbeat_interval=settings.heartbeat_interval,
             )
         )
+    polls = EndOffsets(
+        kafka=settings.kafka,
+        client_id=f"{settings.app_id}-end-offsets",
+        interval=settings.end_offset_interval,
+        groups=storage,
+        polled=end_offsets,
+        metrics=metrics,
+        stall_after=settings.stall_after,
+    )
     return [
         source,
         storage,
-        EndOffsets(
-            kafka=settings.kafka,
-            client_id=f"{settings.app_id}-end-offsets",
-            interval=settings.end_offset_interval,
-            groups=storage,
-            polled=end_offsets,
-            metrics=metrics,
-        ),
+        polls,
         evaluator,
         *alerting,
         Health([source, storage] if isinstance(source, OffsetsTopicSource) else [storage], stalls, metrics),
@@ -196,7 +198,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
             overview=overview,
             history=history,
             incidents=evaluator,
-            readiness=Readiness(app, source, stalls),
+            readiness=Readiness(app, source, stalls, polls),
             policy=settings.evaluation_policy,
         ),
         Views(metrics),

@@ -164,8 +164,8 @@ class PartitionView(_Record):
     log_start: int | None
     """None before an end-offset poll answered for it."""
     log_end: int | None
-    """The polled log end, or the committed offset when a commit newer than the poll is beyond it; None
-    before a poll answered for it."""
+    """The log end as far as known: the polled one, or the committed offset when a commit made after the
+    poll is beyond it; None before a poll answered for it."""
     offset_lag: int | None = Field(ge=0)
     """Records; None when not measured."""
     estimated_lag: int | None = Field(default=None, ge=0)
@@ -285,6 +285,9 @@ class ReadinessReport(_Record):
     source_caught_up: bool
     """The source has read to within 10,000 records of the log end of each ``__consumer_offsets`` partition it reads
     (for the ``admin-api`` source: it has polled every group once)."""
+    end_offsets_polled: bool
+    """False once every end-offset poll has failed (no partition measured, no broker reached) for
+    ``KAGENT_STALL_AFTER`` seconds, or 3 poll intervals if longer; true again from the first poll that answers."""
     stalled_stages: tuple[str, ...] = ()
 
 
@@ -413,14 +416,6 @@ def summarize(
     )
 
 
-def _log_end(figures: PartitionLag) -> int | None:
-    """The log end as far as known: the polled one, or the committed offset when a commit newer than the
-    poll is beyond it (the log end is never below a position the group has read to)."""
-    if figures.log_end is not None and figures.committed is not None:
-        return max(figures.log_end, figures.committed)
-    return figures.log_end
-
-
 def _refs(partitions: Iterable[TopicPartition]) -> list[PartitionRef]:
     return [PartitionRef(topic=tp.topic, partition=tp.partition) for tp in partitions]
 
@@ -495,7 +490,7 @@ def group_detail(
             member_id=owners.get(tp),
             committed=figures.committed,
             log_start=figures.log_start,
-            log_end=_log_end(figures),
+            log_end=figures.log_end,
             offset_lag=figures.offset_lag,
             estimated_lag=figures.estimated_lag,
             time_lag=figures.time_lag,

@@ -74,8 +74,8 @@ class PartitionLag(BaseModel):
     log_start: int | None
     """The partition's earliest offset at the last poll that answered for it; None before any did."""
     log_end: int | None
-    """The partition's latest offset (high watermark) at the last poll that answered for it; None before
-    any did. A commit newer than that poll may be beyond it."""
+    """The partition's latest offset (high watermark) as far as known: the last poll's answer, or the
+    committed offset when a commit made after that poll is beyond it; None before any poll answered."""
     offset_lag: int | None = Field(ge=0)
     """Records between the committed offset and the log end (KAFKA-5337's rule, see ``kagent.core.lag``);
     None when not measured (see ``flags``)."""

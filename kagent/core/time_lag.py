@@ -170,6 +170,7 @@ def partition_lag_values(
     auto_offset_reset: str,
     stale_after: float,
     unanswered: LagFlag | None = None,
+    committed_after_poll: bool = False,
 ) -> dict[str, Any]:
     """The partition-lag table value of ``group`` on ``topic``-``partition`` at ``now``, as plain data
     ready for JSON (flags as their strings; ``PartitionLag(**values)`` is the model). A worker
@@ -180,16 +181,19 @@ def partition_lag_values(
     ``log_end`` come from the last end-offset poll that answered for the partition, at ``polled_at``
     (all three None when none did), and ``history`` is the partition's end-offset history including that
     poll. ``unanswered`` is why the latest poll had no answer for the partition (one of
-    :data:`~kagent.core.snapshot.UNANSWERED_FLAGS`), None when it answered.
+    :data:`~kagent.core.snapshot.UNANSWERED_FLAGS`), None when it answered. ``committed_after_poll``:
+    the commit was made after that poll, so the log end is known to be at least the committed offset.
 
     The offset lag is measured, by :func:`kagent.core.lag.partition_lag`, only when the latest poll
     answered, no more than ``stale_after`` seconds before ``now``, and either the group has a committed
     offset or the partition holds no record (then nothing is left to read: 0). Otherwise it is None, and
     so is the time lag; without a commit and with records in the log, ``estimated_lag`` says how many
     records ``auto_offset_reset`` would leave the group to read. ``time_lag`` is that of the committed
-    offset, 0 whenever the offset lag is 0. Flags: ``unanswered``'s; ``stale-end-offset`` when
-    the answer is older than ``stale_after``; ``no-commit`` without a committed offset; ``data-loss``
-    when the committed offset is below the log start.
+    offset, 0 whenever the offset lag is 0. ``log_end`` is the polled one, raised to ``committed`` when a
+    commit made after the poll is beyond it (never shown below a position the group has read to; a
+    commit beyond the log end that is older than the poll stays visible as it is). Flags: ``unanswered``'s;
+    ``stale-end-offset`` when the answer is older than ``stale_after``; ``no-commit`` without a committed
+    offset; ``data-loss`` when the committed offset is below the log start.
     """
     flags: list[str] = []
     if log_start is None or log_end is None or polled_at is None:
@@ -215,6 +219,8 @@ def partition_lag_values(
                 lag_seconds = time_lag(history, committed, now)
         else:
             estimated_lag = partition_lag(None, log_start, log_end, auto_offset_reset)
+    if committed_after_poll and committed is not None and log_end is not None and committed > log_end:
+        log_end = committed
     return {
         "group": group,
         "topic": topic,

@@ -10,7 +10,7 @@ and hand it end offsets as :class:`EndOffsetsPolled` on another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -22,6 +22,7 @@ from kagent.core.group_health import GroupHealth
 from kagent.core.incidents import Incident
 from kagent.core.snapshot import GroupSnapshot
 from kagent.core.throughput import PartitionThroughput
+from kagent.worker.list_offsets import Reason
 
 __all__ = ["EndOffsetsPolled", "GroupChange", "GroupChanged", "GroupStateReader", "OpenIncidentsReader"]
 
@@ -50,7 +51,9 @@ class GroupChanged:
 
 @dataclass(frozen=True)
 class EndOffsetsPolled:
-    """One ListOffsets round's answers, from the end-offsets stage to storage."""
+    """One ListOffsets round's answers, from the end-offsets stage to storage: one a poll, whatever it
+    answered (storage's per-poll work hangs on it). Every partition asked is in :attr:`log_end` (and
+    :attr:`log_start`) or in :attr:`unavailable`."""
 
     polled_at: float
     """Seconds since the epoch when the answers came."""
@@ -58,9 +61,9 @@ class EndOffsetsPolled:
     log_end: Mapping[TopicPartition, int]
     """Partitions that answered: their log-start and log-end offsets."""
     partition_counts: Mapping[str, int]
-    """Partition count of each topic the cluster's metadata knows."""
-    failed: Collection[TopicPartition] = field(default_factory=frozenset)
-    """Partitions asked for that got no answer (their lag figures go stale)."""
+    """Partition count of each topic asked that the cluster's metadata knows."""
+    unavailable: Mapping[TopicPartition, Reason] = field(default_factory=dict)
+    """Partitions asked for that got no answer -> why (every partition asked when no broker answered)."""
 
 
 class GroupStateReader(Protocol):
@@ -107,7 +110,9 @@ class GroupStateReader(Protocol):
         ...
 
     def partitions_read(self) -> list[TopicPartition]:
-        """Every partition the held groups subscribe to or are assigned, sorted: what to poll end offsets of."""
+        """Every partition the held groups subscribe to or are assigned, sorted: what to poll end offsets of;
+        less those of topics gone from the cluster for a while, but at their re-checks
+        (:mod:`kagent.worker.missing_topics`)."""
         ...
 
 

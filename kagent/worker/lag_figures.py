@@ -21,6 +21,12 @@ every ``REFRESH_AFTER_POLLS`` poll intervals. When it wrote them is
 remembered per group, not per group-partition (a million group-partitions at
 50,000 groups). A worker that takes a group over computes its lag from its
 own first poll.
+
+Which partitions the latest poll left without offsets, and why, is kept
+beside the figures (:meth:`LagFigures.unavailable`); a topic gone from the
+cluster is dropped from the figures after a while and asked for again now
+and then (:mod:`kagent.worker.missing_topics`), and the figures of
+partitions beyond a topic's partition count are forgotten.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from kagent.worker.changelog import ChangelogWriter, PublishedTable
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_index import interned
 from kagent.worker.group_state import EndOffsetsPolled
+from kagent.worker.list_offsets import Reason
+from kagent.worker.missing_topics import MissingTopics, missing_topics
 
 __all__ = ["REFRESH_AFTER_POLLS", "STALE_AFTER_POLLS", "GroupReads", "LagFigures"]
 
@@ -107,8 +115,6 @@ class LagFigures:
         self._polled_at: dict[TopicPartition, float] = {}
         self._history: dict[TopicPartition, EndOffsetHistory] = {}
         self._partition_counts: dict[str, int] = {}
-        self._unanswered: dict[TopicPartition, LagFlag] = {}
-        """Partitions the latest poll that asked for them had no end offsets for -> why."""
         self._refreshed: dict[str, float] = {}
         """group -> when all its lag entries were last rewritten here."""
         self._committed_since: dict[str, dict[TopicPartition, int]] = {}
@@ -124,15 +130,22 @@ class LagFigures:
         self._polled_of: dict[str, tuple[GroupReads, int, tuple[TopicPartition, ...]]] = {}
         """group -> (the assignment read, :attr:`_polled_version` then, the partitions it reads that polls
         answered) (:meth:`_polled_partitions`)."""
+        self._unavailable: dict[TopicPartition, Reason] = {}
+        """The partitions the latest poll asked for and got no offsets for -> why (:meth:`unavailable`)."""
+        self._missing = MissingTopics(poll_interval)
+        """The topics polls found gone from the cluster, and those dropped (:meth:`partitions_to_poll`)."""
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         """Partition count of each of ``topics`` that a poll has seen."""
         return {topic: self._partition_counts[topic] for topic in topics if topic in self._partition_counts}
 
     def group_partitions(self, reads: GroupReads) -> list[TopicPartition]:
-        """Every partition of the topics the group subscribes to (as far as known), and every one it is assigned."""
+        """Every partition of the topics the group subscribes to (as far as known), and every one it is assigned,
+        but those of topics dropped as gone from the cluster (:meth:`partitions_to_poll`)."""
         known = [TopicPartition(t, p) for t, count in self.partition_counts(reads.topics).items() for p in range(count)]
-        return sorted(set(known).union(reads.assigned))
+        dropped = self._missing.dropped
+        assigned = [tp for tp in reads.assigned if tp.topic not in dropped] if dropped else reads.assigned
+        return sorted(set(known).union(assigned))
 
     def log_end(self, tp: TopicPartition) -> int | None:
         """``tp``'s log-end offset at the latest poll; None if never polled here."""
@@ -157,6 +170,7 @@ class LagFigures:
         counts = polled.partition_counts
         if any(self._partition_counts.get(topic) != count for topic, count in counts.items()):
             self._polled_version += 1
+            self._forget_beyond(counts)
         for tp, end in polled.log_end.items():
             start = polled.log_start.get(tp, 0)
             if tp not in self._log_end:
@@ -171,6 +185,7 @@ class LagFigures:
             self._polled_at[tp] = now
             self._history[tp] = self._history.get(tp, EndOffsetHistory()).add(end, now)
         self._partition_counts.update(counts)
+        self._take_unavailable(polled)
         return moved
 
     def due(
@@ -295,6 +310,13 @@ class LagFigures:
 
     def lag_values(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> dict[str, Any]:
         """:func:`~kagent.core.time_lag.partition_lag_values` of ``group`` on ``tp`` with ``committed``."""
+        log_end, polled_at = self._log_end.get(tp), self._polled_at.get(tp)
+        after_poll = False
+        if committed is not None and log_end is not None and polled_at is not None and committed > log_end:
+            stored = self._committed.stored(group, tp)  # rare: a commit beyond the polled log end
+            after_poll = (
+                stored is not None and stored.offset == committed and stored.commit_timestamp > polled_at * 1000
+            )
         return partition_lag_values(
             group,
             tp.topic,
@@ -307,9 +329,72 @@ class LagFigures:
             self._polled_at.get(tp),
             self._auto_offset_reset,
             self._stale_after,
-            self._unanswered.get(tp),
+            None if (reason := self._unavailable.get(tp)) is None else LagFlag(reason.value),
+            after_poll,
         )
 
     def _publish(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> None:
         values = self.lag_values(group, tp, committed, now)
         self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), kept(values))
+
+    # -- Partitions without offsets, and topics gone from the cluster ---------------------------------------------
+
+    def unavailable(self, tp: TopicPartition) -> Reason | None:
+        """Why the latest poll got no offsets for ``tp``; None when it got them, or did not ask for it (never
+        polled here, when :meth:`log_end` is None too; no longer read; or its topic dropped)."""
+        return self._unavailable.get(tp)
+
+    def unavailable_partitions(self) -> Mapping[TopicPartition, Reason]:
+        """Every partition the latest poll asked for and got no offsets for -> why."""
+        return self._unavailable
+
+    def dropped_topics(self) -> AbstractSet[str]:
+        """The topics dropped from the figures as gone from the cluster (:mod:`kagent.worker.missing_topics`)."""
+        return self._missing.dropped
+
+    def partitions_to_poll(self, partitions: Iterable[TopicPartition], now: float) -> list[TopicPartition]:
+        """``partitions`` (those the held groups read), sorted, less those of the topics dropped as gone from the
+        cluster; but a dropped topic's partitions are asked for again when its re-check is due at ``now``
+        (:meth:`MissingTopics.recheck`, which counts it as asked)."""
+        dropped = self._missing.dropped
+        if not dropped:
+            return sorted(partitions)
+        wanted = set(partitions)
+        again = self._missing.recheck({tp.topic for tp in wanted if tp.topic in dropped}, now)
+        return sorted(tp for tp in wanted if tp.topic not in dropped or tp.topic in again)
+
+    def _take_unavailable(self, polled: EndOffsetsPolled) -> None:
+        """Take which partitions of ``polled`` got no offsets, and which topics it found gone: those gone long
+        enough are dropped (their figures forgotten), those back are polled again as before."""
+        self._unavailable = dict(polled.unavailable)
+        missing = missing_topics(polled.unavailable, polled.partition_counts)
+        dropped, back = self._missing.observe(polled.partition_counts, missing, polled.polled_at)
+        if dropped:
+            self._forget([tp for tp in self._log_end if tp.topic in dropped])
+            for topic in dropped:
+                self._partition_counts.pop(topic, None)
+        if dropped or back:
+            self._polled_version += 1
+
+    def _forget_beyond(self, counts: Mapping[str, int]) -> None:
+        """Forget the figures of the partitions beyond a topic's partition count in ``counts`` (the topic was
+        re-created with fewer): they can be measured no more. A group assigned one is still asked for it."""
+        beyond = [
+            TopicPartition(topic, partition)
+            for topic, count in counts.items()
+            for partition in range(count, self._partition_counts.get(topic, 0))
+        ]
+        self._forget([tp for tp in beyond if tp in self._log_end])
+
+    def _forget(self, partitions: Collection[TopicPartition]) -> None:
+        """Forget everything polled of ``partitions``, and the commits waiting to be written on them."""
+        if not partitions:
+            return
+        for tp in partitions:
+            del self._log_end[tp], self._log_start[tp], self._polled_at[tp], self._history[tp]
+            self._appeared.discard(tp)
+            self._start_moved.discard(tp)
+        for committed in self._committed_since.values():
+            for tp in partitions:
+                committed.pop(tp, None)
+        self._polled_version += 1

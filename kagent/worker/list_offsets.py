@@ -334,13 +334,27 @@ class ListOffsetsClient:
 
     @classmethod
     async def connect(
-        cls, kafka: KafkaConnection, *, client_id: str, timeout: float, refresh_interval: float = 10.0
+        cls,
+        kafka: KafkaConnection,
+        *,
+        client_id: str,
+        timeout: float,
+        refresh_interval: float = 10.0,
+        metadata_max_age: float = 300.0,
     ) -> ListOffsetsClient:
-        """A client of the cluster ``kafka`` reaches, whose own requests time out after ``timeout`` too.
+        """A client of the cluster ``kafka`` reaches, whose own requests time out after ``timeout`` too,
+        and whose metadata is refreshed in the background at least every ``metadata_max_age`` seconds
+        (aiokafka's ``metadata_max_age_ms``; Kafka's default is 5 minutes). That is how a deleted topic
+        leaves the metadata on a broker that answers ListOffsets for it without an error (Tansu answers
+        offset 0); Kafka's leaders answer UNKNOWN_TOPIC_OR_PARTITION, after which the next call refreshes it.
 
         Raises aiokafka's ``KafkaConnectionError`` when no bootstrap server answers.
         """
-        client = kafka.client(client_id=client_id, request_timeout_ms=int(timeout * 1000))
+        client = kafka.client(
+            client_id=client_id,
+            request_timeout_ms=int(timeout * 1000),
+            metadata_max_age_ms=int(metadata_max_age * 1000),
+        )
         try:
             await client.bootstrap()
         except BaseException:

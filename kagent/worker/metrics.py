@@ -74,7 +74,18 @@ class Metrics:
             registry=r,
         )
         self.end_offset_polls = Counter(
-            "kagent_end_offset_polls", "ListOffsets polls, by outcome", ["outcome"], registry=r
+            "kagent_end_offset_polls",
+            "ListOffsets polls, by outcome: ok (every partition answered), partial (some without offsets), "
+            "error (none, and no broker reached)",
+            ["outcome"],
+            registry=r,
+        )
+        self.end_offset_partitions_unavailable = Gauge(
+            "kagent_end_offset_partitions_unavailable",
+            "Partitions the latest ListOffsets poll asked for that got no offsets, by reason (unknown-partition, "
+            "no-leader, request-failed, error-code)",
+            ["reason"],
+            registry=r,
         )
         self.evaluations = Counter("kagent_evaluations", "Group evaluations", registry=r)
         self.evaluations_skipped = Counter(

@@ -565,6 +565,13 @@ class Storage(Stage, GroupStateReader):
         read = {TopicPartition(topic, partition) for topic, count in counts.items() for partition in range(count)}
         read |= assigned
         read.update(self._committed.partitions(group))
+        # A topic gone from the cluster long enough is dropped from the figures (lag_figures): it has no
+        # partition (count 0), so none of it is shown or counted, whoever still holds or committed on it.
+        dropped = self._lag.dropped_topics()
+        if dropped:
+            gone = {tp.topic for tp in read if tp.topic in dropped}
+            counts.update(dict.fromkeys(gone, 0))
+            read = {tp for tp in read if tp.topic not in gone}
         lag = {tp: self._lag.partition_lag(group, tp, now) for tp in sorted(read)}
         return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now, described=described)
 
@@ -646,7 +653,7 @@ class Storage(Stage, GroupStateReader):
                 partitions.update(reads.assigned)
         counts = self._lag.partition_counts(topics)
         partitions.update(TopicPartition(topic, p) for topic, count in counts.items() for p in range(count))
-        return sorted(partitions)
+        return self._lag.partitions_to_poll(partitions, time.time())  # less topics gone from the cluster
 
 
 _WEIGHT = {GroupChange.END_OFFSETS: -1, GroupChange.COMMITTED: 0, GroupChange.ASSIGNED: 1, GroupChange.DELETED: 2}

@@ -114,7 +114,13 @@ async def test_either_worker_answers_for_every_group(
 
     await wait_until_async(ready, 90, "the second worker to be ready", interval=0.1, detail=second.log_tail)
     assert readiness[0][0] == 503 and not readiness[0][1]["ready"], readiness[:3]
-    assert readiness[-1][1] == {"ready": True, "tables_recovered": True, "source_caught_up": True, "stalled_stages": []}
+    assert readiness[-1][1] == {
+        "ready": True,
+        "tables_recovered": True,
+        "source_caught_up": True,
+        "end_offsets_polled": True,
+        "stalled_stages": [],
+    }
     for group in ours:  # at once: the tables it holds were recovered before it said so
         status, body = ask(second, f"/api/groups/{quote(group, safe='')}")
         assert status == 200, (group, body)

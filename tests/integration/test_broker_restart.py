@@ -88,6 +88,7 @@ async def test_the_worker_reconnects_after_its_broker_restarts(s3_broker: S3Brok
             "ready": True,
             "tables_recovered": True,
             "source_caught_up": True,
+            "end_offsets_polled": True,
             "stalled_stages": [],
         }
     finally:

@@ -59,5 +59,6 @@ async def test_stages_report_what_they_applied_and_the_worker_is_ready(
         "ready": True,
         "tables_recovered": True,
         "source_caught_up": True,
+        "end_offsets_polled": True,
         "stalled_stages": [],
     }

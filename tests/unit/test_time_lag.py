@@ -202,6 +202,13 @@ def test_record_whose_latest_poll_had_no_answer_is_unknown_and_says_why(flag: La
     assert (lag.log_start, lag.log_end, lag.polled_at) == (100, 400, 40.0)  # the last answer, kept for reading
 
 
+def test_a_commit_made_after_the_poll_raises_the_log_end_and_an_older_one_does_not() -> None:
+    newer = record(450, committed_after_poll=True)
+    assert (newer.log_end, newer.offset_lag) == (450, 0)
+    older = record(450)  # a commit beyond the log end from before the poll (a topic re-created): as it is
+    assert (older.log_end, older.offset_lag) == (400, 0)
+
+
 def test_record_never_polled_is_unknown() -> None:
     lag = record(250, log_start=None, log_end=None, polled_at=None)
     assert (lag.offset_lag, lag.time_lag, lag.log_end, lag.polled_at) == (None, None, None, None)
