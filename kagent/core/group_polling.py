@@ -3,7 +3,8 @@
 The ``admin-api`` source polls ListGroups, DescribeGroups and OffsetFetch
 instead of reading ``__consumer_offsets``. This module turns what they
 answered into the same derived events (:mod:`kagent.core.events`) the
-``offsets-topic`` source emits, and only those of what changed since the
+``offsets-topic`` source emits, held to the same rules
+(:mod:`kagent.core.record_checks`), and only those of what changed since the
 previous poll: :func:`poll` takes the previous poll's view (plain data) and
 this poll's :class:`GroupAnswers`, and returns the next view and the events.
 
@@ -14,45 +15,70 @@ What the group APIs cannot say, and what the events carry instead:
   nor a leader (None) or state timestamp (None).
 - OffsetFetch has no commit time, so an :class:`~kagent.core.events.OffsetCommitted`
   carries the time of the poll that first saw the offset.
+- A group on the consumer protocol (KIP-848; ListGroups v5 says its type,
+  :mod:`kagent.core.list_groups`) is not described by DescribeGroups (Kafka
+  answers ``Dead``, or ``GROUP_ID_NOT_FOUND`` from v6): only
+  ConsumerGroupDescribe describes it, which is not asked. Its
+  :class:`~kagent.core.events.GroupAssigned` has ``group_protocol``
+  ``consumer``, no members and no assignor (``protocol`` None); its committed
+  offsets are reported as any group's.
+
+The rules: each answer is checked as the coordinator record that would say
+the same (a committed offset as an ``OffsetCommit``, a described group as its
+``GroupMetadata``, a KIP-848 group's id as its ``ConsumerGroupMetadata``) by
+:func:`kagent.core.ingest.checked_events`, as the ``offsets-topic`` source
+checks its records. The part that breaks a rule is reported
+(:class:`RejectedAnswer`) and skipped, and what the previous poll saw of it
+stands: a committed offset's partition, a described group's assignment, a
+KIP-848 group's announcement. A dropping rule applies as there (a member's
+assigned partition outside its subscription is dropped from it).
 
 Pure: no I/O, no Faust.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from aiokafka.protocol.api import Response
-from aiokafka.structs import OffsetAndMetadata, TopicPartition
-from pydantic import ValidationError
+from aiokafka.structs import TopicPartition
 
-from kagent.core.consumer_offsets import DecodeError, decode_assignment, decode_subscription
-from kagent.core.events import (
-    DerivedEvent,
-    GroupAssigned,
-    GroupDeleted,
-    MemberAssignment,
-    OffsetCommitted,
-    OffsetDeleted,
-    PartitionRef,
+from kagent.core.consumer_offsets import (
+    Assignment,
+    ConsumerGroupMetadata,
+    DecodeError,
+    GroupMember,
+    GroupMetadata,
+    OffsetCommit,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
 )
+from kagent.core.events import DerivedEvent, GroupAssigned, GroupDeleted, OffsetCommitted, OffsetDeleted
+from kagent.core.ingest import checked_events
+from kagent.core.list_groups import ListedGroup
+from kagent.core.record_checks import RecordRejected, check, checked_commit
 
 __all__ = [
+    "CONSUMER_GROUP_TYPE",
     "CONSUMER_PROTOCOL_TYPE",
     "DEAD_STATE",
     "SETTLED_STATES",
     "UNKNOWN_GENERATION",
     "DescribedGroup",
     "DescribedMember",
+    "FetchedOffsets",
     "GroupAnswers",
     "GroupError",
     "GroupView",
     "MalformedMetadata",
     "PollResult",
-    "committed_offsets",
+    "RejectedAnswer",
+    "consumer_protocol_group",
     "described_groups",
+    "fetched_offsets",
     "group_assigned",
     "poll",
     "tracked_groups",
@@ -70,6 +96,9 @@ invisible, and the evaluation's hold count does not restart on a rebalance.
 CONSUMER_PROTOCOL_TYPE = "consumer"
 """The protocol type of groups whose member metadata and assignments are the consumer protocol's blobs."""
 
+CONSUMER_GROUP_TYPE = "consumer"
+"""ListGroups v5's type of a group on the consumer rebalance protocol (KIP-848), whose broker assigns."""
+
 SETTLED_STATES = frozenset({"Stable", "Empty"})
 """Group states whose members and assignments are those of a completed generation.
 
@@ -80,6 +109,11 @@ group's metadata only when a generation completes.
 
 DEAD_STATE = "Dead"
 """The state DescribeGroups answers for a group that no longer exists."""
+
+_CHECKED_GENERATION = 0
+"""The generation a described group is checked with (the rules want one >= 0; DescribeGroups says none)."""
+
+B = TypeVar("B", Subscription, Assignment)
 
 
 @dataclass(frozen=True)
@@ -118,6 +152,18 @@ class GroupError:
 
 
 @dataclass(frozen=True)
+class FetchedOffsets:
+    """One group's OffsetFetch answer, partition by partition (see :func:`fetched_offsets`)."""
+
+    offsets: Mapping[TopicPartition, int]
+    """Partitions answered without error -> the offset answered (-1: no commit there)."""
+    failed: Mapping[TopicPartition, int] = field(default_factory=dict)
+    """Partitions answered with an error -> its code: what the previous poll saw of them stands."""
+    error_code: int = 0
+    """The answer's own error code (v2+): not 0, the whole answer failed and nothing in it counts."""
+
+
+@dataclass(frozen=True)
 class GroupAnswers:
     """What the group APIs answered in one poll.
 
@@ -128,12 +174,12 @@ class GroupAnswers:
 
     polled_at: int
     """Milliseconds since the epoch when the poll began."""
-    listed: Mapping[str, str]
-    """Every group to track (see :func:`tracked_groups`) -> its protocol type, from ListGroups."""
+    listed: Mapping[str, ListedGroup]
+    """Every group to track (see :func:`tracked_groups`), as ListGroups answered it."""
     described: Mapping[str, DescribedGroup] = field(default_factory=dict)
     """Groups DescribeGroups answered without error."""
-    committed: Mapping[str, Mapping[TopicPartition, int]] = field(default_factory=dict)
-    """Groups OffsetFetch answered -> their committed offsets (see :func:`committed_offsets`)."""
+    committed: Mapping[str, FetchedOffsets] = field(default_factory=dict)
+    """Groups OffsetFetch answered without an error of the whole answer."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +201,17 @@ class MalformedMetadata:
     error: str
 
 
+@dataclass(frozen=True)
+class RejectedAnswer:
+    """Part of an answer that breaks a rule of :mod:`kagent.core.record_checks`, skipped."""
+
+    api: str
+    """The API that answered it: ``OffsetFetch``, ``DescribeGroups`` or ``ListGroups``."""
+    group: str
+    error: RecordRejected
+    """The rule broken, with the field and its value (``error.rule``; ``str()`` says it all)."""
+
+
 class PollResult(NamedTuple):
     """What :func:`poll` returns."""
 
@@ -164,11 +221,13 @@ class PollResult(NamedTuple):
     """The derived events of what changed, in order, each for the derived-events topic keyed by its group."""
     malformed: list[MalformedMetadata]
     """Blobs that failed to decode in the assignments this poll announces (reported once per change)."""
+    rejected: list[RejectedAnswer]
+    """Parts of this poll's answers that break a rule, skipped (reported at every poll that answers them)."""
 
 
-def tracked_groups(listed: Iterable[tuple[str, str]], own_group: str) -> dict[str, str]:
-    """ListGroups' ``(group, protocol type)`` pairs as a mapping, without kagent's own group."""
-    return {group: protocol_type for group, protocol_type in listed if group != own_group}
+def tracked_groups(listed: Mapping[str, ListedGroup], own_group: str) -> dict[str, ListedGroup]:
+    """ListGroups' groups (:func:`kagent.core.list_groups.listed_groups`) without kagent's own group."""
+    return {group: answer for group, answer in listed.items() if group != own_group}
 
 
 def described_groups(responses: Iterable[Response]) -> tuple[dict[str, DescribedGroup], list[GroupError]]:
@@ -205,65 +264,99 @@ def _described_member(member: Mapping[str, Any]) -> DescribedMember:
     )
 
 
-def committed_offsets(answer: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
-    """The committed offsets in aiokafka's OffsetFetch answer; offset -1 (no commit there) is left
-    out, and so is a partition below 0 (no :class:`OffsetCommitted` can hold it)."""
-    return {tp: meta.offset for tp, meta in answer.items() if meta.offset >= 0 and tp.partition >= 0}
+def fetched_offsets(response: Response) -> FetchedOffsets:
+    """An OffsetFetch response of any version aiokafka speaks (v0-v3), partition by partition.
+
+    Unlike aiokafka's admin ``list_consumer_group_offsets``, which raises for
+    the whole group at the first partition answered with an error (and reads
+    the response's code, not the partition's, to say which), one partition's
+    error affects only that partition. The response's own error code (v2+;
+    ``COORDINATOR_LOAD_IN_PROGRESS``, ``GROUP_AUTHORIZATION_FAILED``...), which
+    comes with no partitions, is returned for the caller to treat the answer
+    as failed, never read as "no commits".
+    """
+    answer = response.to_object()
+    offsets: dict[TopicPartition, int] = {}
+    failed: dict[TopicPartition, int] = {}
+    for topic in answer["topics"]:
+        for partition in topic["partitions"]:
+            tp = TopicPartition(topic["topic"], partition["partition"])
+            if partition["error_code"]:
+                failed[tp] = partition["error_code"]
+            else:
+                offsets[tp] = partition["offset"]
+    return FetchedOffsets(offsets, failed, answer.get("error_code", 0))
 
 
 def group_assigned(described: DescribedGroup) -> tuple[GroupAssigned, list[MalformedMetadata]]:
     """The :class:`GroupAssigned` of a described ``consumer`` group, and the blobs that failed to decode.
 
-    Members are ordered by member id. Each member's subscribed topics and
-    assigned partitions come from its blobs; an empty blob (not given) leaves
-    them empty, and so does a malformed one, which is also reported: one that
-    does not decode, or an assignment the events cannot hold (a partition
-    below 0). So one member's blob affects only that member.
+    Built as the ``offsets-topic`` source builds it from the group's
+    ``GroupMetadata`` record, and held to the same rules
+    (:func:`kagent.core.ingest.checked_events`; the generation, which
+    DescribeGroups does not say, checked as 0 and carried as
+    :data:`UNKNOWN_GENERATION`). Members are ordered by member id; each
+    member's subscribed topics and assigned partitions come from its blobs.
+    An empty blob (not given) leaves them empty, and so does one that does
+    not decode, which is also reported, so one member's broken blob affects
+    only that member. Raises :class:`RecordRejected` when the group breaks a
+    rule (an empty or duplicate member id, a negative partition where the
+    member's subscription is unknown, ...).
     """
     members = []
-    malformed = []
+    malformed: list[MalformedMetadata] = []
     for member in sorted(described.members, key=lambda m: m.member_id):
-        topics: tuple[str, ...] = ()
-        partitions: tuple[PartitionRef, ...] = ()
-        try:
-            if member.member_metadata:
-                topics = decode_subscription(member.member_metadata).topics
-        except DecodeError as exc:
-            malformed.append(MalformedMetadata(described.group, member.member_id, "subscription", str(exc)))
-        try:
-            if member.member_assignment:
-                partitions = tuple(
-                    PartitionRef(topic=tp.topic, partition=tp.partition)
-                    for tp in decode_assignment(member.member_assignment).partitions
-                )
-        except DecodeError as exc:
-            malformed.append(MalformedMetadata(described.group, member.member_id, "assignment", str(exc)))
-        except ValidationError as exc:
-            malformed.append(MalformedMetadata(described.group, member.member_id, "assignment", _invalid(exc)))
+        where = (described.group, member.member_id)
         members.append(
-            MemberAssignment(
+            GroupMember(
                 member_id=member.member_id,
                 group_instance_id=member.group_instance_id,
                 client_id=member.client_id,
                 client_host=member.client_host,
-                topics=topics,
-                partitions=partitions,
+                rebalance_timeout=None,
+                session_timeout=0,
+                subscription=_blob(decode_subscription, member.member_metadata, "subscription", where, malformed),
+                assignment=_blob(decode_assignment, member.member_assignment, "assignment", where, malformed),
             )
         )
-    assigned = GroupAssigned(
+    record = GroupMetadata(
         group=described.group,
-        generation=UNKNOWN_GENERATION,
+        protocol_type=described.protocol_type,
+        generation=_CHECKED_GENERATION,
         protocol=described.protocol or None,
         leader=None,
+        state_timestamp=None,
         members=tuple(members),
+        value_version=3,
     )
-    return assigned, malformed
+    (assigned,) = checked_events(record)
+    assert isinstance(assigned, GroupAssigned)  # a consumer group's metadata derives exactly that
+    return assigned.model_copy(update={"generation": UNKNOWN_GENERATION}), malformed
 
 
-def _invalid(exc: ValidationError) -> str:
-    """Pydantic's complaints on one line: ``partition: Input should be ... (got -1)``."""
-    return "; ".join(
-        f"{'.'.join(map(str, error['loc']))}: {error['msg']} (got {error['input']!r})" for error in exc.errors()
+def _blob(
+    decode: Callable[[bytes], B], blob: bytes, part: str, where: tuple[str, str], malformed: list[MalformedMetadata]
+) -> B | None:
+    """``blob`` decoded; None when empty or malformed (then added to ``malformed``)."""
+    if not blob:
+        return None
+    try:
+        return decode(blob)
+    except DecodeError as exc:
+        malformed.append(MalformedMetadata(*where, part, str(exc)))
+        return None
+
+
+def consumer_protocol_group(group: str) -> GroupAssigned:
+    """What this source knows of a group on the consumer protocol (KIP-848): that it is one.
+
+    No members and no assignor: those are ConsumerGroupDescribe's to say. Its
+    id is held to the rules of a KIP-848 group's records (non-empty, bounded);
+    raises :class:`RecordRejected` otherwise.
+    """
+    check(ConsumerGroupMetadata(group=group, epoch=0))
+    return GroupAssigned(
+        group=group, generation=UNKNOWN_GENERATION, protocol=None, leader=None, group_protocol="consumer"
     )
 
 
@@ -275,46 +368,91 @@ def poll(previous: Mapping[str, GroupView], answers: GroupAnswers) -> PollResult
     - A group in ``previous`` that is no longer listed, or is described as
       ``Dead``, is gone: an :class:`OffsetDeleted` for each partition it had
       committed on, then a :class:`GroupDeleted`; it leaves the view.
-    - A described ``consumer`` group in a settled state (:data:`SETTLED_STATES`)
-      whose :func:`group_assigned` differs from the view's gets a
-      :class:`GroupAssigned` (first, before its offsets). Other protocol types
-      get none, as with the ``offsets-topic`` source.
+    - A group listed as on the consumer protocol (KIP-848) whose view is not
+      :func:`consumer_protocol_group` gets that :class:`GroupAssigned` (first,
+      before its offsets); what DescribeGroups answered of it is ignored.
+    - Otherwise a described ``consumer`` group in a settled state
+      (:data:`SETTLED_STATES`) whose :func:`group_assigned` differs from the
+      view's gets a :class:`GroupAssigned` (first, before its offsets). Other
+      protocol types get none, as with the ``offsets-topic`` source.
     - For a group OffsetFetch answered: an :class:`OffsetCommitted` for each
       partition whose committed offset is new or changed (``commit_timestamp``
       = ``answers.polled_at``), an :class:`OffsetDeleted` for each that no
-      longer has one.
-    - What an API did not answer for a listed group stays as ``previous`` had it.
+      longer has one. A partition answered with an error, or with an offset
+      that breaks a rule, keeps the offset the view had (none if it had none).
+    - What an API did not answer for a listed group stays as ``previous`` had it,
+      and so does what breaks a rule (reported in :attr:`PollResult.rejected`).
 
     So polling an unchanged cluster again yields no events, and the same view.
     """
     view: dict[str, GroupView] = {}
     events: list[DerivedEvent] = []
     malformed: list[MalformedMetadata] = []
+    rejected: list[RejectedAnswer] = []
     for group in sorted(previous.keys() | answers.listed.keys()):
         seen = previous.get(group, GroupView())
-        described = answers.described.get(group)
-        if group not in answers.listed or (described is not None and described.state == DEAD_STATE):
+        listed = answers.listed.get(group)
+        consumer_protocol = listed is not None and listed.group_type == CONSUMER_GROUP_TYPE
+        described = None if consumer_protocol else answers.described.get(group)
+        if listed is None or (described is not None and described.state == DEAD_STATE):
             if group in previous:
                 events += _deleted(group, seen)
             continue
         assignment = seen.assignment
-        if (
-            described is not None
-            and described.protocol_type == CONSUMER_PROTOCOL_TYPE
-            and described.state in SETTLED_STATES
-        ):
-            assigned, bad = group_assigned(described)
-            if assigned != seen.assignment:
-                assignment = assigned
-                events.append(assigned)
-                malformed += bad
-        committed = answers.committed.get(group)
-        if committed is None:
-            committed = seen.committed
+        assigned: GroupAssigned | None = None
+        bad: list[MalformedMetadata] = []
+        api = "ListGroups"
+        try:
+            if consumer_protocol:
+                assigned = consumer_protocol_group(group)
+            elif (
+                described is not None
+                and described.protocol_type == CONSUMER_PROTOCOL_TYPE
+                and described.state in SETTLED_STATES
+            ):
+                api = "DescribeGroups"
+                assigned, bad = group_assigned(described)
+        except RecordRejected as exc:
+            rejected.append(RejectedAnswer(api, group, exc))
+        if assigned is not None and assigned != seen.assignment:
+            assignment = assigned
+            events.append(assigned)
+            malformed += bad
+        fetched = answers.committed.get(group)
+        if fetched is None:
+            committed: Mapping[TopicPartition, int] = seen.committed
         else:
+            committed = _committed(group, fetched, seen.committed, answers.polled_at, rejected)
             events += _offset_changes(group, seen.committed, committed, answers.polled_at)
         view[group] = GroupView(assignment=assignment, committed=dict(committed))
-    return PollResult(view, events, malformed)
+    return PollResult(view, events, malformed, rejected)
+
+
+def _committed(
+    group: str,
+    fetched: FetchedOffsets,
+    before: Mapping[TopicPartition, int],
+    polled_at: int,
+    rejected: list[RejectedAnswer],
+) -> dict[TopicPartition, int]:
+    """The group's committed offsets after ``fetched``: each partition answered with an offset that passes
+    the rules and is not -1 (no commit), and for each answered with an error or a broken rule, what
+    ``before`` had (the rule broken added to ``rejected``)."""
+    after: dict[TopicPartition, int] = {}
+    standing = list(fetched.failed)
+    for tp, offset in fetched.offsets.items():
+        try:
+            checked_commit(OffsetCommit(group, tp.topic, tp.partition, offset, "", polled_at, None, None, 3))
+        except RecordRejected as exc:
+            rejected.append(RejectedAnswer("OffsetFetch", group, exc))
+            standing.append(tp)
+            continue
+        if offset >= 0:
+            after[tp] = offset
+    for tp in standing:
+        if tp in before:
+            after[tp] = before[tp]
+    return after
 
 
 def _deleted(group: str, seen: GroupView) -> list[DerivedEvent]:

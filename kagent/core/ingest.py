@@ -18,7 +18,7 @@ from kagent.core.consumer_offsets import DecodeError, GroupMetadata, OffsetCommi
 from kagent.core.events import CommitRun, DerivedEvent, DerivedEvents, derive, grouped_events
 from kagent.core.record_checks import RecordRejected, check, checked_commit
 
-__all__ = ["Failure", "Ingested", "RawRecord", "ingest"]
+__all__ = ["Failure", "Ingested", "RawRecord", "checked_events", "ingest"]
 
 
 class RawRecord(Protocol):
@@ -114,6 +114,15 @@ def _detached(exc: Failure) -> Failure:
     return exc
 
 
+def checked_events(record: Record) -> list[DerivedEvent]:
+    """The events of a decoded ``record`` as the ``offsets-topic`` source derives them: checked by
+    :func:`~kagent.core.record_checks.check` (without what a dropping rule removes), then
+    :func:`~kagent.core.events.derive`. Raises :class:`RecordRejected` for a broken rule, and as the rule
+    ``invalid-event`` for any failure to build the events. What the pipeline's backfill and the
+    ``admin-api`` source hold their records to."""
+    return _events(check(record), type(record).__name__)
+
+
 def _derived(record: Record) -> list[DerivedEvent] | list[AssignedJson]:
     """The events of a checked ``record`` (:func:`~kagent.core.events.derive`; a classic group's
     assignment as its :data:`~kagent.core.assigned_json.AssignedJson` where that is plainly valid).
@@ -125,10 +134,15 @@ def _derived(record: Record) -> list[DerivedEvent] | list[AssignedJson]:
         event = assigned_json(checked)
         if plain_assigned(event):
             return [event]
+    return _events(checked, type(record).__name__)
+
+
+def _events(checked: Record, name: str) -> list[DerivedEvent]:
+    """:func:`~kagent.core.events.derive` of a ``checked`` record (of type ``name``), any failure raised
+    as :class:`RecordRejected` of the rule ``invalid-event``."""
     try:
         return derive(checked)
     except Exception as exc:  # the backstop: no record may stop the source
-        name = type(record).__name__
         if isinstance(exc, ValidationError):
             error = exc.errors(include_url=False)[0]
             where = ".".join((exc.title, *(str(part) for part in error["loc"])))

@@ -67,6 +67,20 @@ class Metrics:
         self.group_api_errors = Counter(
             "kagent_group_api_errors", "Failed group API requests (source admin-api), by API", ["api"], registry=r
         )
+        self.group_api_partition_errors = Counter(
+            "kagent_group_api_partition_errors",
+            "Partitions a group API answered with an error (source admin-api; the last known commit stands), "
+            "by API and Kafka error",
+            ["api", "error"],
+            registry=r,
+        )
+        self.group_api_rejected = Counter(
+            "kagent_group_api_rejected",
+            "Parts of group API answers that broke a rule of record_checks, skipped (source admin-api), "
+            "by API and rule",
+            ["api", "rule"],
+            registry=r,
+        )
         self.malformed_member_metadata = Counter(
             "kagent_malformed_member_metadata",
             "Member blobs from DescribeGroups that failed to decode (source admin-api), by part",

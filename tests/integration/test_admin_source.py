@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,11 +37,12 @@ from kagent.settings import Settings
 from kagent.tools.embedded import EmbeddedBroker, free_port
 from kagent.worker.admin_api import GroupPoller
 from kagent.worker.metrics import Metrics
+from tests.support.answer_rewriter import AnswerRewriter
 from tests.support.coordinator import produce
 from tests.support.topics import TopicReader
 from tests.support.waiting import wait_until_async
 from tests.support.web import wait_json
-from tests.support.worker import Worker, metric_total
+from tests.support.worker import Worker, metric_total, running_workers
 
 pytestmark = pytest.mark.integration
 
@@ -189,5 +191,162 @@ async def test_an_unreachable_cluster_is_counted_and_logged_not_raised(caplog: p
     finally:
         await poller.stop()
     assert sent == []
-    assert metrics.registry.get_sample_value("kagent_group_api_errors_total", {"api": "ListGroups"}) == 1
-    assert "ListGroups of the cluster failed" in caplog.text
+    assert metrics.registry.get_sample_value("kagent_group_api_errors_total", {"api": "Metadata"}) == 1
+    assert "Metadata of the cluster failed" in caplog.text
+
+
+@pytest.fixture
+async def rewriting_broker(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedBroker, AnswerRewriter]]:
+    """A broker of its own behind an :class:`AnswerRewriter` (which it advertises), with nothing rewritten yet."""
+    port = free_port()
+    with EmbeddedBroker(advertised=f"127.0.0.1:{port}", log_dir=tmp_path) as broker:
+        relay = await AnswerRewriter(port, broker.port).start()
+        try:
+            yield broker, relay
+        finally:
+            await relay.stop()
+
+
+def offset_events(events: DerivedEventsReader, group: str) -> list[tuple[str, int, int | None]]:
+    """The group's offset events read so far, in order: (kind, partition, offset or None)."""
+    return [
+        (e["kind"], e["partition"], e.get("offset"))
+        for e in events.events
+        if e["group"] == group and e["kind"] in ("offset-committed", "offset-deleted")
+    ]
+
+
+async def test_a_partitions_offset_fetch_error_or_broken_offset_leaves_the_groups_other_commits_reported(
+    rewriting_broker: tuple[EmbeddedBroker, AnswerRewriter], tmp_path: Path
+) -> None:
+    """Through a real worker: OffsetFetch answers partition 2 of the group with TOPIC_AUTHORIZATION_FAILED
+    and partition 3 with offset -7 (rule ``offset-below-minus-one``). Tansu answers neither (see
+    ``tests/support/answer_rewriter.py``), so the relay before it rewrites those two fields of its
+    answer. The worker sends the new commits of partitions 0 and 1 to the derived-events topic, sends
+    nothing of 2 and 3 (their last known commit stands: no deletion, no stale commit) through several
+    polls, counts both in /metrics and logs them, and sends 2 and 3 once they are answered well.
+
+    (The API shows no partition of this group: Tansu's DescribeGroups gives no member blobs, so the
+    worker does not know which topics the group reads; the derived events are what the source says.)"""
+    broker, relay = rewriting_broker
+    bootstrap = f"127.0.0.1:{relay.port}"
+    topic, group, app_id = "faulty-orders", "faulty-app", "admin-faults-test"
+    await broker.create_topics({topic: 4})
+    await produce(bootstrap, topic, {p: 10 for p in range(4)})
+    member = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False, session_timeout_ms=6000
+    )
+    await member.start()
+    try:
+        await assigned([member], 4)
+        every = sorted(member.assignment())
+        await member.commit(dict.fromkeys(every, 3))
+        with running_workers(bootstrap, tmp_path) as start:
+            worker = start(app_id, **FAST)
+            async with DerivedEventsReader(bootstrap, f"{app_id}-derived-events") as events:
+
+                def explain() -> str:
+                    return f"events: {offset_events(events, group)}\n{worker.log_tail()}"
+
+                whole = [("offset-committed", p, 3) for p in range(4)]
+                await events.until(lambda: offset_events(events, group) == whole, 120, "the commits", explain)
+
+                relay.offset_fetch_errors[(group, topic, 2)] = 29  # TOPIC_AUTHORIZATION_FAILED
+                relay.offset_fetch_offsets[(group, topic, 3)] = -7
+                await member.commit(dict.fromkeys(every, 6))
+                partition_errors = (
+                    'kagent_group_api_partition_errors_total{api="OffsetFetch",error="TOPIC_AUTHORIZATION_FAILED"}'
+                )
+                rejected = 'kagent_group_api_rejected_total{api="OffsetFetch",rule="offset-below-minus-one"}'
+                metrics: dict[str, float] = {}
+
+                async def polled_three_times_with_faults() -> bool:
+                    metrics.update(await asyncio.to_thread(worker.metrics) or {})
+                    return metrics.get(partition_errors, 0) >= 3 and metrics.get(rejected, 0) >= 3
+
+                await wait_until_async(
+                    polled_three_times_with_faults, 30, "three polls with the faults", detail=explain
+                )
+                await events.until(lambda: len(offset_events(events, group)) >= 6, 10, "the new commits", explain)
+                assert offset_events(events, group) == [*whole, ("offset-committed", 0, 6), ("offset-committed", 1, 6)]
+                assert metric_total(metrics, "kagent_group_api_errors_total") == 0  # no request failed
+                log = worker.log()
+                assert (
+                    f"OffsetFetch of group {group!r} failed for 1 partitions ({topic}[2]: TOPIC_AUTHORIZATION_FAILED); "
+                    "the last known commit of 1 stands"
+                ) in log
+                assert (
+                    f"OffsetFetch answer of group {group!r} skipped: OffsetCommit breaks offset-below-minus-one" in log
+                )
+
+                relay.offset_fetch_errors.clear()
+                relay.offset_fetch_offsets.clear()
+                healed = [("offset-committed", 2, 6), ("offset-committed", 3, 6)]
+                await events.until(lambda: len(offset_events(events, group)) >= 8, 30, "2 and 3 again", explain)
+                # A group's events are in one partition, in order: nothing of 2 and 3 came between.
+                assert offset_events(events, group) == [
+                    *whole,
+                    ("offset-committed", 0, 6),
+                    ("offset-committed", 1, 6),
+                    *healed,
+                ]
+            assert worker.stop() == 0
+    finally:
+        await member.stop()
+
+
+async def test_a_group_on_the_consumer_protocol_is_marked_so_and_its_offsets_reported(
+    rewriting_broker: tuple[EmbeddedBroker, AnswerRewriter], tmp_path: Path
+) -> None:
+    """Through a real worker: ListGroups v5 says the group is on the consumer protocol (KIP-848). Tansu has no
+    such groups (no ConsumerGroupHeartbeat, and its ListGroups v5 types every group ``classic``), so the relay
+    before it rewrites that one field; the group itself is a real aiokafka group with a member and commits.
+    The worker does not describe it (Kafka would answer ``Dead``), announces it on the derived-events topic
+    with ``group_protocol`` ``consumer`` and no members (DescribeGroups would have named one), and sends its
+    commits."""
+    broker, relay = rewriting_broker
+    bootstrap = f"127.0.0.1:{relay.port}"
+    topic, group, app_id = "kip848-orders", "kip848-app", "admin-kip848-test"
+    relay.consumer_protocol_groups.add(group)
+    await broker.create_topics({topic: 2})
+    await produce(bootstrap, topic, {0: 10, 1: 10})
+    member = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False, session_timeout_ms=6000
+    )
+    await member.start()
+    try:
+        await assigned([member], 2)
+        await member.commit({tp: 4 for tp in member.assignment()})
+        with running_workers(bootstrap, tmp_path) as start:
+            worker = start(app_id, **FAST)
+            async with DerivedEventsReader(bootstrap, f"{app_id}-derived-events") as events:
+
+                def announced() -> bool:
+                    ours = [e for e in events.events if e["group"] == group]
+                    return (
+                        any(e["kind"] == "group-assigned" for e in ours)
+                        and len([e for e in ours if e["kind"] == "offset-committed"]) == 2
+                    )
+
+                await events.until(announced, 120, "the KIP-848 group's announcement and commits", worker.log_tail)
+                (assignment,) = [e for e in events.events if e["group"] == group and e["kind"] == "group-assigned"]
+                assert (assignment["group_protocol"], assignment["members"], assignment["protocol"]) == (
+                    "consumer",
+                    [],
+                    None,
+                )
+                first, *commits = [e for e in events.events if e["group"] == group]
+                assert first == assignment  # announced before its offsets
+                assert [(e["kind"], e["partition"], e["offset"]) for e in commits] == [
+                    ("offset-committed", 0, 4),
+                    ("offset-committed", 1, 4),
+                ]
+            # The API knows the group; its members, their partitions and so its lag are ConsumerGroupDescribe's
+            # to say (issue 37), so none are shown.
+            body = await wait_json(f"{worker.url}api/groups/{group}", lambda b: b["summary"]["group"] == group, 30)
+            assert (body["summary"]["generation"], body["summary"]["members"], body["recommendation"]) == (-1, 0, None)
+            assert relay.rewritten["ListGroups"] >= 1
+            assert not [e for e in events.events if e["group"] == group and e["kind"] == "group-deleted"]
+            assert worker.stop() == 0
+    finally:
+        await member.stop()

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -13,6 +14,7 @@ from aiokafka.structs import TopicPartition
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from kagent.core.consumer_offsets import decode
 from kagent.core.events import (
     DerivedEvents,
     GroupAssigned,
@@ -22,6 +24,7 @@ from kagent.core.events import (
     PartitionRef,
     encode_events,
 )
+from kagent.core.ingest import checked_events, ingest
 from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker, free_port
 from kagent.tools.pipeline.backfill import TABLES, backfill
 from kagent.tools.pipeline.cli import pipeline
@@ -36,6 +39,7 @@ from kagent.tools.simulator import (
     TrafficSpec,
     run_simulation,
 )
+from tests.support.hostile_records import HostileMessage, HostileStream
 
 pytestmark = pytest.mark.integration
 
@@ -133,6 +137,7 @@ def test_backfill_of_derived_events(spark: SparkSession, kafka_broker: EmbeddedB
     summary = backfill(spark, kafka_broker.kafka, str(tmp_path), "derived-events", topic)
 
     assert summary.rows == {"group-assigned": 1, "offset-committed": 1, "offset-deleted": 1}
+    assert spark.read.parquet(summary.tables["rejected"]).count() == 0  # empty, and readable as such
     commits = spark.read.parquet(summary.tables["offset_commits"]).orderBy("source_offset").collect()
     assert [(r.group, r.partition, r.committed_offset, r.deleted) for r in commits] == [
         ("g", 2, 17, False),
@@ -176,3 +181,78 @@ def test_cli_backfill_with_broker_down_names_it(spark: SparkSession, tmp_path: P
 
     assert result.exit_code == 1
     assert f"Error: Kafka at {address}: cannot connect" in result.output
+
+
+class _Raw(NamedTuple):
+    """What :func:`ingest` reads of a record."""
+
+    key: bytes | None
+    value: bytes | None
+
+
+def test_cli_backfill_of_hostile_records_writes_exactly_the_accepted_ones(
+    spark: SparkSession, kafka_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """``kagent pipeline backfill`` over coordinator records mixed with hostile ones
+    (``tests/support/hostile_records.py``: valid records, valid encodings that break a rule of
+    ``record_checks``, random and truncated bytes): ``offset_commits`` and ``group_generations`` hold
+    exactly what the accepted records derive, each rejected record is in ``rejected`` with the reason
+    the worker's dead letter gives it (``ingest``, the worker's own verdict), and the count is printed."""
+    topic = f"pipeline-hostile-{uuid.uuid4().hex[:6]}"
+    stream = list(HostileStream(count=600, groups=20))
+    asyncio.run(kafka_broker.create_topics({topic: 4}))
+    placed = asyncio.run(_publish_hostile(kafka_broker, topic, stream))
+    expected_rejected: dict[tuple[int, int], tuple[str, HostileMessage]] = {}
+    accepted: dict[tuple[int, int], HostileMessage] = {}
+    for message, place in zip(stream, placed, strict=True):
+        reason = _dead_letter_reason(message)
+        if message.expect == "valid":
+            assert reason is None, reason
+        elif message.expect.startswith("rejected:"):
+            assert reason is not None and message.expect.removeprefix("rejected:") in reason, reason
+        if reason is None:
+            accepted[place] = message
+        else:
+            expected_rejected[place] = (reason, message)
+    assert len(expected_rejected) > 100 and len(accepted) > 300  # what the stream's mix makes
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        pipeline, ["backfill", "--broker", kafka_broker.bootstrap_servers, "--output", str(out), "--topic", topic]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert f"{len(expected_rejected)} records not applied" in result.output
+    assert f"rejected: {out}/rejected" in result.output
+    rejected = {(r.source_partition, r.source_offset): r for r in spark.read.parquet(str(out / "rejected")).collect()}
+    assert rejected.keys() == expected_rejected.keys()
+    for place, (reason, message) in expected_rejected.items():
+        row = rejected[place]
+        assert (row.error, row.key, row.value) == (reason, message.message.key, message.message.value)
+        assert row.kind in ("undecodable", "rejected")
+    commits = spark.read.parquet(str(out / "offset_commits")).collect()
+    generations = spark.read.parquet(str(out / "group_generations")).collect()
+    written = Counter((r.source_partition, r.source_offset) for r in [*commits, *generations])
+    deriving = {place: len(checked_events(decode(m.message.key, m.message.value))) for place, m in accepted.items()}
+    assert written == Counter({place: count for place, count in deriving.items() if count})
+    assert not [p for g in generations for m in g.members for p in m.partitions if p.topic == "not-subscribed"]
+
+
+def _dead_letter_reason(message: HostileMessage) -> str | None:
+    """Why the worker's source sends ``message`` to its dead-letter topic (its reason there); None if it applies it."""
+    malformed = ingest([_Raw(message.message.key, message.message.value)], ()).malformed
+    return str(malformed[0][1]) if malformed else None
+
+
+async def _publish_hostile(broker: EmbeddedBroker, topic: str, stream: list[HostileMessage]) -> list[tuple[int, int]]:
+    """Publish each message's bytes (to partition ``partition % 4``); where each landed, in order."""
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, max_batch_size=ONE_RECORD_BATCH)
+    await producer.start()
+    try:
+        sent = [
+            await producer.send(topic, m.message.value, key=m.message.key, partition=m.message.partition % 4)
+            for m in stream
+        ]
+        return [(meta.partition, meta.offset) for meta in await asyncio.gather(*sent)]
+    finally:
+        await producer.stop()

@@ -18,6 +18,7 @@ from kagent.core.consumer_offsets import (
     ConsumerGroupTargetAssignmentMetadata,
     GroupTombstone,
     OffsetTombstone,
+    Subscription,
     TopicMetadata,
     TopicPartitions,
     encode,
@@ -75,6 +76,7 @@ def test_every_kind_of_offsets_topic_record() -> None:
             encode(connect),
             (b"\x00\x01\x00", b"\x00\x03"),  # an offset commit key cut short
             (None, b"x"),
+            encode(commit._replace(partition=-1)),
         ]
     )
 
@@ -89,10 +91,11 @@ def test_every_kind_of_offsets_topic_record() -> None:
         "group-deleted",
         "skipped",
         "undecodable",
-        "skipped",
+        "undecodable",
+        "rejected",
     ]
     assert [(r["source_partition"], r["source_offset"], r["log_timestamp"]) for r in got] == [
-        (7, 100 + i, LOG_TIME) for i in range(7)
+        (7, 100 + i, LOG_TIME) for i in range(8)
     ]
     first = got[0]
     assert (first["group"], first["topic"], first["partition"], first["committed_offset"]) == ("g", "t", 3, 42)
@@ -105,6 +108,23 @@ def test_every_kind_of_offsets_topic_record() -> None:
         ("m2-y", ["t"], []),
     ]
     assert got[5]["error"]
+    assert got[6]["error"] == "key, byte 0: the record has no key"  # the worker's dead letter says the same
+    assert (got[7]["error"], got[7]["key"], got[7]["value"]) == (
+        "OffsetCommit breaks partition-negative: partition = -1 (a partition number is >= 0)",
+        *encode(commit._replace(partition=-1)),
+    )
+    assert all(r["key"] is None and r["value"] is None for r in got[:5])
+
+
+def test_a_members_partition_outside_its_subscription_is_dropped_as_the_worker_drops_it() -> None:
+    """record_checks' dropping rule: the generation is kept, the stray partition is not."""
+    both = group_metadata("g", 5, {"m1-x": [TopicPartition("t", 0), TopicPartition("elsewhere", 1)]})
+    assigned = both._replace(members=tuple(m._replace(subscription=Subscription(0, ("t",))) for m in both.members))
+
+    (row,) = decode_batch(_batch([encode(assigned)]), "offsets-topic").to_pylist()
+
+    assert row["kind"] == "group-assigned"
+    assert [(m["member_id"], m["partitions"]) for m in row["members"]] == [("m1-x", [{"topic": "t", "partition": 0}])]
 
 
 def test_derived_events_source_and_many_batches() -> None:

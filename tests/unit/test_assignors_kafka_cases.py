@@ -1,8 +1,10 @@
 """Kafka's own answers: every exact assignment that Kafka's sticky assignor tests
-(AbstractStickyAssignorTest, StickyAssignorTest, CooperativeStickyAssignorTest)
-assert, ported as data (data/kafka_sticky_cases.json, which says how), run
-through kagent's `sticky` and `cooperative-sticky`; then a few of those tests
-that assert balance and stickiness rather than an exact assignment.
+(AbstractStickyAssignorTest, StickyAssignorTest) assert, ported as data
+(data/kafka_sticky_cases.json, which says how), run through kagent's `sticky`;
+then a few of those tests that assert balance and stickiness rather than an
+exact assignment. (Kafka's CooperativeStickyAssignor answers are its first
+round, which kagent does not compute: its `cooperative-sticky` assigns as
+`sticky` does.)
 
 Order: kagent returns each member's partitions sorted (its contract), Kafka in
 the order its builder added them. Where a Kafka test compares lists, kagent's
@@ -16,8 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,9 @@ import pytest
 from aiokafka.structs import TopicPartition
 from test_assignors_invariants import Case, assert_locally_balanced, assert_valid
 
-from kagent.core.assignors import Assignment, Member, assign, assign_cooperative
+from kagent.core.assignors import Assignment, Member, assign
 
 DATA = Path(__file__).parent / "data" / "kafka_sticky_cases.json"
-STRATEGIES = ("sticky", "cooperative-sticky")
 
 
 def parse(text: str) -> TopicPartition:
@@ -45,12 +45,10 @@ class KafkaCase:
     test: str
     step: str | None
     strategy: str
-    round: str
     ordered: bool
     partitions: dict[str, int]
     members: dict[str, Member]
     expected: dict[str, list[TopicPartition]]
-    transferring: dict[TopicPartition, str] | None
 
     @property
     def id(self) -> str:
@@ -68,7 +66,6 @@ def load() -> tuple[dict[str, Any], list[KafkaCase]]:
             )
             for member_id, spec in raw["members"].items()
         }
-        transferring = raw.get("transferring")
         for strategy in raw["assignors"]:
             cases.append(
                 KafkaCase(
@@ -76,12 +73,10 @@ def load() -> tuple[dict[str, Any], list[KafkaCase]]:
                     test=raw["test"],
                     step=None if "step" not in raw else str(raw["step"]),
                     strategy=strategy,
-                    round=raw.get("round", "first"),
                     ordered=raw["ordered"],
                     partitions=raw["partitions"],
                     members=members,
                     expected={m: [parse(p) for p in tps] for m, tps in raw["expected"].items()},
-                    transferring=None if transferring is None else {parse(p): m for p, m in transferring.items()},
                 )
             )
     return data, cases
@@ -90,36 +85,10 @@ def load() -> tuple[dict[str, Any], list[KafkaCase]]:
 SOURCE, CASES = load()
 
 
-def settle(partitions: Mapping[str, int], members: Mapping[str, Member], assignment: Assignment) -> Assignment:
-    """CooperativeStickyAssignorTest.verifyValidityAndBalance: while the last
-    assignment revokes something, every member owns what it was given, in
-    generation 1, and the group rebalances again (at most four times)."""
-    for _ in range(4):
-        if not any(set(member.owned) - set(assignment[m]) for m, member in members.items()):
-            return assignment
-        members = {m: replace(member, owned=assignment[m], generation=1) for m, member in members.items()}
-        assignment = assign_cooperative(partitions, members).first_round
-    raise AssertionError(f"still revoking after four follow-up rebalances: {assignment}")
-
-
-def transferring(partitions: Mapping[str, int], members: Mapping[str, Member]) -> dict[TopicPartition, str]:
-    """Kafka's partitionsTransferringOwnership: partitions in the sticky target
-    that the first round holds back, with the member they are for."""
-    result = assign_cooperative(partitions, members)
-    return {tp: m for m, tps in result.target.items() for tp in tps if tp not in result.first_round[m]}
-
-
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
 def test_kafka_answer(case: KafkaCase) -> None:
-    if case.strategy == "sticky":
-        assignment = assign("sticky", case.partitions, case.members)
-    else:
-        assignment = assign_cooperative(case.partitions, case.members).first_round
-        if case.round == "settled":
-            assignment = settle(case.partitions, case.members, assignment)
+    assignment = assign(case.strategy, case.partitions, case.members)
     assert {m: assignment[m] for m in case.expected} == {m: sorted(tps) for m, tps in case.expected.items()}
-    if case.strategy == "cooperative-sticky" and case.transferring is not None:
-        assert transferring(case.partitions, case.members) == case.transferring
 
 
 def test_every_ported_case_is_here() -> None:
@@ -127,9 +96,8 @@ def test_every_ported_case_is_here() -> None:
     steps = Counter(raw["file"] for raw in SOURCE["cases"])
     runs = Counter(case.file for case in CASES)
     assert {file: (steps[file], runs[file]) for file in SOURCE["source"]["files"]} == {
-        "AbstractStickyAssignorTest": (29, 54),
+        "AbstractStickyAssignorTest": (25, 25),
         "StickyAssignorTest": (3, 3),
-        "CooperativeStickyAssignorTest": (3, 3),
     }
 
 
@@ -137,9 +105,8 @@ def test_every_ported_case_is_here() -> None:
 def test_the_data_is_well_formed(raw: dict[str, Any]) -> None:
     """Each expected partition exists, goes to one member, and that member
     subscribes to its topic; a `sticky` assertion on every member covers every
-    subscribed partition; the strategies and rounds are known ones."""
-    assert set(raw["assignors"]) <= set(STRATEGIES)
-    assert raw.get("round", "first") in ("first", "settled")
+    subscribed partition; `sticky` is the strategy."""
+    assert raw["assignors"] == ["sticky"]
     assert set(raw["expected"]) <= set(raw["members"])
     given = Counter(p for tps in raw["expected"].values() for p in tps)
     assert all(n == 1 for n in given.values())
@@ -149,33 +116,24 @@ def test_the_data_is_well_formed(raw: dict[str, Any]) -> None:
             assert 0 <= tp.partition < raw["partitions"][tp.topic]
     subscribed = {t for spec in raw["members"].values() for t in spec["topics"] if t in raw["partitions"]}
     everything = {f"{t}-{p}" for t in subscribed for p in range(raw["partitions"][t])}
-    if "sticky" in raw["assignors"] and set(raw["expected"]) == set(raw["members"]):
+    if set(raw["expected"]) == set(raw["members"]):
         assert set(given) == everything
 
 
 # Kafka tests that assert balance and stickiness, not an exact assignment.
 
 
-def both(partitions: Mapping[str, int], members: Mapping[str, Member], strategy: str) -> Assignment:
-    """What the Kafka test checks: `sticky`'s assignment, or for
-    `cooperative-sticky` the assignment once its follow-up rebalances are done."""
-    if strategy == "sticky":
-        return assign("sticky", partitions, members)
-    return settle(partitions, members, assign_cooperative(partitions, members).first_round)
-
-
 def per_topic(assignment: Assignment) -> dict[str, Counter[str]]:
     return {m: Counter(tp.topic for tp in tps) for m, tps in assignment.items()}
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
-def test_topic_balance_after_reassignment(strategy: str) -> None:
+def test_topic_balance_after_reassignment() -> None:
     """AbstractStickyAssignorTest.testTopicBalanceAfterReassignment: 12 + 12
     partitions over 1, 2, 4, then 2 members, each member holding as many of
     one topic as of the other."""
     partitions = {"topic1": 12, "topic2": 12}
     topics = ["topic1", "topic2"]
-    assignment = both(partitions, {"consumer1": Member(topics)}, strategy)
+    assignment = assign("sticky", partitions, {"consumer1": Member(topics)})
     for joined, left, each in (
         (["consumer2"], [], 6),
         (["consumer3", "consumer4"], [], 3),
@@ -183,15 +141,12 @@ def test_topic_balance_after_reassignment(strategy: str) -> None:
     ):
         members = {m: Member(topics, owned=tps, generation=1) for m, tps in assignment.items() if m not in left}
         members.update({m: Member(topics, generation=1) for m in joined})
-        assignment = both(partitions, members, strategy)
+        assignment = assign("sticky", partitions, members)
         assert all(counts == {"topic1": each, "topic2": each} for counts in per_topic(assignment).values())
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("generations", list(itertools.permutations((1, 2, 3))))
-def test_subscription_not_equal_and_assign_same_partition_with_3_generation(
-    strategy: str, generations: tuple[int, int, int]
-) -> None:
+def test_subscription_not_equal_and_assign_same_partition_with_3_generation(generations: tuple[int, int, int]) -> None:
     """AbstractStickyAssignorTest.testSubscriptionNotEqualAndAssignSamePartitionWith3Generation:
     topic-2 claimed by three members in three generations, in every order."""
     partitions = {"topic": 6, "topic1": 1}
@@ -201,10 +156,7 @@ def test_subscription_not_equal_and_assign_same_partition_with_3_generation(
         for i, (ps, g) in enumerate(zip(claims, generations, strict=True))
     }
     members["consumer4"] = Member(["topic1"], owned=[TopicPartition("topic1", 0)], generation=2)
-    if strategy == "sticky":
-        assignment = assign("sticky", partitions, members)
-    else:
-        assignment = assign_cooperative(partitions, members).first_round
+    assignment = assign("sticky", partitions, members)
     given = [tp for tps in assignment.values() for tp in tps]
     assert len(given) == len(set(given))
     assert all(1 <= len(tps) <= 2 for tps in assignment.values())

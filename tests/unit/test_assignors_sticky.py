@@ -1,15 +1,10 @@
 """`sticky` and `cooperative-sticky`: the StickyAssignor javadoc examples, Kafka's
 AbstractStickyAssignorTest scenarios, claims contested in one generation, Kafka's
-member order, the cooperative follow-up rebalance, and property tests of Kafka's
-guarantees. Every exact assignment Kafka's own tests assert is checked in
-test_assignors_kafka_cases."""
+member order, and property tests of Kafka's guarantees. Every exact assignment
+Kafka's own tests assert is checked in test_assignors_kafka_cases."""
 
 from __future__ import annotations
 
-import random
-from dataclasses import replace
-
-import pytest
 from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from test_assignors_invariants import (
@@ -19,12 +14,11 @@ from test_assignors_invariants import (
     assert_valid,
     cases,
     kept,
-    random_case,
     reference_holders,
     reference_owners,
 )
 
-from kagent.core.assignors import Assignment, Group, Member, assign, assign_cooperative
+from kagent.core.assignors import Assignment, Group, Member, assign
 from kagent.core.assignors.problem import java_hash_code, java_hash_map_order
 
 
@@ -95,12 +89,11 @@ class TestAbstractStickyAssignorTestScenarios:
             "consumer1": Member(topics, owned=[tp("topic1", 0), tp("topic2", 1)], generation=1),
             "consumer2": Member(topics, owned=[tp("topic1", 1), tp("topic2", 2)], generation=1),
         }
-        result = assign_cooperative({"topic1": 2, "topic2": 3}, members)
-        assert result.target == {
+        result = assign("sticky", {"topic1": 2, "topic2": 3}, members)
+        assert result == {
             "consumer1": [tp("topic1", 0), tp("topic2", 0), tp("topic2", 1)],
             "consumer2": [tp("topic1", 1), tp("topic2", 2)],
         }
-        assert result.first_round == result.target
 
     def test_max_quota_consumers_more_than_expected(self) -> None:
         """Kafka meets consumer2 before consumer1 (its HashMap order), so
@@ -111,14 +104,12 @@ class TestAbstractStickyAssignorTestScenarios:
             "consumer2": Member(topics, owned=[tp("topic1", 1), tp("topic2", 1)], generation=1),
             "consumer3": Member(topics, generation=1),
         }
-        result = assign_cooperative({"topic1": 2, "topic2": 2}, members)
-        assert result.target == {
+        result = assign("sticky", {"topic1": 2, "topic2": 2}, members)
+        assert result == {
             "consumer1": [tp("topic1", 0)],
             "consumer2": [tp("topic1", 1), tp("topic2", 1)],
             "consumer3": [tp("topic2", 0)],
         }
-        assert result.first_round == {**result.target, "consumer3": []}
-        assert result.revoked == {"consumer1": [tp("topic2", 0)], "consumer2": [], "consumer3": []}
 
     def test_all_consumers_under_min_quota(self) -> None:
         """The member under the minimum is filled first; the larger quotas then
@@ -129,23 +120,20 @@ class TestAbstractStickyAssignorTestScenarios:
             "consumer2": Member(topics, owned=[tp("topic1", 1)], generation=1),
             "consumer3": Member(topics, generation=1),
         }
-        result = assign_cooperative({"topic1": 2, "topic2": 3}, members)
-        assert result.target == {
+        result = assign("sticky", {"topic1": 2, "topic2": 3}, members)
+        assert result == {
             "consumer1": [tp("topic1", 0), tp("topic2", 1)],
             "consumer2": [tp("topic1", 1), tp("topic2", 2)],
             "consumer3": [tp("topic2", 0)],
         }
-        assert result.first_round == result.target
 
     def test_add_remove_consumer_one_topic(self) -> None:
         first = assign("sticky", {"topic": 3}, {"consumer1": Member(["topic"])})
         assert first == {"consumer1": t(0, 1, 2)}
         members = owning(first, {"consumer1": ["topic"], "consumer2": ["topic"]})
-        second = assign_cooperative({"topic": 3}, members)
-        assert second.target == {"consumer1": t(0, 1), "consumer2": t(2)}
-        assert second.first_round == {"consumer1": t(0, 1), "consumer2": []}
-        assert second.revoked == {"consumer1": t(2), "consumer2": []}
-        third = assign("sticky", {"topic": 3}, owning(second.target, {"consumer2": ["topic"]}))
+        second = assign("sticky", {"topic": 3}, members)
+        assert second == {"consumer1": t(0, 1), "consumer2": t(2)}
+        third = assign("sticky", {"topic": 3}, owning(second, {"consumer2": ["topic"]}))
         assert third == {"consumer2": t(0, 1, 2)}
 
     def test_add_remove_two_consumers_two_topics(self) -> None:
@@ -157,15 +145,14 @@ class TestAbstractStickyAssignorTestScenarios:
             "consumer2": [tp("topic1", 1), tp("topic2", 0), tp("topic2", 2)],
         }
         members = owning(first, {c: topics for c in ("consumer1", "consumer2", "consumer3", "consumer4")})
-        second = assign_cooperative(partitions, members)
-        assert second.target == {
+        second = assign("sticky", partitions, members)
+        assert second == {
             "consumer1": [tp("topic1", 0), tp("topic2", 1)],
             "consumer2": [tp("topic1", 1), tp("topic2", 0)],
             "consumer3": [tp("topic1", 2), tp("topic2", 3)],
             "consumer4": [tp("topic2", 2)],
         }
-        assert second.first_round == {**second.target, "consumer3": [], "consumer4": []}
-        third = assign("sticky", partitions, owning(second.target, {"consumer3": topics, "consumer4": topics}))
+        third = assign("sticky", partitions, owning(second, {"consumer3": topics, "consumer4": topics}))
         assert third == {
             "consumer3": [tp("topic1", 0), tp("topic1", 2), tp("topic2", 1), tp("topic2", 3)],
             "consumer4": [tp("topic1", 1), tp("topic2", 0), tp("topic2", 2)],
@@ -207,13 +194,11 @@ class TestAbstractStickyAssignorTestScenarios:
                 "consumer1": Member(["topic", "topic2"], owned=claims, generation=10),
                 "consumer2": Member(["topic", "topic2"], owned=claims, generation=stale),
             }
-            result = assign_cooperative({"topic": 3, "topic2": 3}, members)
-            assert result.target == {
+            result = assign("sticky", {"topic": 3, "topic2": 3}, members)
+            assert result == {
                 "consumer1": sorted(claims),
                 "consumer2": [tp("topic", 1), tp("topic2", 0), tp("topic2", 2)],
             }
-            assert result.first_round == result.target
-            assert result.revoked == {"consumer1": [], "consumer2": sorted(claims)}
 
     def test_partition_claimed_by_two_consumers_in_one_generation_is_transferring(self) -> None:
         members = {
@@ -221,9 +206,8 @@ class TestAbstractStickyAssignorTestScenarios:
             "consumer2": Member(["topic"], owned=t(0, 2), generation=1),
             "consumer3": Member(["topic"], generation=1),
         }
-        result = assign_cooperative({"topic": 3}, members)
-        assert result.target == {"consumer1": t(1), "consumer2": t(2), "consumer3": t(0)}
-        assert result.first_round == {"consumer1": t(1), "consumer2": t(2), "consumer3": []}
+        result = assign("sticky", {"topic": 3}, members)
+        assert result == {"consumer1": t(1), "consumer2": t(2), "consumer3": t(0)}
 
     def test_partitions_go_to_the_highest_generation(self) -> None:
         topics = ["topic", "topic2", "topic3"]
@@ -232,9 +216,8 @@ class TestAbstractStickyAssignorTestScenarios:
             "consumer2": Member(topics, owned=[tp("topic", 1), tp("topic2", 1), tp("topic3", 1)], generation=9),
             "consumer3": Member(topics, owned=[tp("topic2", 1), tp("topic3", 0), tp("topic3", 2)], generation=8),
         }
-        result = assign_cooperative({topic: 3 for topic in topics}, members)
-        assert result.target == {m: [tp(topic, i) for topic in topics] for i, m in enumerate(members)}
-        assert result.first_round == result.target
+        result = assign("sticky", {topic: 3 for topic in topics}, members)
+        assert result == {m: [tp(topic, i) for topic in topics] for i, m in enumerate(members)}
 
     def test_no_reassignment_on_current_members(self) -> None:
         topics = ["topic", "topic1", "topic2", "topic3"]
@@ -244,10 +227,9 @@ class TestAbstractStickyAssignorTestScenarios:
             "consumer3": Member(topics, owned=[tp("topic3", 2), tp("topic2", 2), tp("topic1", 1)], generation=8),
             "consumer4": Member(topics, owned=[tp("topic3", 1), tp("topic", 1), tp("topic", 2)], generation=7),
         }
-        result = assign_cooperative({topic: 3 for topic in topics}, members)
-        assert result.target["consumer1"] == [tp("topic1", 2), tp("topic2", 1), tp("topic3", 0)]
-        assert all(result.target[m] == sorted(members[m].owned) for m in ("consumer2", "consumer3", "consumer4"))
-        assert result.first_round == result.target
+        result = assign("sticky", {topic: 3 for topic in topics}, members)
+        assert result["consumer1"] == [tp("topic1", 2), tp("topic2", 1), tp("topic3", 0)]
+        assert all(result[m] == sorted(members[m].owned) for m in ("consumer2", "consumer3", "consumer4"))
 
     def test_all_consumers_reach_expected_quota(self) -> None:
         members = {
@@ -267,14 +249,13 @@ class TestAbstractStickyAssignorTestScenarios:
 
     def test_no_exception_when_only_subscribed_topic_deleted(self) -> None:
         members = {"consumer": Member(["topic"], owned=t(0, 1, 2), generation=1)}
-        assert assign_cooperative({}, members).target == {"consumer": []}
+        assert assign("sticky", {}, members) == {"consumer": []}
 
 
-@pytest.mark.parametrize("strategy", ["sticky", "cooperative-sticky"])
 @settings(max_examples=150)
 @given(case=cases())
-def test_valid_and_balanced(strategy: str, case: Case) -> None:
-    result = assign(strategy, case.partitions, case.members, case.lag)
+def test_valid_and_balanced(case: Case) -> None:
+    result = assign("sticky", case.partitions, case.members, case.lag)
     assert_valid(case, result)
     assert_locally_balanced(case, result)
 
@@ -308,79 +289,18 @@ def test_a_balanced_complete_ownership_is_kept(case: Case) -> None:
 
 
 @given(cases())
+def test_cooperative_sticky_assigns_as_sticky(case: Case) -> None:
+    """Kafka's CooperativeStickyAssignor hands out the sticky assignment in two rebalances (KIP-429);
+    kagent's `cooperative-sticky` is that assignment."""
+    assert assign("cooperative-sticky", case.partitions, case.members, case.lag) == assign(
+        "sticky", case.partitions, case.members, case.lag
+    )
+
+
+@given(cases())
 def test_deterministic_whatever_the_member_order(case: Case) -> None:
     reordered = dict(reversed(list(case.members.items())))
     assert assign("sticky", case.partitions, case.members) == assign("sticky", case.partitions, reordered)
-
-
-@settings(max_examples=150)
-@given(cases())
-def test_cooperative_first_round_is_safe(case: Case) -> None:
-    group = Group(case.partitions, case.members, case.lag)
-    holders = reference_holders(case)
-    result = assign_cooperative(case.partitions, case.members, case.lag)
-    assert result.target == assign("sticky", case.partitions, case.members, case.lag)
-    for member_id, tps in result.first_round.items():
-        assert set(tps) <= set(result.target[member_id])
-        assert all(holders.get(p, member_id) == member_id and p not in group.contested for p in tps)
-        assert result.revoked[member_id] == sorted(set(case.members[member_id].owned) - set(tps))
-
-
-def follow_up(case: Case, first_round: Assignment) -> dict[str, Member]:
-    """The members of the follow-up rebalance: each owning what the first
-    round gave it, all in one generation newer than any before."""
-    generation = max(member.generation for member in case.members.values()) + 1
-    return {m: replace(member, owned=first_round[m], generation=generation) for m, member in case.members.items()}
-
-
-def assert_follow_up_is_final(case: Case) -> bool:
-    """Run a cooperative rebalance and, if it revokes anything, its follow-up;
-    check the follow-up revokes nothing and holds nothing back (no third
-    rebalance), keeps the first round and is valid and balanced. Whether a
-    follow-up was needed."""
-    first = assign_cooperative(case.partitions, case.members, case.lag)
-    if not any(first.revoked.values()):
-        assert first.first_round == first.target
-        return False
-    second = assign_cooperative(case.partitions, follow_up(case, first.first_round), case.lag)
-    assert not any(second.revoked.values()), "the follow-up revokes: a third rebalance"
-    assert second.first_round == second.target, "the follow-up holds partitions back: a third rebalance"
-    assert all(set(first.first_round[m]) <= set(tps) for m, tps in second.target.items())
-    assert_valid(case, second.target)
-    assert_locally_balanced(case, second.target)
-    return True
-
-
-@settings(max_examples=150)
-@given(cases(identical=True))
-def test_cooperative_follow_up_completes_identical_subscriptions(case: Case) -> None:
-    assert_follow_up_is_final(case)
-    first = assign_cooperative(case.partitions, case.members, case.lag)
-    second = assign_cooperative(case.partitions, follow_up(case, first.first_round), case.lag)
-    assert_counts_within_one(second.target)
-
-
-@settings(max_examples=300)
-@given(cases())
-def test_cooperative_follow_up_completes_any_subscriptions(case: Case) -> None:
-    assert_follow_up_is_final(case)
-
-
-def test_cooperative_never_needs_a_third_rebalance_in_5000_groups_with_different_subscriptions() -> None:
-    """5,000 random groups (seeded: the same on every run) whose members
-    subscribe to different topics: none needs a third rebalance. Before the
-    leader checked the follow-up's sticky assignment itself, 129 did: the
-    follow-up placed the held-back partitions so that balance required moving
-    a partition handed out in the first round."""
-    rng = random.Random(20240429)
-    checked = followed_up = 0
-    while checked < 5_000:
-        case = random_case(rng)
-        if Group(case.partitions, case.members).identical_subscriptions:
-            continue
-        checked += 1
-        followed_up += assert_follow_up_is_final(case)
-    assert followed_up > 4_000  # the groups exercise the follow-up: most claim partitions others hold
 
 
 class TestContestedClaims:
@@ -405,16 +325,14 @@ class TestContestedClaims:
             "consumer4": t(3),
         }
 
-    def test_cooperative_revokes_a_contested_partition_from_every_claimant_first(self) -> None:
+    def test_a_partition_every_member_contests_goes_to_the_one_with_room(self) -> None:
         members = {
             "consumer1": Member(["topic"], owned=t(0, 1), generation=3),
             "consumer2": Member(["topic"], owned=t(0, 2), generation=3),
             "consumer3": Member(["topic"], owned=t(0), generation=3),
         }
-        result = assign_cooperative({"topic": 3}, members)
-        assert result.target == {"consumer1": t(1), "consumer2": t(2), "consumer3": t(0)}
-        assert result.first_round == {"consumer1": t(1), "consumer2": t(2), "consumer3": []}
-        assert result.revoked == {"consumer1": t(0), "consumer2": t(0), "consumer3": t(0)}
+        result = assign("sticky", {"topic": 3}, members)
+        assert result == {"consumer1": t(1), "consumer2": t(2), "consumer3": t(0)}
 
     def test_a_newer_claim_settles_an_older_tie(self) -> None:
         members = {
@@ -425,13 +343,11 @@ class TestContestedClaims:
         group = Group({"topic": 1}, members)
         assert group.contested == frozenset()
         assert group.owners == {tp("topic", 0): "consumer3"}
-        result = assign_cooperative({"topic": 1}, members)
-        assert result.first_round == {"consumer1": [], "consumer2": [], "consumer3": t(0)}
+        assert assign("sticky", {"topic": 1}, members) == {"consumer1": [], "consumer2": [], "consumer3": t(0)}
 
     def test_a_claim_on_a_topic_no_longer_subscribed_still_contests(self) -> None:
         """consumer2 left `topic` for `other` but still claims topic-0 in the
-        same generation: neither keeps it, and the cooperative first round
-        hands it to no one while consumer2 may still consume it."""
+        same generation: neither keeps it."""
         members = {
             "consumer1": Member(["topic"], owned=t(0, 1), generation=2),
             "consumer2": Member(["other"], owned=[tp("topic", 0), tp("other", 0)], generation=2),
@@ -441,14 +357,12 @@ class TestContestedClaims:
         group = Group(partitions, members)
         assert group.contested == {tp("topic", 0)}
         assert group.owners == {tp("topic", 1): "consumer1", tp("other", 0): "consumer2"}
-        result = assign_cooperative(partitions, members)
-        assert result.target == {"consumer1": t(1, 2), "consumer2": [tp("other", 0)], "consumer3": t(0)}
-        assert result.first_round == {**result.target, "consumer3": []}
-        assert result.revoked == {"consumer1": t(0), "consumer2": t(0), "consumer3": []}
+        result = assign("sticky", partitions, members)
+        assert result == {"consumer1": t(1, 2), "consumer2": [tp("other", 0)], "consumer3": t(0)}
 
-    def test_a_newer_claim_on_a_topic_no_longer_subscribed_is_held_back(self) -> None:
-        """consumer2's claim is newer, so consumer1's is stale: topic-0 has no
-        owner to stick to, and consumer2 holds it until it lets go."""
+    def test_a_newer_claim_on_a_topic_no_longer_subscribed_leaves_no_owner(self) -> None:
+        """consumer2's claim is newer, so consumer1's is stale; consumer2 no
+        longer subscribes to the topic, so topic-0 has no owner to stick to."""
         members = {
             "consumer1": Member(["topic"], owned=t(0), generation=1),
             "consumer2": Member(["other"], owned=[tp("topic", 0)], generation=2),
@@ -457,10 +371,8 @@ class TestContestedClaims:
         group = Group(partitions, members)
         assert group.holders == {tp("topic", 0): "consumer2"}
         assert group.owners == {}
-        result = assign_cooperative(partitions, members)
-        assert result.target == {"consumer1": t(0), "consumer2": [tp("other", 0)]}
-        assert result.first_round == {"consumer1": [], "consumer2": [tp("other", 0)]}
-        assert result.revoked == {"consumer1": t(0), "consumer2": t(0)}
+        result = assign("sticky", partitions, members)
+        assert result == {"consumer1": t(0), "consumer2": [tp("other", 0)]}
 
 
 class TestKafkaMemberOrder:

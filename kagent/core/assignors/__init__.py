@@ -3,8 +3,8 @@
 Pure functions over plain data (no I/O). `assign` runs a strategy by name:
 
 - `range`, `roundrobin`: Kafka's RangeAssignor and RoundRobinAssignor, exactly.
-- `sticky`, `cooperative-sticky`: Kafka's sticky assignors' guarantees;
-  `assign_cooperative` also says which partitions must be revoked first.
+- `sticky`, `cooperative-sticky`: Kafka's sticky assignors' guarantees (the
+  cooperative one's as the assignment its two rebalances converge to).
 - `fair`: KIP-49.
 - `lag`: KAFKA-5337.
 - `lag-sticky`: kagent's lag-aware sticky assignor.
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from aiokafka.structs import TopicPartition
 
-from kagent.core.assignors.cooperative_sticky import CooperativeAssignment, CooperativeStickyAssignor
+from kagent.core.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kagent.core.assignors.fair import FairAssignor
 from kagent.core.assignors.lag_based import LagBasedAssignor
 from kagent.core.assignors.lag_sticky import LagStickyAssignor
@@ -32,7 +32,6 @@ __all__ = [
     "STRATEGIES",
     "Assignment",
     "Assignor",
-    "CooperativeAssignment",
     "CooperativeStickyAssignor",
     "FairAssignor",
     "Group",
@@ -43,7 +42,6 @@ __all__ = [
     "RoundRobinAssignor",
     "StickyAssignor",
     "assign",
-    "assign_cooperative",
 ]
 
 STRATEGIES: Mapping[str, Assignor] = {
@@ -80,12 +78,3 @@ def assign(
     except KeyError:
         raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}") from None
     return assignor.assign(Group(partitions, members, lag))
-
-
-def assign_cooperative(
-    partitions: Mapping[str, int],
-    members: Mapping[str, Member],
-    lag: Mapping[TopicPartition, int] | None = None,
-) -> CooperativeAssignment:
-    """`cooperative-sticky`'s target, revocations and first-round assignment."""
-    return CooperativeStickyAssignor().assign_cooperative(Group(partitions, members, lag))

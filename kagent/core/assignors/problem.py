@@ -165,9 +165,7 @@ class Group:
         (see `contested`). Kafka meets the claims in its own map order and
         also invalidates a partition whose same-generation claims it met
         before a higher one; here the result does not depend on any order.
-        The holder may no longer subscribe to the topic: it may still be
-        consuming the partition, so the cooperative protocol must revoke it
-        before anyone else gets it.
+        The holder may no longer subscribe to the topic (then it is no owner).
         """
         return self._claims.holders
 

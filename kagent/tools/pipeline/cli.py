@@ -23,7 +23,7 @@ from kagent.settings import Settings, SettingsError, load_settings
 from kagent.tools.pipeline.backfill import OFFSETS_TOPIC, backfill
 from kagent.tools.pipeline.backtest import backtest, read_snapshots, snapshots_from_changelogs
 from kagent.tools.pipeline.backtest_kernel import STRATEGIES
-from kagent.tools.pipeline.coordinator_rows import Source
+from kagent.tools.pipeline.coordinator_rows import REJECTED_KINDS, Source
 from kagent.tools.pipeline.kafka_client import KafkaSourceError
 from kagent.tools.pipeline.kafka_offsets import SourceOptionError
 from kagent.tools.pipeline.progress import Progress
@@ -145,7 +145,8 @@ def _python_error(exc: Exception) -> str | None:
 def backfill_command(
     spark_settings: _Spark, broker: str, output: str, source: Source, topic: str | None, timeout: float
 ) -> None:
-    """Decode a topic from its earliest offset into Parquet: offset commits and group generations."""
+    """Decode a topic from its earliest offset into Parquet: offset commits, group generations, and the
+    records not applied (they do not decode or break a rule), each with why."""
     topic = topic or (OFFSETS_TOPIC if source == "offsets-topic" else "kagent-derived-events")
     with _job(spark_settings, "backfill") as (spark, progress):
         summary = backfill(
@@ -159,6 +160,9 @@ def backfill_command(
         )
     rows = ", ".join(f"{count} {kind}" for kind, count in sorted(summary.rows.items())) or "nothing"
     click.echo(f"read {topic}: {rows}")
+    not_applied = sum(summary.rows.get(kind, 0) for kind in REJECTED_KINDS)
+    if not_applied:
+        click.echo(f"{not_applied} records not applied (they do not decode or break a rule), each with why in rejected")
     for name, path in summary.tables.items():
         click.echo(f"{name}: {path}")
 

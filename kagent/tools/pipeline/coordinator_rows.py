@@ -2,8 +2,9 @@
 
 Pure, over Arrow batches (no Spark, no I/O), so that Spark runs it once per
 batch with ``mapInArrow``. A record of ``__consumer_offsets`` is decoded by
-``kagent.core.consumer_offsets`` and turned into derived events by
-``kagent.core.events.derive``, exactly as the worker's source stage does; a record
+``kagent.core.consumer_offsets``, checked against the rules of
+``kagent.core.record_checks`` and turned into derived events, exactly as the
+worker's source stage does (``kagent.core.ingest.checked_events``); a record
 of the derived-events topic is parsed with ``kagent.core.events.decode_record``.
 Either way every input record yields at least one row of
 :data:`DECODED_SCHEMA`:
@@ -12,10 +13,15 @@ Either way every input record yields at least one row of
   ``offset-deleted``, ``group-assigned``, ``group-deleted``, and the
   ``consumer-group-*`` kinds of KIP-848 groups, whose rows carry only
   ``kind`` and ``group``: their state is folded by the worker, not here);
+  a member's assigned partitions outside its subscription are dropped from
+  it, as the worker drops them;
 - ``skipped`` for a record that derives nothing (groups of other protocol
   types, KIP-848 target assignments and regular expressions, share groups,
-  unknown record types, null keys);
-- ``undecodable`` for bytes that do not decode, with the reason in ``error``.
+  unknown record types);
+- ``undecodable`` for bytes that do not decode (a null key included), and
+  ``rejected`` for a record that decodes but breaks a rule: the records the
+  worker sends to its dead-letter topic, with the reason in ``error`` (the
+  dead letter's) and the record's ``key`` and ``value`` bytes.
 
 Every row carries where its record was: ``source_partition``,
 ``source_offset``, and the record's ``log_timestamp``.
@@ -44,16 +50,20 @@ from kagent.core.events import (
     OffsetCommitted,
     OffsetDeleted,
     decode_record,
-    derive,
 )
+from kagent.core.ingest import checked_events
+from kagent.core.record_checks import RecordRejected
 
-__all__ = ["DECODED_SCHEMA", "INPUT_COLUMNS", "Source", "decode_batch", "decode_batches"]
+__all__ = ["DECODED_SCHEMA", "INPUT_COLUMNS", "REJECTED_KINDS", "Source", "decode_batch", "decode_batches"]
 
 Source: TypeAlias = Literal["offsets-topic", "derived-events"]
 """What the input records are: raw ``__consumer_offsets`` records, or derived events as JSON."""
 
 INPUT_COLUMNS = ("key", "value", "partition", "offset", "timestamp")
 """The columns of the Kafka source the kernel reads."""
+
+REJECTED_KINDS = ("undecodable", "rejected")
+"""The kinds of the rows of records kagent does not apply: those the worker dead-letters."""
 
 _TIME = pa.timestamp("us", tz="UTC")
 _PARTITION = pa.struct([("topic", pa.string()), ("partition", pa.int32())])
@@ -83,12 +93,15 @@ DECODED_SCHEMA = pa.schema(
         ("state_timestamp", _TIME),
         ("members", pa.list_(_MEMBER)),
         ("error", pa.string()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
         ("source_partition", pa.int32()),
         ("source_offset", pa.int64()),
         ("log_timestamp", _TIME),
     ]
 )
-"""One row per derived event, skipped or undecodable record; columns an event kind lacks are null."""
+"""One row per derived event, skipped, undecodable or rejected record; columns a kind lacks are null (``key``
+and ``value`` are only an undecodable or rejected record's)."""
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], source: Source) -> Iterator[pa.RecordBatch]:
@@ -109,8 +122,11 @@ def decode_batch(batch: pa.RecordBatch, source: Source) -> pa.RecordBatch:
         where = {"source_partition": partition, "source_offset": offset, "log_timestamp": time}
         try:
             events = _events(key, value, source)
+        except RecordRejected as exc:
+            rows.append({"kind": "rejected", "error": str(exc), "key": key, "value": value, **where})
+            continue
         except (DecodeError, ValidationError, UnicodeDecodeError) as exc:
-            rows.append({"kind": "undecodable", "error": str(exc), **where})
+            rows.append({"kind": "undecodable", "error": str(exc), "key": key, "value": value, **where})
             continue
         rows.extend({**_row(event), **where} for event in events)
         if not events:
@@ -121,7 +137,9 @@ def decode_batch(batch: pa.RecordBatch, source: Source) -> pa.RecordBatch:
 def _events(key: bytes | None, value: bytes | None, source: Source) -> list[DerivedEvent]:
     if source == "derived-events":
         return [] if value is None else [event for group in decode_record(value) for event in group.expanded()]
-    return [] if key is None else derive(decode(key, value))
+    if key is None:
+        raise DecodeError(None, "key", None, 0, "the record has no key")  # as the worker's source says it
+    return checked_events(decode(key, value))
 
 
 def _row(event: DerivedEvent) -> dict[str, Any]:
