@@ -97,7 +97,8 @@ class GroupSummary(_Record):
     status: GroupStatus
     """Burrow's status of the group (its worst partition's); ``UNKNOWN`` when no partition could be judged."""
     generation: int | None
-    """None when the group's assignment is not known (``state`` ``Unknown``)."""
+    """None when the group's assignment or generation is not known (``state`` ``Unknown``; a KIP-848 group
+    the ``admin-api`` source cannot describe)."""
     protocol: str | None
     """The assignor the group chose (``range``, ``cooperative-sticky``, ...); None when unknown."""
     members: int = Field(ge=0)
@@ -393,7 +394,7 @@ def summarize(
         group=assigned.group,
         state=_state(snapshot),
         status=status,
-        generation=assigned.generation if snapshot.described else None,
+        generation=assigned.generation if snapshot.described and assigned.generation >= 0 else None,
         protocol=assigned.protocol,
         members=len(assigned.members),
         partitions=len(snapshot.lag),

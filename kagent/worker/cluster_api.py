@@ -208,7 +208,11 @@ class ClusterApi(Stage):
                 continue
             rows, rest = member_lags(snapshot)
             groups[group] = HeldGroup(
-                generation=snapshot.assignment.generation if snapshot.described else None,
+                generation=(
+                    snapshot.assignment.generation
+                    if snapshot.described and snapshot.assignment.generation >= 0
+                    else None
+                ),
                 protocol=snapshot.assignment.protocol,
                 member_lag={row.member_id: row.offset_lag for row in [*rows, *([rest] if rest else [])]},
                 partitions_with_lag=sum(1 for entry in snapshot.lag.values() if entry.offset_lag),
