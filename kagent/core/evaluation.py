@@ -145,16 +145,17 @@ def evaluate(
     later evaluation needs has changed (so the caller stores only changes).
     The contract:
 
-    - A group whose skew cannot be measured (no members; a partition a
+    - A group without members never triggers, leaves its skew unmeasured
+      (None) and starts its hold again: that it has no members is known.
+    - A group with members whose skew cannot be measured (a partition a
       member holds without measured lag, :attr:`GroupSnapshot.measured`; in
-      unit ``seconds``, one with records unread and no time lag) leaves its
-      skew unmeasured (None). A group that cannot be judged, its skew
-      unmeasured or some partition it reads of unknown lag
-      (:attr:`Proposal.unknown`), is left exactly as it was: the same state
-      (hold count, arming, cooldown), no recommendation, no scale evidence.
-      Nothing is computed from a figure kagent does not know, and a group
-      not yet measured (at start, after a failover, while its partitions'
-      end offsets fail) neither clears nor advances its trigger.
+      unit ``seconds``, one with records unread and no time lag), or some
+      partition of which it reads is of unknown lag (:attr:`Proposal.unknown`),
+      is left exactly as it was: the same state (hold count, arming,
+      cooldown), no recommendation, no scale evidence. Nothing is computed
+      from a figure kagent does not know, and a group not yet measured (at
+      start, after a failover, while its partitions' end offsets fail)
+      neither clears nor advances its trigger.
     - While armed, each evaluation in which :func:`triggers` holds adds one to
       ``held``; one in which it does not, or a new generation, starts the
       count again. When ``held`` reaches ``hold_evaluations``, the evaluation
@@ -180,19 +181,19 @@ def evaluate(
     generation = snapshot.assignment.generation
     skew = current_skew(snapshot, policy.lag_unit, policy.skew_metric)
     proposal = propose(snapshot, policy) if skew is not None else None
-    if proposal is None or proposal.unknown:
+    if snapshot.assignment.members and (proposal is None or proposal.unknown):
         return Evaluation(state, None, skew, proposal, None)
-    scale = scale_evidence(proposal, throughput, policy) if throughput is not None else None
+    scale = scale_evidence(proposal, throughput, policy) if proposal is not None and throughput is not None else None
     armed, cleared = state.armed, state.cleared
     if not armed:
         cleared = cleared or (skew is not None and skew < policy.rearm_below)
         armed = cleared and now - (state.last_recommendation_at or 0.0) >= policy.cooldown
     held = state.held if state.generation == generation else 0
-    holds = scale is not None or triggers(proposal, policy)
+    holds = proposal is not None and (scale is not None or triggers(proposal, policy))
     held = held + 1 if armed and holds else 0
     recommendation = None
     last_at, last_id = state.last_recommendation_at, state.last_recommendation_id
-    if held >= policy.hold_evaluations:
+    if proposal is not None and held >= policy.hold_evaluations:
         if scale is not None:
             recommendation = proposal.scale_recommendation(scale, policy.skew_threshold, held, now)
         else:
