@@ -120,6 +120,9 @@ class GroupSummary(_Record):
     when it cannot be measured (no members, or unknown time lags in unit ``seconds``)."""
     skew_metric: SkewMetric
     lag_unit: LagUnit
+    min_total_lag: float = Field(ge=0)
+    """The trigger's minimum (``KAGENT_MIN_TOTAL_LAG``), in ``lag_unit``: a group whose lag adds up to less
+    is never recommended a rebalance, whatever its skew (a skew over a few records is noise)."""
     open_incidents: tuple[IncidentRef, ...] = ()
     last_recommendation_id: str | None = None
     last_recommendation_at: float | None = None
@@ -364,13 +367,14 @@ def summarize(
     skew: float | None,
     skew_metric: SkewMetric,
     lag_unit: LagUnit,
+    min_total_lag: float,
     state: EvaluationState | None,
     incidents: Iterable[Incident],
     worker: str,
 ) -> GroupSummary:
     """The group as ``GET /api/groups`` lists it, from the snapshot its evaluation at ``snapshot.taken_at``
     read and what that evaluation found (``status``, ``skew``, the trigger ``state`` and the open
-    ``incidents``).
+    ``incidents``); ``skew_metric``, ``lag_unit`` and ``min_total_lag`` are the evaluation policy's.
 
     Lag aggregates follow kafka-lag-exporter's (and :mod:`kagent.worker.lag_exporter`'s) over the
     partitions whose lag was measured: the others (no answer from the end-offset poll, no committed
@@ -406,6 +410,7 @@ def summarize(
         skew=skew,
         skew_metric=skew_metric,
         lag_unit=lag_unit,
+        min_total_lag=min_total_lag,
         open_incidents=tuple(
             IncidentRef(id=i.id, kind=i.kind, severity=i.severity, opened_at=i.opened_at)
             for i in sorted(incidents, key=lambda i: i.kind.value)

@@ -2,7 +2,11 @@
 
 - ``kagent run``: kagent's main job on the embedded broker (or on ``--broker``):
   starts the broker and a worker, prints where each listens, and on Ctrl-C or
-  SIGTERM stops the worker, then the broker, leaving no process behind.
+  SIGTERM stops the worker, then the broker, leaving no process behind. The
+  terminal shows kagent's own lines; the logging of what runs in the command's
+  own process (the simulator, its consumers, the applying assignor's feed, the
+  recommendations reader: aiokafka's and kagent's loggers, Python's warnings)
+  goes to the file it names, ``<data dir>/run.log`` (:func:`log_to_file`).
 - ``kagent worker``: one Faust worker against ``KAGENT_BROKER``, for deployments.
 
 Settings come from ``KAGENT_*`` variables; an invalid one exits with code 2 and
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import signal
 import subprocess
@@ -41,6 +46,9 @@ from kagent.tools.simulator.scenario import Scenario, default_scenario
 WORKER_READY_TIMEOUT = 120.0
 REACH_TIMEOUT = 5.0
 """Seconds ``kagent run --broker`` waits for the cluster to answer before it gives up."""
+RUN_LOG = "run.log"
+"""The file, in the data directory, that ``kagent run`` sends its own process's logging to."""
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def _settings_or_exit(overrides: dict[str, str]) -> Settings:
@@ -72,6 +80,29 @@ def _interrupt_on_stop_signals() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextmanager
+def log_to_file(path: Path, level: str) -> Iterator[None]:
+    """Send this process's logging at ``level`` (``debug``, ``info``, ...) and above, every logger's (aiokafka's
+    heartbeats, the assignor feed's failures, the simulator's) and Python's warnings, to ``path`` (appended)
+    for the duration, instead of the terminal: with no handler of its own, Python's logging prints warnings and
+    errors to stderr, between the lines and over the live table of ``kagent run``. Restores the root logger's
+    level and handlers, and the warnings' routing, on the way out."""
+    root = logging.getLogger()
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    previous_level = root.level
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    logging.captureWarnings(True)
+    try:
+        yield
+    finally:
+        logging.captureWarnings(False)
+        root.removeHandler(handler)
+        root.setLevel(previous_level)
+        handler.close()
 
 
 def _wait_web_ready(process: subprocess.Popen[bytes], url: str, timeout: float) -> bool:
@@ -147,19 +178,20 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
     external = broker or os.environ.get("KAGENT_BROKER")
     embedded: EmbeddedBroker | None = None
     worker: subprocess.Popen[bytes] | None = None
-    with _interrupt_on_stop_signals():
+    # Every setting checked before anything starts; the data directory is where the logs go.
+    settings = _settings_or_exit({"KAGENT_BROKER": external} if external else {})
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    run_log = settings.data_dir / RUN_LOG
+    with _interrupt_on_stop_signals(), log_to_file(run_log, log_level):
         try:
             if external:
-                settings = _settings_or_exit({"KAGENT_BROKER": external})
                 asyncio.run(_reachable_or_exit(settings))
                 click.echo(f"broker: {settings.bootstrap_servers} (external)")
             else:
-                _settings_or_exit({})  # validate everything before starting anything
                 embedded = EmbeddedBroker().start()
                 settings = _settings_or_exit({"KAGENT_BROKER": embedded.bootstrap_servers})
                 click.echo(f"broker: {embedded.bootstrap_servers} (embedded Tansu, pid {embedded.pid})")
             asyncio.run(create_topics(settings.kafka, _own_topics(settings)))
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
             log_path = settings.data_dir / "worker.log"
             with log_path.open("ab") as log:
                 worker = subprocess.Popen(
@@ -180,6 +212,7 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
                 # Its kagent group applies the recommendations of the worker started here.
                 scenario = default_scenario(kagent_url=settings.worker_url)
                 click.echo(f"simulator: groups {', '.join(g.group for g in scenario.groups)}")
+            click.echo(f"log of this command's own process: {run_log}")
             code = asyncio.run(_watch(settings, worker, scenario if with_simulator else None))
             if code is not None:
                 _fail_worker(worker, log_path, code)

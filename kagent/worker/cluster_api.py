@@ -187,6 +187,7 @@ class ClusterApi(Stage):
             skew=group_skew(snapshot, self._policy),
             skew_metric=self._policy.skew_metric,
             lag_unit=self._policy.lag_unit,
+            min_total_lag=self._policy.min_total_lag,
             state=None,
             incidents=[i for i in self._incidents.open_incidents() if i.group == group],
             worker=self._router.own_url,

@@ -4,8 +4,9 @@
   (``sort``, ``order``, ``q``, ``offset``, ``limit``: those of ``GET /api/groups``), so a link
   reproduces a view.
 - ``GET /groups/{group}``: one group (the page alerts link to,
-  :func:`kagent.core.alert_payloads.group_url`): each member's lag now beside its lag under the
-  latest recommendation, the moves, the partitions, the skew of the last hour.
+  :func:`kagent.core.alert_payloads.group_url`), all from one measurement whose time it shows: each
+  member's lag now beside its lag under the latest recommendation (and the partitions no member
+  holds), the moves, the partitions, the skew of the last hour.
 - ``GET /groups/`` (and ``/groups``): a 302 to ``/`` (its query string kept); with
   ``?group=<name>``, that group's page (for the names ``.`` and ``..``, which no path can carry).
 - ``GET /static/dashboard/{name}``: the files of ``kagent/static/dashboard/`` (only those).
@@ -15,7 +16,9 @@ The pages are shells rendered with Jinja2 (autoescaped) from ``kagent/templates/
 every ``refresh_interval`` seconds while the page is visible. Nothing is fetched from anywhere but
 the worker: the pages forbid it (``Content-Security-Policy``), and no data is ever put into HTML
 by the script (DOM text only). Every URL a page makes is relative to the page, so the dashboard
-also works behind a proxy that serves the workers under a path (``KAGENT_PUBLIC_URL``).
+also works behind a proxy that serves the workers under a path (``KAGENT_PUBLIC_URL``). A figure the
+API gives as null reads "unknown", never 0 or blank; an estimate is marked as one; a skew over less
+lag than the trigger's minimum (the summary's ``min_total_lag``) is marked, not shown as an alarm.
 
 The stage reads no state of its own: any worker answers the API for the whole cluster.
 """

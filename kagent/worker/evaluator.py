@@ -429,6 +429,7 @@ class Evaluator(Stage, OpenIncidentsReader):
                 skew=skew,
                 skew_metric=self._policy.skew_metric,
                 lag_unit=self._policy.lag_unit,
+                min_total_lag=self._policy.min_total_lag,
                 state=new_state,
                 incidents=open_incidents,
                 worker=self._worker_url,

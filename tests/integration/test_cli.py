@@ -197,3 +197,28 @@ def test_run_shows_the_first_recommendation_within_a_minute(tmp_path: Path) -> N
     assert "range -> lag-sticky" in lines[-1]
     assert "recommendation for payments-processors" not in output  # the balanced group gets none
     assert run.returncode == 0 and rest.strip().endswith("stopped."), rest
+
+    # The terminal (stdout and stderr both) shows kagent's own lines only: no library's log line, such as
+    # aiokafka's "Heartbeat failed for group ..." or the assignor feed's "HTTP 503 ...". They are in the log
+    # file the command names.
+    foreign = [line for line in (output + rest).splitlines() if not KAGENT_RUN_LINE.match(line)]
+    assert not foreign, f"lines on the terminal that are not kagent run's own: {foreign}"
+    named = re.search(r"^log of this command's own process: (\S+)$", output, re.MULTILINE)
+    assert named, output
+    run_log = Path(named[1])
+    assert run_log == tmp_path / "data" / "run.log"
+    logged = run_log.read_text()
+    assert re.search(r"^\S+ \S+ INFO aiokafka\.consumer\.\w+: ", logged, re.MULTILINE), logged[:2000]
+
+
+KAGENT_RUN_LINE = re.compile(
+    r"^(broker: .+ \((embedded Tansu, pid \d+|external)\)"
+    r"|worker: pid \d+, web \S+, log \S+"
+    r"|simulator: groups [\w, -]+"
+    r"|log of this command's own process: \S+"
+    r"|kagent is running; Ctrl-C stops it\. Recommendations appear below as they arrive\."
+    r"|recommendation for \S+ \(generation .+"
+    r"|stopping\.\.\."
+    r"|stopped\.)$"
+)
+"""Every line ``kagent run`` writes on a terminal that is not a live table (a pipe, as here)."""

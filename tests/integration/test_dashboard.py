@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Coroutine, Iterator
@@ -31,10 +32,15 @@ import pytest
 from aiokafka.structs import TopicPartition
 from playwright.sync_api import Browser, Page, expect
 
-from kagent.core.api_records import WorkerAnswer, group_detail, summarize
+from kagent.core.api_records import GroupDetail, GroupSummary, WorkerAnswer, group_detail, summarize
 from kagent.core.evaluation import evaluate
+from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.group_health import GroupStatus
-from kagent.core.recommendation import RecommendationKind
+from kagent.core.member_lag import current_skew
+from kagent.core.policy import LagUnit, SkewMetric
+from kagent.core.recommendation import RecommendationKind, skew
+from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.time_lag import partition_lag_values
 from kagent.tools.embedded import EmbeddedBroker
 from tests.support import REPO
 from tests.support.browser import StandInApi, chromium, require_chromium, summaries
@@ -265,6 +271,20 @@ def test_a_group_page_fills_in_live_when_its_group_and_recommendation_arrive(clu
     expect(page.get_by_test_id("skew-sparkline")).to_be_visible()
     expect(page.get_by_test_id("incident")).to_contain_text("lag-skew")
     expect(page.get_by_test_id("as-of")).not_to_be_empty()
+
+    # One screen, one measurement: the headline skew is the skew of the bars shown, each bar is its label's
+    # figure, every part says the measurement's time, and no log end is below its committed offset.
+    screen = page.evaluate(READ_SCREEN)
+    values = [bar["now"]["value"] for bar in screen["bars"]]
+    assert screen["skew"] == f"{skew(SkewMetric.PEAK_TO_MEAN, values):.2f} (peak-to-mean)", screen
+    assert len(set(screen["measuredAt"])) == 1 and screen["asOf"].startswith(screen["measuredAt"][0]), screen
+    scale = max(value for bar in screen["bars"] for value in (bar["now"]["value"], bar["recommended"]["value"]))
+    for bar in screen["bars"]:
+        for kind in ("now", "recommended"):
+            drawn = bar[kind]
+            assert drawn["width"] == pytest.approx(max(1, drawn["track"] * drawn["value"] / scale), abs=1.5), screen
+    for row in screen["partitions"]:
+        assert int(row[4].replace(",", "")) >= int(row[3].replace(",", "")), screen["partitions"]
     screenshot(page, "dashboard-group.png")
 
 
@@ -283,6 +303,9 @@ def test_the_groups_page_lists_both_groups_sorts_and_links_to_a_hostile_names_pa
     expect(skewed_row.get_by_test_id("group-members")).to_have_text("3")
     expect(skewed_row.get_by_test_id("group-total-lag")).to_have_text("1,600")
     expect(skewed_row.get_by_test_id("group-skew")).to_have_text("2.25")
+    expect(skewed_row.get_by_test_id("group-evaluated")).to_have_text(re.compile(r"^\d\d:\d\d:\d\d$"))
+    # 80 records of lag, below the trigger's minimum of 1,000: its skew is marked, not an alarm.
+    expect(rows.nth(1).get_by_test_id("skew-below-minimum")).to_have_text("low lag")
     expect(skewed_row.get_by_test_id("recommendation-link")).to_have_attribute(
         "href", re.compile(r"^\./api/recommendations/[0-9a-f]+$"), timeout=WAIT_MS
     )
@@ -416,15 +439,347 @@ def test_a_scale_recommendation_says_how_many_members_the_group_needs(page: Page
         skew=evaluation.skew,
         skew_metric=POLICY.skew_metric,
         lag_unit=POLICY.lag_unit,
+        min_total_lag=POLICY.min_total_lag,
         state=state,
         incidents=(),
         worker="http://stand-in",
     )
     with StandInApi(
-        groups=[summary], details={"g": group_detail(summary, evaluation.proposal, recommendation, ())}
+        groups=[summary], details={"g": group_detail(summary, EVEN_SNAPSHOT, POLICY.lag_unit, recommendation, ())}
     ) as api:
         page.goto(api.url + "groups/g")
         expect(page.get_by_test_id("no-moves")).to_have_text(
             "No moves: the members cannot keep up whatever their assignment; the group needs 6 members (it has 3)."
         )
         expect(page.get_by_test_id("move-row")).to_have_count(0)
+
+
+# ---- what one screen shows: unknown figures, estimates, and one measurement with its time ----------------------
+#
+# Canned answers made by the API's own functions (summarize, group_detail) from snapshots whose partition figures
+# are made as a worker makes them (partition_lag_values): the unknown states a real cluster takes minutes or faults
+# to reach.
+
+STALE_AFTER = 10.0
+"""Seconds after which an end-offset answer is stale, in these snapshots."""
+
+
+def partition(
+    group: str,
+    number: int,
+    committed: int | None,
+    log_end: int | None,
+    *,
+    now: float,
+    polled_ago: float = 1.0,
+    topic: str = "t",
+) -> PartitionLag:
+    """``group``'s figures on ``topic``-``number`` as a worker makes them: a log from offset 0 to ``log_end``
+    polled ``polled_ago`` s before ``now`` (never polled when ``log_end`` is None), ``auto.offset.reset``
+    earliest."""
+    polled = None if log_end is None else now - polled_ago
+    values = partition_lag_values(
+        group,
+        topic,
+        number,
+        committed,
+        None if log_end is None else 0,
+        log_end,
+        None,
+        now,
+        polled,
+        "earliest",
+        STALE_AFTER,
+    )
+    return PartitionLag(**values)
+
+
+def members_holding(group: str, *held: tuple[str, list[int]], generation: int = 3) -> GroupAssigned:
+    return GroupAssigned(
+        group=group,
+        generation=generation,
+        protocol="range",
+        leader=held[0][0] if held else None,
+        members=tuple(
+            MemberAssignment(
+                member_id=member_id,
+                client_id=f"client-{member_id}",
+                client_host="/10.0.0.1",
+                topics=("t",),
+                partitions=tuple(PartitionRef(topic="t", partition=p) for p in partitions),
+            )
+            for member_id, partitions in held
+        ),
+    )
+
+
+def measured(
+    snapshot: GroupSnapshot, status: GroupStatus = GroupStatus.OK, min_total_lag: float = 1000
+) -> tuple[GroupSummary, GroupDetail]:
+    """The group's summary and page as the API answers them when ``snapshot`` is measured (skew as the
+    evaluation computes it)."""
+    summary = summarize(
+        snapshot,
+        status=status,
+        skew=current_skew(snapshot, LagUnit.MESSAGES, SkewMetric.PEAK_TO_MEAN),
+        skew_metric=SkewMetric.PEAK_TO_MEAN,
+        lag_unit=LagUnit.MESSAGES,
+        min_total_lag=min_total_lag,
+        state=None,
+        incidents=(),
+        worker="http://stand-in",
+    )
+    return summary, group_detail(summary, snapshot, LagUnit.MESSAGES, None, ())
+
+
+def three_members(group: str, committed: tuple[int, int, int], log_end: int, now: float) -> GroupSnapshot:
+    """Members x, y, z holding partitions 0, 1, 2 of a log ending at ``log_end``, committed at ``committed``."""
+    return GroupSnapshot(
+        assignment=members_holding(group, ("x", [0]), ("y", [1]), ("z", [2])),
+        partition_counts={"t": 3},
+        lag={TopicPartition("t", p): partition(group, p, c, log_end, now=now) for p, c in enumerate(committed)},
+        taken_at=now,
+    )
+
+
+def clock_of(page: Page, epoch_seconds: float) -> str:
+    """``epoch_seconds`` as the page shows a time (local HH:MM:SS in the browser's zone)."""
+    return str(
+        page.evaluate(
+            """(s) => { const d = new Date(s * 1000), p = (n) => String(n).padStart(2, "0");
+                        return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`; }""",
+            epoch_seconds,
+        )
+    )
+
+
+READ_SCREEN = """() => {
+  const text = (node) => (node ? node.textContent.trim() : null);
+  const bars = [...document.querySelectorAll('[data-testid="member-bar"]')].map((member) => {
+    const read = (kind) => {
+      const bar = member.querySelector(`[data-testid="member-lag-${kind}"]`);
+      const track = bar.parentElement;
+      return {
+        value: bar.dataset.value === "" ? null : Number(bar.dataset.value),
+        state: bar.dataset.state,
+        label: text(member.querySelector(`[data-testid="member-lag-${kind}-value"]`)),
+        width: bar.getBoundingClientRect().width,
+        track: track.getBoundingClientRect().width,
+        trackClass: track.className,
+        visible: bar.getClientRects().length > 0,
+        rowHidden: bar.closest(".bar-row").hidden,
+      };
+    };
+    return { member: member.dataset.member, unassigned: member.dataset.unassigned === "true",
+             now: read("now"), recommended: read("recommended") };
+  });
+  const partitions = [...document.querySelectorAll('[data-testid="partition-row"]')].map(
+    (row) => [...row.children].map((cell) => cell.textContent.trim()));
+  return {
+    skew: text(document.querySelector('[data-field="skew"]')),
+    asOf: text(document.querySelector('[data-testid="as-of"]')),
+    measuredAt: [...document.querySelectorAll('[data-testid="measured-at"]')].map(text),
+    bars,
+    partitions,
+  };
+}"""
+"""The group page's headline skew, its times, each bar (figure, label, width, track) and each partition row's
+cells, read in one turn of the page's script: what one screen shows at one moment."""
+
+
+def watch_screen_once(page: Page, label: str) -> None:
+    """Arm the page to read itself (:data:`READ_SCREEN`) in the very turn in which a member's label first reads
+    ``label`` (a MutationObserver, before any later frame): ``window.screenRead`` resolves to that reading."""
+    page.evaluate(
+        """([label, read]) => {
+            const reader = eval(read);
+            const box = document.querySelector('[data-testid="members"]');
+            window.screenRead = new Promise((resolve) => {
+              const seen = () => [...box.querySelectorAll('[data-testid="member-lag-now-value"]')]
+                .some((node) => node.textContent === label);
+              const observer = new MutationObserver(() => {
+                if (seen()) { observer.disconnect(); resolve(reader()); }
+              });
+              observer.observe(box, { subtree: true, childList: true, characterData: true });
+            });
+        }""",
+        [label, READ_SCREEN],
+    )
+
+
+def test_unknown_figures_read_unknown_and_an_estimate_is_marked_as_one(page: Page) -> None:
+    now = time.time()
+    group = "partly-known"
+    snapshot = GroupSnapshot(
+        assignment=members_holding(group, ("a", [0, 1]), ("b", [2, 3])),
+        partition_counts={"t": 5},
+        lag={
+            TopicPartition("t", 0): partition(group, 0, 100, 600, now=now),  # measured: 500
+            TopicPartition("t", 1): partition(group, 1, 50, None, now=now),  # no poll answered yet
+            TopicPartition("t", 2): partition(group, 2, None, 120, now=now),  # no commit: an estimate of 120
+            TopicPartition("t", 3): partition(group, 3, 10, 90, now=now, polled_ago=100),  # stale end offsets
+            TopicPartition("t", 4): partition(group, 4, 70, 100, now=now),  # measured, 30, and no member holds it
+        },
+        taken_at=now,
+    )
+    summary, detail = measured(snapshot, GroupStatus.WARN)
+    nothing = GroupSnapshot(  # a group known only by its commits, whose partitions no poll answered for yet
+        assignment=GroupAssigned(group="commits-only", generation=-1, protocol=None, leader=None),
+        partition_counts={},
+        lag={TopicPartition("t", p): partition("commits-only", p, 5, None, now=now) for p in range(2)},
+        taken_at=now,
+        described=False,
+    )
+    nothing_summary, nothing_detail = measured(nothing, GroupStatus.UNKNOWN)
+    assert (summary.total_lag, summary.partitions_unknown, summary.skew) == (530, 3, None)
+    assert detail.unassigned is not None and nothing_detail.unassigned is not None
+    groups = [summary, nothing_summary]
+    with StandInApi(groups=groups, details={group: detail, "commits-only": nothing_detail}) as api:
+        # The list: every figure kagent does not know reads "unknown"; UNKNOWN is a badge of its own.
+        page.goto(api.url + "?sort=group")
+        row = page.locator('[data-testid="group-row"][data-group="commits-only"]')
+        expect(row.get_by_test_id("group-status")).to_have_text("UNKNOWN")
+        expect(row.get_by_test_id("group-status")).to_have_class("status status-UNKNOWN")
+        expect(row.get_by_test_id("group-state")).to_have_text("Unknown")
+        for cell in ("generation", "protocol", "total-lag-value", "max-lag", "max-lag-seconds", "skew"):
+            expect(row.get_by_test_id(f"group-{cell}")).to_have_text("unknown")
+        expect(row.get_by_test_id("partitions-unknown")).to_have_text("2 of 2 unknown")
+        known_row = page.locator(f'[data-testid="group-row"][data-group="{group}"]')
+        expect(known_row.get_by_test_id("group-total-lag-value")).to_have_text("530")  # the measured ones only
+        expect(known_row.get_by_test_id("partitions-unknown")).to_have_text("3 of 5 unknown")
+        expect(known_row.get_by_test_id("group-skew")).to_have_text("unknown")
+
+        page.goto(api.url + f"groups/{group}")
+        expect(page.get_by_test_id("partition-row")).to_have_count(5)
+        facts = page.get_by_test_id("group-facts")
+        expect(facts.locator('[data-field="partitions"]')).to_have_text("5 (3 unknown)")
+        expect(facts.locator('[data-field="total_lag"]')).to_have_text("530 records (of 2 measured)")
+        expect(facts.locator('[data-field="skew"]')).to_have_text("unknown (peak-to-mean)")
+        screen = page.evaluate(READ_SCREEN)
+        bars = {bar["member"]: bar for bar in screen["bars"]}
+        assert list(bars) == ["a", "b", "unknown"]  # the members, then the partitions no member holds
+        for member in ("a", "b"):  # each holds a partition of unknown lag: its lag is unknown, not a bar of 0
+            now_bar = bars[member]["now"]
+            assert now_bar["label"] == "unknown" and now_bar["value"] is None, now_bar
+            assert not now_bar["visible"] and "unknown" in now_bar["trackClass"], now_bar
+            assert bars[member]["recommended"]["label"] == "no recommendation"
+        unassigned = bars["unknown"]
+        assert unassigned["unassigned"] and unassigned["recommended"]["rowHidden"]
+        assert (unassigned["now"]["value"], unassigned["now"]["label"]) == (30, "30 records")
+        assert unassigned["now"]["width"] == pytest.approx(unassigned["now"]["track"], abs=1)  # the largest known
+        hatched = page.locator('[data-member="a"] .track.unknown').evaluate("t => getComputedStyle(t).backgroundImage")
+        assert "gradient" in hatched
+        expect(page.locator('[data-member="a"] .member-name')).to_contain_text("2 partitions (1 not measured) now")
+        # topic, partition, member, committed, log end, offset lag, time lag, end polled, flags
+        rows = {int(cells[1]): cells for cells in screen["partitions"]}
+        assert rows[0][3:7] == ["100", "600", "500", "unknown"]  # no end-offset history here: time lag unknown
+        assert rows[1][3:] == ["50", "unknown", "unknown", "unknown", "unknown", "not-polled"]
+        assert rows[2][3:6] == ["none", "120", "~120 (estimate)"] and rows[2][8] == "no-commit"
+        assert rows[3][5] == "unknown" and rows[3][8] == "stale-end-offset"
+        assert rows[4][2:6] == ["unknown", "70", "100", "30"]
+        expect(page.get_by_test_id("partition-row").nth(1).locator("td").last).to_have_attribute(
+            "title", re.compile("^not-polled: no end-offset poll of this worker has answered")
+        )
+
+        # A group without members, nothing measured: UNKNOWN, and its one row of partitions no member holds.
+        page.goto(api.url + "groups/commits-only")
+        expect(page.get_by_test_id("group-status")).to_have_text("UNKNOWN")
+        expect(page.locator('[data-field="generation"]')).to_have_text("unknown")
+        expect(page.locator('[data-field="total_lag"]')).to_have_text("unknown")
+        expect(page.get_by_test_id("member-bar")).to_have_count(1)
+        only = page.get_by_test_id("member-bar")
+        expect(only).to_have_attribute("data-unassigned", "true")
+        expect(only.get_by_test_id("member-lag-now-value")).to_have_text("unknown")
+        expect(only.get_by_test_id("member-lag-now")).to_be_hidden()
+
+
+def test_bars_figures_and_headline_are_one_measurements_and_say_its_time(page: Page) -> None:
+    """The issue's screen: after an answer in which x held most of the lag, one in which x has 0 records and y 18.
+    Read in the very turn the new labels appear, each bar is its own label's figure (a bar still sliding from
+    the last answer would show x's 0 as the longest); the headline skew is the skew of those bars, and the
+    facts, the bars and the partitions all say the one measurement's time. The list, whose figures are the last
+    evaluation's, says that evaluation's time."""
+    now = time.time()
+    group = "shipments"
+    before = three_members(group, (0, 990, 992), 1000, now - 30)  # x 1,000, y 10, z 8
+    after = three_members(group, (1000, 982, 1000), 1000, now)  # x 0, y 18, z 0
+    listed, first = measured(before)
+    _, second = measured(after)
+    assert second.summary.skew == pytest.approx(3.0)
+    with StandInApi(groups=[listed], details={group: first}) as api:
+        page.goto(api.url + f"groups/{group}")
+        expect(page.locator('[data-member="x"]').get_by_test_id("member-lag-now-value")).to_have_text("1,000 records")
+        watch_screen_once(page, "18 records")
+        api.details = {group: second}
+        screen = page.evaluate("window.screenRead")
+
+        bars = {bar["member"]: bar["now"] for bar in screen["bars"]}
+        assert [bars[m]["label"] for m in "xyz"] == ["0 records", "18 records", "0 records"]
+        largest = max(bar["value"] for bar in bars.values())
+        for member, bar in bars.items():
+            assert bar["width"] == pytest.approx(bar["track"] * bar["value"] / largest, abs=1.5), (member, bars)
+        headline = skew(SkewMetric.PEAK_TO_MEAN, [bars[m]["value"] for m in "xyz"])
+        assert screen["skew"] == f"{headline:.2f} (peak-to-mean)"
+        measured_at = clock_of(page, second.summary.evaluated_at)
+        assert screen["asOf"].startswith(measured_at) and screen["measuredAt"] == [measured_at, measured_at], screen
+
+        page.goto(api.url)
+        row = page.locator(f'[data-testid="group-row"][data-group="{group}"]')
+        expect(row.get_by_test_id("group-skew")).to_have_text(f"{listed.skew:.2f}")
+        expect(row.get_by_test_id("group-evaluated")).to_have_text(clock_of(page, listed.evaluated_at))
+
+
+def test_a_log_end_is_never_shown_below_a_committed_offset(page: Page) -> None:
+    """A commit newer than the last end-offset poll is beyond the log end that poll saw (6,506 against 6,445):
+    the API raises the log end to the committed offset, and the page shows that, with 0 records to read."""
+    now = time.time()
+    group = "fast-committer"
+    snapshot = GroupSnapshot(
+        assignment=members_holding(group, ("a", [0]), ("b", [1])),
+        partition_counts={"t": 2},
+        lag={
+            TopicPartition("t", 0): partition(group, 0, 6506, 6445, now=now),
+            TopicPartition("t", 1): partition(group, 1, 6300, 6445, now=now),
+        },
+        taken_at=now,
+    )
+    summary, detail = measured(snapshot)
+    with StandInApi(groups=[summary], details={group: detail}) as api:
+        page.goto(api.url + f"groups/{group}")
+        expect(page.get_by_test_id("partition-row")).to_have_count(2)
+        rows = page.evaluate(READ_SCREEN)["partitions"]
+        assert [row[3:6] for row in rows] == [["6,506", "6,506", "0"], ["6,300", "6,445", "145"]]
+        for row in rows:
+            assert int(row[4].replace(",", "")) >= int(row[3].replace(",", ""))
+
+
+def test_a_skew_over_less_lag_than_the_triggers_minimum_is_shown_as_such(page: Page) -> None:
+    """3.00 over 18 records (the trigger's minimum is 1,000) is marked low lag on the list and said to be too
+    little to act on in the group's headline; 2.25 over 1,600 records is not marked."""
+    now = time.time()
+    small_summary, small = measured(three_members("small", (1000, 982, 1000), 1000, now))
+    big_summary, big = measured(three_members("big", (0, 800, 800), 1000, now))
+    assert (small_summary.skew, small_summary.total_lag) == (pytest.approx(3.0), 18)
+    assert big_summary.total_lag == 1400 and big_summary.skew is not None and big_summary.skew > 2
+    with StandInApi(groups=[small_summary, big_summary], details={"small": small, "big": big}) as api:
+        page.goto(api.url)
+        small_row = page.locator('[data-testid="group-row"][data-group="small"]')
+        big_row = page.locator('[data-testid="group-row"][data-group="big"]')
+        expect(small_row.get_by_test_id("skew-below-minimum")).to_have_text("low lag")
+        expect(small_row.get_by_test_id("group-skew")).to_have_class(re.compile(r"\bbelow-minimum\b"))
+        expect(small_row.get_by_test_id("group-skew")).to_have_attribute(
+            "title", re.compile("18 records of lag, below the trigger's minimum of 1,000 records")
+        )
+        expect(big_row.get_by_test_id("group-skew")).to_have_text(f"{big_summary.skew:.2f}")
+        expect(big_row.get_by_test_id("skew-below-minimum")).to_be_hidden()
+
+        page.goto(api.url + "groups/small")
+        banner = page.get_by_test_id("skew-below-minimum")
+        expect(banner).to_have_text(
+            "Skew over too little lag to act on: 18 records of lag, below the trigger's minimum of 1,000 records: "
+            "no rebalance is recommended at any skew."
+        )
+        expect(page.locator('[data-field="skew"]')).to_have_class(re.compile(r"\bbelow-minimum\b"))
+        page.goto(api.url + "groups/big")
+        expect(page.locator('[data-field="skew"]')).to_have_text(f"{big_summary.skew:.2f} (peak-to-mean)")
+        expect(page.get_by_test_id("skew-below-minimum")).to_be_hidden()

@@ -222,6 +222,7 @@ def summaries(names: Sequence[str], **figures: object) -> list[GroupSummary]:
                 "skew": 1.0 + i / 1000,
                 "skew_metric": "peak-to-mean",
                 "lag_unit": "messages",
+                "min_total_lag": 1000.0,
                 "evaluated_at": 1_700_000_000.0,
                 "worker": "http://127.0.0.1:1",
                 **figures,

@@ -90,6 +90,7 @@ def summary_of(snapshot: GroupSnapshot = SNAPSHOT, **changes: object) -> GroupSu
         skew=1.5,
         skew_metric=SkewMetric.PEAK_TO_MEAN,
         lag_unit=LagUnit.MESSAGES,
+        min_total_lag=1000,
         state=EvaluationState(group="g", last_recommendation_id="r1", last_recommendation_at=NOW - 5),
         incidents=(),
         worker="http://w1:6066",
@@ -104,6 +105,7 @@ def test_a_summary_adds_up_the_measured_partitions_as_kafka_lag_exporter_does() 
     assert summary.total_lag == 1500 and summary.max_lag == 1000  # partition 3 has no commit: unknown
     assert summary.total_lag_seconds == 20.0 and summary.max_lag_seconds == 20.0  # unknown left out; idle is 0
     assert (summary.last_recommendation_id, summary.evaluated_at, summary.worker) == ("r1", NOW, "http://w1:6066")
+    assert summary.min_total_lag == 1000  # the trigger's minimum, so a page can tell a skew over too little lag
 
 
 def test_a_group_without_members_is_empty_and_one_with_nothing_measured_has_no_figures() -> None:

@@ -94,6 +94,7 @@ def _detail(group: str, hot_lag: float, cold_lag: float, skew: float, rec_id: st
             skew=skew,
             skew_metric=SkewMetric.PEAK_TO_MEAN,
             lag_unit=LagUnit.MESSAGES,
+            min_total_lag=1000,
             evaluated_at=0.0,
             worker="http://127.0.0.1:1",
         ),

@@ -74,6 +74,7 @@ def summary(group: str, **changes: object) -> GroupSummary:
         "skew": 2.93,
         "skew_metric": SkewMetric.PEAK_TO_MEAN,
         "lag_unit": LagUnit.MESSAGES,
+        "min_total_lag": 1000.0,
         "open_incidents": (
             IncidentRef(id="i1", kind=IncidentKind.LAG_SKEW, severity=Severity.WARNING, opened_at=NOW - 120),
         ),

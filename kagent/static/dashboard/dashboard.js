@@ -74,13 +74,15 @@
 
   // ---- formats ----------------------------------------------------------------------------------
 
+  // A figure the API gives as null is one kagent does not know: it reads "unknown", never 0 or blank.
+  const UNKNOWN = "unknown";
   const known = (value) => value !== null && value !== undefined && !Number.isNaN(value);
-  const integer = (value) => (known(value) ? INTEGER.format(value) : "—");
-  const decimal = (value) => (known(value) ? DECIMAL.format(value) : "—");
+  const integer = (value) => (known(value) ? INTEGER.format(value) : UNKNOWN);
+  const decimal = (value) => (known(value) ? DECIMAL.format(value) : UNKNOWN);
 
   /** Seconds as "850 ms", "12.3 s", "4 m 05 s", "3 h 02 m", "2 d 04 h". */
   function duration(seconds) {
-    if (!known(seconds)) return "—";
+    if (!known(seconds)) return UNKNOWN;
     const s = Math.abs(seconds);
     const two = (n) => String(Math.floor(n)).padStart(2, "0");
     if (s < 1) return `${Math.round(s * 1000)} ms`;
@@ -92,13 +94,13 @@
 
   /** A lag in a member lag unit: records as a count, seconds as a duration. */
   function lagIn(unit, value) {
-    if (!known(value)) return "—";
+    if (!known(value)) return UNKNOWN;
     return unit === "seconds" ? duration(value) : plural(value, "record");
   }
 
   /** Seconds since the epoch as local "HH:MM:SS" (with the date when not today). */
   function clock(epochSeconds) {
-    if (!known(epochSeconds)) return "—";
+    if (!known(epochSeconds)) return UNKNOWN;
     const date = new Date(epochSeconds * 1000);
     const pad = (n) => String(n).padStart(2, "0");
     const time = `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
@@ -116,6 +118,39 @@
 
   const plural = (count, word) => `${INTEGER.format(count)} ${word}${count === 1 ? "" : "s"}`;
 
+  /** How many of a group's partitions there are, and how many have no measured lag: "12" or "12 (3 unknown)". */
+  const partitionCount = (s) =>
+    s.partitions_unknown ? `${integer(s.partitions)} (${integer(s.partitions_unknown)} unknown)` : integer(s.partitions);
+
+  /** The group's lag added up in its lag unit (records or seconds), as the trigger's minimum counts it. */
+  const totalInUnit = (s) => (s.lag_unit === "seconds" ? s.total_lag_seconds : s.total_lag);
+
+  /**
+   * Whether the group's skew is over less lag than the trigger's minimum (KAGENT_MIN_TOTAL_LAG): the
+   * skew of a few records swings with every commit and no rebalance is recommended for it, so it is
+   * shown as such, never as an alarm. False when the skew or the total is unknown.
+   */
+  const belowMinimum = (s) =>
+    known(s.skew) && known(totalInUnit(s)) && known(s.min_total_lag) && totalInUnit(s) < s.min_total_lag;
+
+  /** Why a skew is below the trigger's minimum, in words. */
+  const belowMinimumWhy = (s) =>
+    `${lagIn(s.lag_unit, totalInUnit(s))} of lag, below the trigger's minimum of ` +
+    `${lagIn(s.lag_unit, s.min_total_lag)}: no rebalance is recommended at any skew`;
+
+  /** What each partition flag says (kagent.core.snapshot.LagFlag). */
+  const FLAGS = {
+    "no-commit": "the group has committed nothing here",
+    "stale-end-offset": "the latest end-offset answer is older than a few polls",
+    "data-loss": "the committed offset is below the log start: retention deleted records the group never read",
+    "not-polled": "no end-offset poll of this worker has answered for it yet",
+    "unknown-partition": "the latest poll found no such partition",
+    "no-leader": "the latest poll found the partition without a leader",
+    "request-failed": "the latest poll's request to its leader failed",
+    "error-code": "its leader answered the latest poll with an error",
+  };
+  const flagTitle = (flags) => flags.map((f) => `${f}: ${FLAGS[f] || "see the API's LagFlag"}`).join("\n");
+
   // "." and ".." cannot be a path segment (the browser resolves them away): those go by query.
   const groupHref = (group) =>
     group === "." || group === ".."
@@ -123,10 +158,10 @@
       : `${ROOT}groups/${encodeURIComponent(group)}`;
   const recommendationHref = (id) => `${ROOT}api/recommendations/${encodeURIComponent(id)}`;
 
-  /** A status badge (Burrow's OK, WARN, STOP, STALL, REWIND), or one brought up to date. */
-  function statusBadge(badge, status) {
-    setText(badge, status || "?");
-    const wanted = `status status-${status || "unknown"}`;
+  /** A status badge (Burrow's OK, WARN, STOP, STALL, REWIND, or UNKNOWN: no partition judged). */
+  function statusBadge(badge, status, text = status) {
+    setText(badge, text);
+    const wanted = `status status-${status}`;
     if (badge.className !== wanted) badge.className = wanted;
     return badge;
   }
@@ -299,6 +334,14 @@
     function createRow() {
       const link = h("a", { testid: "group-link" });
       const recLink = h("a", { testid: "recommendation-link" });
+      /** A figure's cell: its value, and a note under it shown only when it has something to say. */
+      const figure = (testid, note) =>
+        h(
+          "td",
+          { class: "num", testid },
+          h("span", { class: "value", testid: `${testid}-value` }),
+          h("span", { class: "note", testid: note, hidden: true }),
+        );
       return h(
         "tr",
         { testid: "group-row" },
@@ -308,10 +351,11 @@
         h("td", { class: "num", testid: "group-members" }),
         h("td", { class: "num", testid: "group-generation" }),
         h("td", { testid: "group-protocol" }),
-        h("td", { class: "num", testid: "group-total-lag" }),
+        figure("group-total-lag", "partitions-unknown"),
         h("td", { class: "num", testid: "group-max-lag" }),
         h("td", { class: "num", testid: "group-max-lag-seconds" }),
-        h("td", { class: "num", testid: "group-skew" }),
+        figure("group-skew", "skew-below-minimum"),
+        h("td", { class: "num", testid: "group-evaluated" }),
         h("td", { testid: "group-incidents" }),
         h("td", { class: "rec" }, recLink, h("span", { class: "age" })),
       );
@@ -327,19 +371,33 @@
       setText(cells[2], g.state);
       setText(cells[3], integer(g.members));
       setText(cells[4], integer(g.generation));
-      setText(cells[5], g.protocol || "—");
-      setText(cells[6], integer(g.total_lag));
+      setText(cells[5], g.protocol || UNKNOWN);
+      const [totalValue, unknownNote] = cells[6].children;
+      setText(totalValue, integer(g.total_lag));
+      // The total adds up the measured partitions only: say how many others there are.
+      unknownNote.hidden = !g.partitions_unknown;
+      setText(unknownNote, g.partitions_unknown ? `${integer(g.partitions_unknown)} of ${integer(g.partitions)} unknown` : "");
+      setAttr(cells[6], "title", g.partitions_unknown ? `partitions of unknown lag: not added up` : null);
       setText(cells[7], integer(g.max_lag));
       setText(cells[8], duration(g.max_lag_seconds));
-      setText(cells[9], decimal(g.skew));
-      setAttr(cells[9], "title", `${g.skew_metric}, member lag in ${g.lag_unit}`);
+      const [skewValue, skewNote] = cells[9].children;
+      setText(skewValue, decimal(g.skew));
+      const low = belowMinimum(g);
+      skewNote.hidden = !low;
+      setText(skewNote, low ? "low lag" : "");
+      cells[9].classList.toggle("below-minimum", low);
+      const metric = `${g.skew_metric}, member lag in ${g.lag_unit}`;
+      setAttr(cells[9], "title", low ? `${metric}; ${belowMinimumWhy(g)}` : metric);
+      // The list's figures are those of the group's last evaluation: say when that was.
+      setText(cells[10], clock(g.evaluated_at));
+      setAttr(cells[10], "title", `this row's figures are those of the group's last evaluation, ${iso(g.evaluated_at)}`);
       const incidents = g.open_incidents || [];
-      setText(cells[10], incidents.length ? incidents.map((i) => i.kind).join(", ") : "—");
+      setText(cells[11], incidents.length ? incidents.map((i) => i.kind).join(", ") : "—");
       const severity = incidents.length ? ` severity-${worstSeverity(incidents)}` : "";
-      setAttr(cells[10], "class", `incidents-cell${severity}`);
+      setAttr(cells[11], "class", `incidents-cell${severity}`);
       const described = incidents.map((i) => `${i.kind} (${i.severity}) since ${clock(i.opened_at)}`);
-      setAttr(cells[10], "title", described.join("\n") || null);
-      const [recLink, age] = cells[11].children;
+      setAttr(cells[11], "title", described.join("\n") || null);
+      const [recLink, age] = cells[12].children;
       if (g.last_recommendation_id) {
         setText(recLink, g.last_recommendation_id);
         setAttr(recLink, "href", recommendationHref(g.last_recommendation_id));
@@ -507,19 +565,32 @@
     const status = $("group-status");
     const field = (name, scope = document) => scope.querySelector(`[data-field="${name}"]`);
 
+    /** The figures of the group's summary, a lag in records with its unit; "unknown" when the API gives null. */
+    const records = (value) => (known(value) ? plural(value, "record") : UNKNOWN);
+
     function renderFacts(s) {
       statusBadge(status, s.status);
       setText(field("state"), s.state);
       setText(field("generation"), integer(s.generation));
-      setText(field("protocol"), s.protocol || "—");
+      setText(field("protocol"), s.protocol || UNKNOWN);
       setText(field("members"), integer(s.members));
-      setText(field("partitions"), integer(s.partitions));
-      setText(field("total_lag"), `${integer(s.total_lag)} records`);
-      setText(field("max_lag"), `${integer(s.max_lag)} records`);
+      setText(field("partitions"), partitionCount(s));
+      const over = s.partitions_unknown ? ` (of ${integer(s.partitions - s.partitions_unknown)} measured)` : "";
+      setText(field("total_lag"), known(s.total_lag) ? `${records(s.total_lag)}${over}` : UNKNOWN);
+      setText(field("max_lag"), records(s.max_lag));
       setText(field("max_lag_seconds"), duration(s.max_lag_seconds));
       setText(field("skew"), `${decimal(s.skew)} (${s.skew_metric})`);
-      setText(field("evaluated_at"), `${clock(s.evaluated_at)} (${ago(s.evaluated_at)})`);
+      const low = belowMinimum(s);
+      field("skew").classList.toggle("below-minimum", low);
+      const why = $("skew-below-minimum");
+      why.hidden = !low;
+      setText(why, low ? `Skew over too little lag to act on: ${belowMinimumWhy(s)}.` : "");
+      // Every figure, bar and row of the page comes from this one measurement: its time is said once here
+      // and beside the bars and the partitions.
+      const measured = clock(s.evaluated_at);
+      setText(field("evaluated_at"), `${measured} (${ago(s.evaluated_at)})`);
       setAttr(field("evaluated_at"), "title", iso(s.evaluated_at));
+      for (const node of document.querySelectorAll('[data-testid="measured-at"]')) setText(node, measured);
       setText(field("worker"), s.worker);
       setText($("lag-unit"), `(lag in ${s.lag_unit === "seconds" ? "seconds" : "records"})`);
       document.title = `${s.status} ${group} · kagent`;
@@ -545,10 +616,17 @@
       );
     }
 
+    /**
+     * One bar pair per member (and one bar for the partitions no member holds, the API's `unassigned`,
+     * member "unknown"), on one scale: the largest known figure fills the track. Each bar's width is its
+     * own label's figure at once (no transition: a bar never shows an older answer than its label).
+     * An unknown figure is a hatched track reading "unknown", never a bar of 0.
+     */
     function renderMembers(detail) {
       const unit = detail.summary.lag_unit;
-      const members = detail.members;
-      const scale = Math.max(1e-9, ...members.map((m) => Math.max(m.lag || 0, m.recommended_lag || 0)));
+      const rows = [...detail.members, ...(detail.unassigned ? [{ ...detail.unassigned, unassigned: true }] : [])];
+      const figures = rows.flatMap((m) => [m.lag, m.unassigned ? null : m.recommended_lag]).filter(known);
+      const scale = Math.max(1e-9, ...figures);
       const box = $("members");
       const bar = (kind) =>
         h(
@@ -556,36 +634,54 @@
           { class: `bar-row ${kind}` },
           h("span", { class: "bar-label", text: kind === "now" ? "now" : "recommended" }),
           h("span", { class: "track" }, h("span", { class: `bar ${kind}`, testid: `member-lag-${kind}` })),
-          h("span", { class: "bar-value num" }),
+          h("span", { class: "bar-value num", testid: `member-lag-${kind}-value` }),
         );
       const nameRow = () => h("div", { class: "member-name" }, h("span", { class: "id" }), h("span", { class: "host" }));
+      /** Draw one bar: kind "known" (value, scaled), "unknown" (hatched, no bar) or "none" (nothing to draw). */
+      const fill = (row, value, kind, text, partitions) => {
+        const [, track, label] = row.children;
+        const barNode = track.firstChild;
+        track.className = kind === "known" ? "track" : `track ${kind}`;
+        barNode.hidden = kind !== "known";
+        barNode.style.width = kind === "known" ? `${Math.min(100, (100 * value) / scale).toFixed(2)}%` : "";
+        barNode.dataset.value = kind === "known" ? String(value) : "";
+        barNode.dataset.state = kind;
+        setText(label, text);
+        setAttr(row, "title", partitions ? partitions.map((p) => `${p.topic}-${p.partition}`).join(", ") : null);
+      };
       syncRows(
         box,
-        members.length ? members : [null],
-        (m) => (m === null ? "" : m.member_id),
+        rows.length ? rows : [null],
+        (m) => (m === null ? "" : m.unassigned ? "\u0000unassigned" : `member:${m.member_id}`),
         (m) =>
           m === null
-            ? h("p", { class: "empty", text: "No members: the group is empty." })
+            ? h("p", { class: "empty", text: "No members, and no partition without one." })
             : h("div", { class: "member", testid: "member-bar" }, nameRow(), bar("now"), bar("recommended")),
         (div, m) => {
           if (m === null) return;
           div.dataset.member = m.member_id;
+          div.classList.toggle("unassigned", Boolean(m.unassigned));
+          setAttr(div, "data-unassigned", m.unassigned ? "true" : null);
           const [name, now, rec] = div.children;
           setText(name.children[0], m.member_id);
-          const recommended = m.recommended_partitions;
-          const moved = recommended ? `, ${INTEGER.format(recommended.length)} recommended` : "";
-          setText(name.children[1], `${m.client_host} · ${plural(m.partitions.length, "partition")} now${moved}`);
-          const fill = (row, value, partitions) => {
-            const [, track, label] = row.children;
-            const barNode = track.firstChild;
-            barNode.style.width = known(value) ? `${Math.min(100, (100 * value) / scale).toFixed(2)}%` : "0%";
-            barNode.classList.toggle("unknown", !known(value));
-            barNode.dataset.value = known(value) ? String(value) : "";
-            setText(label, known(value) ? lagIn(unit, value) : "no recommendation");
-            setAttr(row, "title", partitions ? partitions.map((p) => `${p.topic}-${p.partition}`).join(", ") : null);
-          };
-          fill(now, m.lag, m.partitions);
-          fill(rec, m.recommended_lag, m.recommended_partitions);
+          const unmeasured = m.partitions_unknown ? ` (${INTEGER.format(m.partitions_unknown)} not measured)` : "";
+          const held = `${plural(m.partitions.length, "partition")}${unmeasured}`;
+          if (m.unassigned) {
+            setText(name.children[1], `no member holds these ${held}`);
+          } else {
+            const recommended = m.recommended_partitions;
+            const moved = recommended ? `, ${INTEGER.format(recommended.length)} recommended` : "";
+            setText(name.children[1], `${m.client_host} · ${held} now${moved}`);
+          }
+          fill(now, m.lag, known(m.lag) ? "known" : "unknown", lagIn(unit, m.lag), m.partitions);
+          // The partitions no member holds have no recommended share of their own: no second bar.
+          rec.hidden = Boolean(m.unassigned);
+          if (m.unassigned) return;
+          if (!m.recommended_partitions) fill(rec, null, "none", "no recommendation", null);
+          else {
+            const kind = known(m.recommended_lag) ? "known" : "unknown";
+            fill(rec, m.recommended_lag, kind, lagIn(unit, m.recommended_lag), m.recommended_partitions);
+          }
         },
       );
     }
@@ -606,7 +702,7 @@
       const stale = $("recommendation-stale");
       stale.hidden = rec.current !== false;
       if (rec.current === false) {
-        const now = detail.summary.generation;
+        const now = integer(detail.summary.generation);
         const since = `the group has rebalanced since (now generation ${now})`;
         setText(stale, `Made for generation ${rec.generation}; ${since}.`);
       }
@@ -640,6 +736,12 @@
       );
     }
 
+    /**
+     * Every partition with its figures. The committed offsets are the measurement's; each log end is its
+     * latest end-offset poll's (its time in the last column), raised by the API to the committed offset
+     * when a commit newer than that poll is beyond it. An offset lag kagent did not measure reads
+     * "unknown", or "~N (estimate)" where auto.offset.reset's guess is all there is; flags say why.
+     */
     function renderPartitions(partitions) {
       syncRows(
         $("partitions-body"),
@@ -648,20 +750,41 @@
         () => {
           const num = () => h("td", { class: "num" });
           const flags = h("td", { class: "flags" });
-          return h("tr", { testid: "partition-row" }, h("td"), num(), h("td"), num(), num(), num(), num(), flags);
+          return h(
+            "tr",
+            { testid: "partition-row" },
+            h("td"),
+            num(),
+            h("td"),
+            num(),
+            num(),
+            num(),
+            num(),
+            num(),
+            flags,
+          );
         },
         (tr, p) => {
           const c = tr.children;
           setText(c[0], p.topic);
           setText(c[1], p.partition);
-          setText(c[2], p.member_id === null ? "(unassigned)" : p.member_id);
-          setText(c[3], integer(p.committed));
+          setText(c[2], p.member_id === null ? UNKNOWN : p.member_id);
+          setAttr(c[2], "title", p.member_id === null ? "no member holds it" : null);
+          setText(c[3], known(p.committed) ? integer(p.committed) : "none");
+          setAttr(c[3], "title", known(p.committed) ? null : "the group has no committed offset here");
           setText(c[4], integer(p.log_end));
-          setText(c[5], integer(p.offset_lag));
+          setAttr(c[4], "title", `log start ${integer(p.log_start)}`);
+          const estimate = !known(p.offset_lag) && known(p.estimated_lag);
+          setText(c[5], estimate ? `~${integer(p.estimated_lag)} (estimate)` : integer(p.offset_lag));
+          c[5].classList.toggle("estimate", estimate);
+          setAttr(c[5], "title", estimate ? "where auto.offset.reset would start the group: not counted as lag" : null);
           setText(c[6], duration(p.time_lag));
-          setText(c[7], (p.flags || []).join(", "));
-          setAttr(tr, "class", (p.flags || []).length ? "flagged" : null);
-          setAttr(c[4], "title", `log start ${integer(p.log_start)}; polled ${clock(p.polled_at)}`);
+          setText(c[7], clock(p.polled_at));
+          setAttr(c[7], "title", known(p.polled_at) ? iso(p.polled_at) : "no end-offset poll has answered for it");
+          const flags = p.flags || [];
+          setText(c[8], flags.join(", "));
+          setAttr(c[8], "title", flags.length ? flagTitle(flags) : null);
+          setAttr(tr, "class", flags.length ? "flagged" : null);
         },
       );
     }
@@ -673,9 +796,10 @@
         box.replaceChildren(h("p", { class: "empty", text: why }));
         return;
       }
+      // The evaluations' figures, not this page's measurement: the highest skew of each minute.
       const last = points[points.length - 1];
       const highest = Math.max(...points.map((p) => p.skew));
-      const label = `now ${decimal(last.skew)} · highest ${decimal(highest)}`;
+      const label = `minute from ${clock(last.time)}: ${decimal(last.skew)} · hour's highest ${decimal(highest)}`;
       box.replaceChildren(sparkline(points), h("span", { class: "spark-label num", text: label }));
     }
 
@@ -696,8 +820,7 @@
       if (answer.status === 404) {
         live.ok();
         main.hidden = true;
-        statusBadge(status, "unknown");
-        setText(status, "not found");
+        statusBadge(status, "none", "not found");
         notFound.hidden = false;
         const why = answer.body && answer.body.error ? ` (${answer.body.error})` : "";
         const asking = `this page keeps asking every ${REFRESH_MS / 1000} s`;
