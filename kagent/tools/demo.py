@@ -41,7 +41,7 @@ from kagent.core.api_records import GroupDetail
 from kagent.core.recommendation import Recommendation
 from kagent.tools.api_client import ApiClient, ApiFailure
 from kagent.tools.recommendations_topic import parse_recommendation
-from kagent.tools.terminal_views import format_age, format_lag
+from kagent.tools.terminal_views import UNKNOWN, format_age, format_lag
 
 __all__ = ["Applied", "CurrentFigures", "follow_applied", "render", "summary", "watch_recommendations"]
 
@@ -65,8 +65,6 @@ backlog off shows the skew it keeps)."""
 AFTER_MEASUREMENTS = 20
 """Measurements (one per answer of the API) averaged into the skew after: among small lags one measurement
 swings with each commit and each end-offset poll of the worker."""
-
-UNKNOWN = "?"
 
 
 def summary(recommendation: Recommendation) -> str:
@@ -135,18 +133,20 @@ def render(
 
 def _now(recommendation: Recommendation, detail: GroupDetail | None) -> tuple[str, str, str]:
     """The cells of the group's figures now: skew, largest member lag, and the largest member lag the
-    recommendation's assignment would have now (``?`` when unknown, or when the API's latest
-    recommendation is another one)."""
+    recommendation's assignment would have now (``unknown`` when one member's is, or when the API's
+    latest recommendation is another one)."""
     if detail is None:
         return UNKNOWN, UNKNOWN, UNKNOWN
     unit = detail.summary.lag_unit
     skew = UNKNOWN if detail.summary.skew is None else f"{detail.summary.skew:.2f}"
-    largest = format_lag(max((m.lag for m in detail.members), default=0.0), unit)
+    lags = [m.lag for m in detail.members]
+    # The largest member lag is known only when every member's is: one unknown could be the largest.
+    largest = format_lag(max(lag for lag in lags if lag is not None), unit) if lags and None not in lags else UNKNOWN
     applied = UNKNOWN
     if detail.recommendation is not None and detail.recommendation.id == recommendation.id:
-        recommended = [m.recommended_lag for m in detail.members if m.recommended_lag is not None]
-        if recommended:
-            applied = format_lag(max(recommended), unit)
+        recommended = [m.recommended_lag for m in detail.members if m.recommended_partitions is not None]
+        if recommended and None not in recommended:
+            applied = format_lag(max(lag for lag in recommended if lag is not None), unit)
     return skew, largest, applied
 
 

@@ -473,10 +473,11 @@ def partition(
     now: float,
     polled_ago: float = 1.0,
     topic: str = "t",
+    committed_after_poll: bool = False,
 ) -> PartitionLag:
     """``group``'s figures on ``topic``-``number`` as a worker makes them: a log from offset 0 to ``log_end``
     polled ``polled_ago`` s before ``now`` (never polled when ``log_end`` is None), ``auto.offset.reset``
-    earliest."""
+    earliest; ``committed_after_poll``: the commit came after that poll."""
     polled = None if log_end is None else now - polled_ago
     values = partition_lag_values(
         group,
@@ -490,6 +491,7 @@ def partition(
         polled,
         "earliest",
         STALE_AFTER,
+        committed_after_poll=committed_after_poll,
     )
     return PartitionLag(**values)
 
@@ -731,14 +733,14 @@ def test_bars_figures_and_headline_are_one_measurements_and_say_its_time(page: P
 
 def test_a_log_end_is_never_shown_below_a_committed_offset(page: Page) -> None:
     """A commit newer than the last end-offset poll is beyond the log end that poll saw (6,506 against 6,445):
-    the API raises the log end to the committed offset, and the page shows that, with 0 records to read."""
+    the worker raises the log end to the committed offset, and the page shows that, with 0 records to read."""
     now = time.time()
     group = "fast-committer"
     snapshot = GroupSnapshot(
         assignment=members_holding(group, ("a", [0]), ("b", [1])),
         partition_counts={"t": 2},
         lag={
-            TopicPartition("t", 0): partition(group, 0, 6506, 6445, now=now),
+            TopicPartition("t", 0): partition(group, 0, 6506, 6445, now=now, committed_after_poll=True),
             TopicPartition("t", 1): partition(group, 1, 6300, 6445, now=now),
         },
         taken_at=now,

@@ -203,7 +203,7 @@ def test_render_lists_groups_by_name_with_columns_that_say_what_they_show() -> N
     lines = _text(table)
     rows = _rows(lines)
     assert [row[0] for row in rows] == ["alpha", "zeta"]
-    assert rows[0] == ["alpha", "?", "?", "?", "4", "3.00 -> 1.10", "-", "-", "1", "40 s"]
+    assert rows[0] == ["alpha", "unknown", "unknown", "unknown", "4", "3.00 -> 1.10", "-", "-", "1", "40 s"]
 
 
 def test_render_shows_the_figures_now_not_those_of_the_recommendation() -> None:
@@ -219,14 +219,14 @@ def test_render_shows_no_figure_if_applied_for_another_recommendation_than_the_o
     latest = {"orders": _recommendation("orders", 2.0, 1.67, 100.0)}
     current = {"orders": _detail("orders", hot_lag=5000, cold_lag=423, skew=2.0, rec_id="f" * 32)}
     [row] = _rows(_text(render(latest, current, 100.0)))
-    assert row[1:4] == ["2.00", "5,423", "?"]
+    assert row[1:4] == ["2.00", "5,423", "unknown"]
 
 
 def test_render_shows_unknown_figures_now_and_says_why() -> None:
     latest = {"orders": _recommendation("orders", 2.0, 1.67, 100.0)}
     lines = _text(render(latest, {}, 100.0, "cannot reach the worker at http://127.0.0.1:1/api/groups/orders"))
     [row] = _rows(lines)
-    assert row[1:4] == ["?", "?", "?"]
+    assert row[1:4] == ["unknown", "unknown", "unknown"]
     caption = " ".join(line.strip() for line in lines[lines.index(next(line for line in lines if "figures" in line)) :])
     assert caption == (
         "figures now unavailable for some groups: cannot reach the worker at http://127.0.0.1:1/api/groups/orders"
@@ -326,7 +326,7 @@ def test_render_shows_the_generation_that_applied_it_and_the_skew_measured_befor
     settling = Applied(advice.id, skew_before=2.61, lag_before=2000, generation=5, settle_by=225.0)
     assert row(settling) == ["5", "2.61 -> settling"]
     assert row(replace(settling, skews_after=(1.2, 1.4), done=True)) == ["5", "2.61 -> 1.30"]
-    assert row(replace(settling, skew_before=None, done=True)) == ["5", "? -> ?"]
+    assert row(replace(settling, skew_before=None, done=True)) == ["5", "unknown -> unknown"]
     assert row(Applied(advice.id, skew_before=2.61)) == ["-", "-"]  # not applied (yet)
     assert row(replace(settling, recommendation_id="f" * 32)) == ["-", "-"]  # for another recommendation
 
@@ -384,3 +384,16 @@ async def test_current_figures_follow_the_api_every_poll(worker_api: tuple[str, 
         finally:
             stop.set()
             await asyncio.wait_for(poller, 5)
+
+
+def test_render_says_unknown_when_a_members_lag_is_unknown_not_the_largest_of_the_others() -> None:
+    """A member of unknown lag may hold the largest: neither the largest lag now nor the one under the
+    recommendation is stated (and nothing fails on the null)."""
+    latest = {"orders": _recommendation("orders", 2.0, 1.67, 100.0)}
+    known = _detail("orders", hot_lag=5000, cold_lag=423, skew=2.0)
+    a, b = known.members
+    blind = known.model_copy(
+        update={"members": (a.model_copy(update={"offset_lag": None, "lag": None, "recommended_lag": None}), b)}
+    )
+    [row] = _rows(_text(render(latest, {"orders": blind}, 100.0)))
+    assert row[1:4] == ["2.00", "unknown", "unknown"]
