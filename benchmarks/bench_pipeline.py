@@ -21,8 +21,9 @@ import numpy as np
 import pandas as pd
 
 from kagent.tools.pipeline.backtest import backtest
-from kagent.tools.pipeline.backtest_kernel import SNAPSHOT_COLUMNS, backtest_group, summarise
+from kagent.tools.pipeline.backtest_kernel import SNAPSHOT_COLUMNS, backtest_group
 from kagent.tools.pipeline.session import spark_session
+from tests.support.backtest_summary import summarise
 
 
 def history(groups: int, snapshots: int, partitions: int, seed: int = 0) -> pd.DataFrame:

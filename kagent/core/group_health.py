@@ -90,7 +90,6 @@ __all__ = [
     "PartitionHealth",
     "PartitionStatus",
     "add_commit",
-    "append_commit",
     "group_status",
     "lag_always_not_zero",
     "lag_not_decreasing",
@@ -165,8 +164,8 @@ class CommitObservation(NamedTuple):
 class CommitWindow(BaseModel):
     """The last ``capacity`` commits of one group on one partition, oldest first (Burrow's offset ring).
 
-    Timestamps never decrease along the window. Immutable: :func:`append_commit`
-    returns a new window. JSON-serialisable, to live in a changelog table.
+    Timestamps never decrease along the window; commits join it by :func:`add_commit`'s rules (the
+    committed-offsets table's values keep one, :mod:`kagent.core.committed_offset`). Immutable.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -206,14 +205,6 @@ class CommitWindow(BaseModel):
     def span(self) -> float:
         """Seconds from the oldest commit to the newest (0 with fewer than two)."""
         return self.commits[-1].timestamp - self.commits[0].timestamp if self.commits else 0.0
-
-
-def append_commit(window: CommitWindow, observation: CommitObservation) -> CommitWindow:
-    """``window`` with ``observation`` added as its newest commit, by :func:`add_commit`'s rules."""
-    commits: list[Sequence[Any]] = list(window.commits)
-    if not add_commit(commits, observation, window.capacity, window.min_distance):
-        return window
-    return window.model_copy(update={"commits": tuple(CommitObservation(*commit) for commit in commits)})
 
 
 def add_commit(commits: list[Sequence[Any]], observation: Sequence[Any], capacity: int, min_distance: float) -> bool:

@@ -10,9 +10,10 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from kagent.tools.pipeline.backtest import backtest, read_snapshots
-from kagent.tools.pipeline.backtest_kernel import SNAPSHOT_COLUMNS, backtest_group, summarise
+from kagent.tools.pipeline.backtest_kernel import SNAPSHOT_COLUMNS, backtest_group
 from kagent.tools.pipeline.cli import pipeline
 from kagent.tools.pipeline.report import strategy_comparison
+from tests.support.backtest_summary import summarise
 
 START = pd.Timestamp("2024-01-01", tz="UTC")
 # Under range, a-1 holds the two hottest partitions: 1400 of 2600, peak-to-mean 1400 * 3 / 2600.

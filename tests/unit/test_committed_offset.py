@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tracemalloc
+from typing import Any
 
 import orjson
 from hypothesis import given
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from kagent.core import committed_offset
 from kagent.core.committed_offset import StoredCommit, applied
 from kagent.core.events import OffsetCommitted
-from kagent.core.group_health import CommitObservation, CommitWindow, append_commit
+from kagent.core.group_health import CommitObservation, CommitWindow, add_commit
 
 
 def test_a_version_1_value_reads_as_its_commit_with_a_window_of_it_alone() -> None:
@@ -78,6 +79,14 @@ commits = st.lists(
     st.tuples(st.integers(0, 1_000), st.integers(0, 60_000), st.one_of(st.none(), st.integers(0, 2_000))),
     max_size=30,
 )
+
+
+def append_commit(window: CommitWindow, observation: CommitObservation) -> CommitWindow:
+    """``window`` with ``observation`` added as its newest commit, by :func:`add_commit`'s rules, as a model."""
+    commits: list[Any] = list(window.commits)
+    if not add_commit(commits, observation, window.capacity, window.min_distance):
+        return window
+    return window.model_copy(update={"commits": tuple(CommitObservation(*commit) for commit in commits)})
 
 
 @given(commits, st.integers(1, 6), st.sampled_from([0.0, 1.0, 5.0]))

@@ -7,9 +7,10 @@ from collections import Counter
 
 import pytest
 
-from kagent.tools.simulator.key_skew import KeySampler, key_space, partition_shares, zipf_weights
+from kagent.tools.simulator.key_skew import KeySampler, key_space, zipf_weights
 from kagent.tools.simulator.partitioners import key_partition
 from kagent.tools.simulator.scenario import TrafficSpec, default_scenario
+from tests.support.key_shares import partition_shares
 
 SKEWED = TrafficSpec("orders", rate=100, keys=600, zipf_exponent=1.0, hot_partitions=(0, 1, 2, 3))
 UNIFORM = TrafficSpec("payments", rate=100, keys=600)

@@ -10,7 +10,6 @@ import pytest
 from aiokafka.structs import TopicPartition
 
 from kagent.core.assignors import Assignment, Member, assign
-from kagent.tools.simulator.key_skew import partition_shares
 from kagent.tools.simulator.scenario import (
     GroupSpec,
     MemberSpec,
@@ -20,6 +19,7 @@ from kagent.tools.simulator.scenario import (
     TrafficSpec,
     default_scenario,
 )
+from tests.support.key_shares import partition_shares
 
 
 def _scenario(**changes: object) -> Scenario:

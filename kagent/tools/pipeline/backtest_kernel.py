@@ -2,8 +2,9 @@
 
 Pure, over pandas frames (no Spark, no I/O): Spark runs :func:`backtest_group`
 once per group with ``applyInPandas``, and a single process can run it over
-``DataFrame.groupby``; :func:`summarise` is the per-(group, strategy)
-aggregation in pandas, the same figures the Spark job computes.
+``DataFrame.groupby`` (the tests and ``benchmarks/bench_pipeline.py`` do, with
+the per-(group, strategy) summary in pandas beside Spark's,
+``tests/support/backtest_summary.py``).
 
 Input rows (:data:`SNAPSHOT_COLUMNS`): one per (group, snapshot, partition),
 with the partition's lag and the member that held it under the group's
@@ -33,7 +34,7 @@ from kagent.core.policy import SkewMetric
 from kagent.core.recommendation import skew
 from kagent.core.skew import member_lag, moves
 
-__all__ = ["ACTUAL", "RESULT_COLUMNS", "SNAPSHOT_COLUMNS", "STRATEGIES", "backtest_group", "summarise"]
+__all__ = ["ACTUAL", "RESULT_COLUMNS", "SNAPSHOT_COLUMNS", "STRATEGIES", "backtest_group"]
 
 STRATEGIES = ("range", "roundrobin", "sticky", "fair", "lag", "lag-sticky")
 """The strategies a backtest compares, by ``kagent.core.assignors`` name."""
@@ -108,17 +109,3 @@ def backtest_group(
             out["skew"].append(skew(metric, per_member))
             out["moves"].append(0 if name == ACTUAL else len(moves(actual, assignment)))
     return pd.DataFrame(out).astype({**RESULT_COLUMNS, "snapshot": rows["snapshot"].dtype})
-
-
-def summarise(results: pd.DataFrame, threshold: float) -> pd.DataFrame:
-    """Per (group, strategy) of :data:`RESULT_COLUMNS` rows: ``snapshots``, ``share_above``
-    (the share of snapshots whose skew is at least ``threshold``), ``median_skew``,
-    ``p95_skew`` (linear interpolation, as Spark's ``percentile``) and ``total_moves``."""
-    grouped = results.assign(above=results["skew"] >= threshold).groupby(["group", "strategy"], sort=True)
-    return grouped.agg(
-        snapshots=("skew", "size"),
-        share_above=("above", "mean"),
-        median_skew=("skew", "median"),
-        p95_skew=("skew", lambda s: s.quantile(0.95)),
-        total_moves=("moves", "sum"),
-    ).reset_index()

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from kagent.tools.simulator.partitioners import key_partition
 from kagent.tools.simulator.scenario import TrafficSpec
 
-__all__ = ["KeySampler", "key_space", "partition_shares", "zipf_weights"]
+__all__ = ["KeySampler", "key_space", "zipf_weights"]
 
 
 def zipf_weights(count: int, exponent: float) -> tuple[float, ...]:
@@ -53,18 +53,6 @@ def key_space(traffic: TrafficSpec, partitions: int) -> tuple[bytes, ...]:
     hot = [buckets[p] for p in traffic.hot_partitions]
     cold = [buckets[p] for p in range(partitions) if p not in traffic.hot_partitions]
     return tuple((_interleave(hot) + _interleave(cold))[: traffic.keys])
-
-
-def partition_shares(traffic: TrafficSpec, partitions: int) -> tuple[float, ...]:
-    """The expected fraction of the traffic's records on each partition
-    (index = partition), from its key space and Zipf weights; sums to 1."""
-    shares = [0.0] * partitions
-    keys = key_space(traffic, partitions)
-    weights = zipf_weights(len(keys), traffic.zipf_exponent)
-    for key, weight in zip(keys, weights, strict=True):
-        shares[key_partition(key, partitions)] += weight
-    total = sum(weights)
-    return tuple(share / total for share in shares)
 
 
 class KeySampler:
