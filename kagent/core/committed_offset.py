@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from kagent.core.group_health import CommitObservation, CommitWindow, add_commit
 from kagent.core.json_bytes import kept
 
-__all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "encode", "offset_of"]
+__all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "offset_of"]
 
 _new_tuple = tuple.__new__
 """A NamedTuple of its fields without its Python ``__new__`` (storage makes one or two per group-partition
@@ -93,11 +93,6 @@ def offset_of(raw: bytes) -> int:
     return decode(raw).offset
 
 
-def encode(value: StoredCommit) -> bytes:
-    """The bytes of ``value`` (version 2), right-sized to be kept (:func:`kagent.core.json_bytes.kept`)."""
-    return _encoded(*value)
-
-
 def _parsed(raw: bytes) -> tuple[int, int, int | None, list[Sequence[Any]]]:
     """:func:`decode`'s fields, as a plain tuple."""
     value = orjson.loads(raw)
@@ -109,7 +104,7 @@ def _parsed(raw: bytes) -> tuple[int, int, int | None, list[Sequence[Any]]]:
 
 
 def _encoded(offset: int, commit_timestamp: int, leader_epoch: int | None, commits: Sequence[Sequence[Any]]) -> bytes:
-    """:func:`encode` of a value's fields."""
+    """A value's bytes (version 2) from its fields, right-sized to be kept (:func:`kagent.core.json_bytes.kept`)."""
     return kept(
         {"offset": offset, "commit_timestamp": commit_timestamp, "leader_epoch": leader_epoch, "commits": commits}
     )

@@ -83,7 +83,6 @@ __all__ = [
     "TopicIdPartition",
     "TopicName",
     "by_group",
-    "commit_run",
     "decode_record",
     "derive",
     "encode_events",
@@ -137,11 +136,6 @@ What the ``offsets-topic`` source writes for the commits it reads. Nearly every 
 holds a partition's consecutive commits in one array (and so, once read, in one list), not an
 object or an array per commit that repeats the topic. A run of one commit is the five-element
 array kagent wrote per commit before runs. A Python list, as the JSON parser makes it."""
-
-
-def commit_run(topic: str, partition: int, *commits: tuple[int, int, int | None]) -> CommitRun:
-    """The run of ``commits`` (each ``(offset, commit_timestamp, leader_epoch)``, oldest first) on a partition."""
-    return [topic, partition, *(field for commit in commits for field in commit)]
 
 
 def run_commits(run: CommitRun) -> list[tuple[int, int, int | None]]:

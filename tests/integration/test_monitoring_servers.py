@@ -79,7 +79,7 @@ def _firing(prometheus: Prometheus) -> set[tuple[str, str]]:
 
 
 def test_served_metrics_are_ones_a_worker_exports() -> None:
-    from kagent.worker.metrics import exported_metric_names
+    from tests.support.metric_names import exported_metric_names
 
     exported = exported_metric_names()
     for family in text_string_to_metric_families(HEALTHY % {"orders_status": 4}):

@@ -28,7 +28,6 @@ from kagent.core.events import (
     GroupDeleted,
     OffsetCommitted,
     by_group,
-    commit_run,
     encode_events,
     packed_records,
 )
@@ -37,6 +36,7 @@ from kagent.tools.pipeline.coordinator_rows import (
     decode_batch,
     decode_batches,
 )
+from tests.support.commit_runs import commit_run
 from tests.support.coordinator import group_metadata, offset_commit
 
 LOG_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tracemalloc
-from typing import Any
 
 import orjson
 from hypothesis import given
@@ -12,7 +11,14 @@ from hypothesis import strategies as st
 from kagent.core import committed_offset
 from kagent.core.committed_offset import StoredCommit, applied
 from kagent.core.events import OffsetCommitted
-from kagent.core.group_health import CommitObservation, CommitWindow, add_commit
+from kagent.core.group_health import CommitObservation, CommitWindow
+from kagent.core.json_bytes import kept
+from tests.support.commit_windows import append_commit
+
+
+def _encoded(value: StoredCommit) -> bytes:
+    """The stored bytes of ``value``, as storage keeps them (version 2)."""
+    return kept(value._asdict())
 
 
 def test_a_version_1_value_reads_as_its_commit_with_a_window_of_it_alone() -> None:
@@ -61,7 +67,7 @@ def test_a_commit_older_than_the_newest_is_stale_and_the_rest_apply_in_order() -
 
 def test_a_window_stored_longer_than_the_capacity_keeps_its_newest_commits() -> None:
     stored = StoredCommit(4, 4_000, None, [[1, 1.0, None], [2, 2.0, None], [3, 3.0, None], [4, 4.0, None]])
-    after = applied(committed_offset.encode(stored), [5, 5_000, None], None, capacity=2, min_distance=0.0).value
+    after = applied(_encoded(stored), [5, 5_000, None], None, capacity=2, min_distance=0.0).value
     assert after is not None
     assert [commit[0] for commit in committed_offset.decode(after).commits] == [4, 5]
     assert [c.offset for c in stored.window(3, 0.0).commits] == [2, 3, 4]
@@ -79,14 +85,6 @@ commits = st.lists(
     st.tuples(st.integers(0, 1_000), st.integers(0, 60_000), st.one_of(st.none(), st.integers(0, 2_000))),
     max_size=30,
 )
-
-
-def append_commit(window: CommitWindow, observation: CommitObservation) -> CommitWindow:
-    """``window`` with ``observation`` added as its newest commit, by :func:`add_commit`'s rules, as a model."""
-    commits: list[Any] = list(window.commits)
-    if not add_commit(commits, observation, window.capacity, window.min_distance):
-        return window
-    return window.model_copy(update={"commits": tuple(CommitObservation(*commit) for commit in commits)})
 
 
 @given(commits, st.integers(1, 6), st.sampled_from([0.0, 1.0, 5.0]))
@@ -119,7 +117,7 @@ def test_a_stored_value_takes_the_memory_of_its_bytes_not_orjsons_working_buffer
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        kept = [committed_offset.encode(value) for _ in range(1_000)]
+        kept = [_encoded(value) for _ in range(1_000)]
         per_value = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
     finally:
         tracemalloc.stop()

@@ -35,7 +35,7 @@ Outcome = tuple[object, ...]
 
 
 def test_every_decoder_runs_its_compiled_twin() -> None:
-    assert _native.built(), "kagent.core.consumer_offsets._twins was not built: run the README's install"
+    assert _native.IN_USE, "kagent.core.consumer_offsets._twins was not built: run the README's install"
     stale = sorted(set(_native.TWINS) - _native.IN_USE)
     assert not stale, f"built twins are stale for {stale}: reinstall (pip install -e .) to rebuild them"
 

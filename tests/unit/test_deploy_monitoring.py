@@ -7,7 +7,7 @@
   (``amtool template render``), and no secret in the file.
 - Grafana: the dashboard's variables, and every query's metric names.
 - Every metric name in a rule or a dashboard query is one
-  :func:`kagent.worker.metrics.exported_metric_names` lists (rules may also read ``up``).
+  :func:`tests.support.metric_names.exported_metric_names` lists (rules may also read ``up``).
 
 The binaries come from Debian's prometheus and prometheus-alertmanager packages; without them these
 tests skip, saying so, except under CI=true, where they fail (:func:`tests.support.monitoring.require_binary`).
@@ -85,7 +85,7 @@ def _alerts() -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def exported() -> frozenset[str]:
     """Every sample name a worker exports."""
-    from kagent.worker.metrics import exported_metric_names
+    from tests.support.metric_names import exported_metric_names
 
     names = exported_metric_names()
     assert names, "exported_metric_names() is empty"

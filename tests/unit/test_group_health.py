@@ -18,7 +18,6 @@ from kagent.core.group_health import (
     GroupStatus,
     PartitionHealth,
     PartitionStatus,
-    append_commit,
     group_status,
     lag_always_not_zero,
     lag_not_decreasing,
@@ -30,6 +29,7 @@ from kagent.core.group_health import (
     rewind_recovered,
     stop_possible_from,
 )
+from tests.support.commit_windows import append_commit
 
 _UNKNOWN, OK, WARN, STOP, STALL, REWIND = PartitionStatus
 

@@ -41,7 +41,6 @@ from kagent.core.events import (
     OffsetCommitted,
     OffsetDeleted,
     by_group,
-    commit_run,
     decode_record,
     encode_events,
     packed_records,
@@ -50,6 +49,7 @@ from kagent.core.events import (
 from kagent.core.ingest import ingest
 from kagent.core.record_checks import RecordRejected
 from kagent.core.table_keys import partition_of_group
+from tests.support.commit_runs import commit_run
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from kagent.worker.lag_exporter import (
     metric_families,
     partition_rows,
 )
-from kagent.worker.metrics import Metrics, exported_metric_names
+from kagent.worker.metrics import Metrics
+from tests.support.metric_names import exported_metric_names
 
 NOW = 1_700_000_000.0
 CLUSTER = "prod"

@@ -108,11 +108,6 @@ def twin(name: str, text: str, namespace: dict[str, Any]) -> Callable[..., Any] 
     return function
 
 
-def built() -> bool:
-    """Whether the extension module was built and loaded."""
-    return _module is not None
-
-
 def compiled_decoders() -> tuple[int, int]:
     """(generated decoders running their compiled twin, generated decoders)."""
     return len(IN_USE), len(TWINS)
