@@ -12,6 +12,14 @@ the broker has it. The records are the ones Faust would
 write (same topic, partition, key and value serialization), so Faust's
 recovery reads them as its own.
 
+A flush is bounded from the moment it starts: it fails
+(:class:`ChangelogWriteError`, its records staged again for the next flush)
+once :data:`~kagent.worker.record_batches.SEND_TIMEOUT` seconds pass without
+progress, whether it waits for the producer's metadata, for room in its
+accumulator, or for the broker's acknowledgement. The caller tries again
+when it sees fit (storage before it acknowledges a batch, the evaluator at
+its next round).
+
 A :class:`PublishedTable` is written the same way but kept nowhere else: its
 records go to its topic only, and no worker restores it or holds it in memory.
 
@@ -36,15 +44,9 @@ from faust.exceptions import ProducerSendError
 from faust.types import TopicT
 
 from kagent.core.table_keys import partition_of_group
-from kagent.worker.record_batches import OutgoingRecord, send_batches
+from kagent.worker.record_batches import SEND_TIMEOUT, OutgoingRecord, acknowledged, send_batches
 
-__all__ = ["FLUSH_TIMEOUT", "PRODUCER_ERRORS", "ChangelogWriteError", "ChangelogWriter", "PublishedTable"]
-
-FLUSH_TIMEOUT = 30.0
-"""Seconds a flush waits for the broker to acknowledge one more of its records before it counts as
-failed (its records staged again, for the caller's retry): a send whose answer never comes must not
-hold every later flush, and the stage behind them, for the producer's 20-minute request timeout. A
-large flush that makes progress is never cut short."""
+__all__ = ["PRODUCER_ERRORS", "ChangelogWriteError", "ChangelogWriter", "PublishedTable"]
 
 PRODUCER_ERRORS = (KafkaError, ProducerSendError)
 """What a send through Faust's producer raises when the broker or the producer fails
@@ -78,8 +80,10 @@ class ChangelogWriteError(Exception):
 class ChangelogWriter:
     """Writes to kagent's tables, their changelog records batched per flush."""
 
-    def __init__(self, app: faust.App) -> None:
+    def __init__(self, app: faust.App, timeout: float = SEND_TIMEOUT) -> None:
+        """``timeout``: seconds a flush may go without progress before it fails."""
         self._app = app
+        self._timeout = timeout
         self._staged: dict[str, _Staged] = {}
         """Table name -> the table and its keys' staged values (None: a tombstone), newest only."""
         self._sending = asyncio.Lock()
@@ -129,9 +133,13 @@ class ChangelogWriter:
         and records staged later are sent after (in time, on every
         partition) those staged earlier.
 
-        If the producer fails, what this flush took is staged again (unless
-        a newer write of the same key was staged meanwhile), so the next
-        flush sends it, and :class:`ChangelogWriteError` is raised.
+        If the producer fails, or the flush goes the writer's ``timeout``
+        (:data:`~kagent.worker.record_batches.SEND_TIMEOUT`) without
+        progress (waiting for metadata, for room in the producer's
+        accumulator or for the broker's acknowledgement), what this flush
+        took is staged again (unless a newer write of the same key was
+        staged meanwhile), so the next flush sends it, and
+        :class:`ChangelogWriteError` is raised.
         """
         async with self._sending:
             await self._send_staged()
@@ -143,16 +151,11 @@ class ChangelogWriter:
         records = sum(len(values) for _, values in staged.values())
         self._flushing = (time.monotonic(), records)
         try:
-            pending = await send_batches(self._app, _changelog_records(staged))
-            await _acknowledged(pending)
+            await acknowledged(await send_batches(self._app, _changelog_records(staged), self._timeout), self._timeout)
         except BaseException as exc:
             for name, (table, values) in staged.items():  # staged again, under any newer write of a key
                 newer = self._staged.get(name)
                 self._staged[name] = (table, {**values, **newer[1]} if newer is not None else values)
-            if isinstance(exc, TimeoutError):
-                raise ChangelogWriteError(
-                    f"{records} changelog records not acknowledged within {FLUSH_TIMEOUT:g} s"
-                ) from exc
             if isinstance(exc, PRODUCER_ERRORS):
                 raise ChangelogWriteError(f"{records} changelog records not sent: {exc!r}") from exc
             raise
@@ -212,15 +215,3 @@ def json_key(key: str) -> bytes:
     if key.isascii() and "\x7f" not in key:
         return orjson.dumps(key)
     return json.dumps(key).encode()
-
-
-async def _acknowledged(pending: list[asyncio.Future[Any]]) -> None:
-    """Wait until every send in ``pending`` is acknowledged; raise the first send's error, or
-    :class:`TimeoutError` once :data:`FLUSH_TIMEOUT` seconds pass with none acknowledged."""
-    waiting: set[asyncio.Future[Any]] = set(pending)
-    while waiting:
-        done, waiting = await asyncio.wait(waiting, timeout=FLUSH_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
-        if not done:
-            raise TimeoutError
-        for future in done:
-            future.result()

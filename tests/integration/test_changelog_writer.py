@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -15,10 +19,11 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from kagent.core.table_keys import partition_of_group
-from kagent.tools.embedded import EmbeddedBroker
+from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker
 from kagent.worker.changelog import ChangelogWriteError, ChangelogWriter
 from kagent.worker.topology import GroupPartitionedTable
 from tests.support.faults import fail_first_batch
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.integration
 
@@ -26,12 +31,12 @@ PARTITIONS = 4
 
 
 async def _states_table(
-    kafka_broker: EmbeddedBroker, prefix: str, group_of: Callable[[str], str] = lambda key: key
+    kafka_broker: EmbeddedBroker, prefix: str, group_of: Callable[[str], str] = lambda key: key, **settings: Any
 ) -> tuple[faust.App, GroupPartitionedTable, str]:
-    """A fresh app with one group-partitioned table (keys in the group ``group_of`` names), and its
-    changelog topic (created)."""
+    """A fresh app (given Faust ``settings``) with one group-partitioned table (keys in the group
+    ``group_of`` names), and its changelog topic (created)."""
     app_id = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    app = faust.App(app_id, broker=kafka_broker.url, store="memory://", topic_partitions=PARTITIONS)
+    app = faust.App(app_id, broker=kafka_broker.url, store="memory://", topic_partitions=PARTITIONS, **settings)
     table = GroupPartitionedTable(
         app,
         group_of=group_of,
@@ -161,3 +166,61 @@ async def test_a_flush_started_during_another_sends_after_it(kafka_broker: Embed
 
 def _partition(group: str) -> int:
     return partition_of_group(group, PARTITIONS)
+
+
+async def test_a_flush_to_a_broker_that_stopped_answering_fails_within_its_bound_and_the_next_sends_its_writes(
+    tmp_path: Path,
+) -> None:
+    """The broker stops answering (its process is stopped with SIGSTOP, as a hung broker or a network
+    that drops packets looks to a client) under a writer whose producer writes one record a batch: the
+    flush's first batch for a partition waits for an answer that does not come, its second waits in
+    aiokafka's accumulator for the first's answer, and its third for room behind the second. Faust's
+    producer would wait its 20-minute request timeout there; the flush must fail within its own bound
+    and keep its writes, and the flush after the broker answers again must send them."""
+    with EmbeddedBroker(log_dir=tmp_path) as broker:
+        app, table, changelog = await _states_table(
+            broker, "changelog-hung", group_of=lambda key: "one-group", producer_max_batch_size=ONE_RECORD_BATCH
+        )
+        writer = ChangelogWriter(app, timeout=2.0)
+        assert broker.pid is not None
+        try:
+            writer.set(table, "first", b"sent")
+            await writer.flush()  # the producer is started and knows the topic
+            os.kill(broker.pid, signal.SIGSTOP)
+            try:
+                writer.set(table, "billing", b"one")
+                writer.set(table, "audit", b"two")
+                writer.set(table, "search", b"three")
+                started = time.monotonic()
+                with pytest.raises(
+                    ChangelogWriteError, match=r"3 changelog records not sent: .*not taken by the producer"
+                ):
+                    await writer.flush()
+                took = time.monotonic() - started
+            finally:
+                os.kill(broker.pid, signal.SIGCONT)
+            assert writer.staged == 3
+            assert took < 15, f"the flush failed after {took:.1f} s, not within its 2 s bound"
+            writer.set(table, "billing", b"newer")  # a newer write meanwhile wins
+            await wait_until_async(_flushed(writer), 60, "a flush to succeed once the broker answers again")
+        finally:
+            await app.producer.stop()
+        records = await _read(
+            broker, changelog, 4, until=lambda rs: {k for _, k, _ in rs} >= {"audit", "billing", "search"}
+        )
+    # Each key's last record is the last written (the batch the failed flush queued may go out too).
+    last = {key: value for _, key, value in records}
+    assert last == {"first": b"sent", "audit": b"two", "billing": b"newer", "search": b"three"}, records
+
+
+def _flushed(writer: ChangelogWriter) -> Callable[[], Awaitable[bool]]:
+    """A probe: one flush of ``writer``; whether it succeeded (a failed one keeps its writes staged)."""
+
+    async def flush() -> bool:
+        try:
+            await writer.flush()
+        except ChangelogWriteError:
+            return False
+        return writer.staged == 0
+
+    return flush
