@@ -69,7 +69,7 @@ def _load_or_exit() -> Settings:
 
 def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics: Metrics) -> list[Stage]:
     """The worker's stages, each built from what it needs, in start order."""
-    dead_letters = DeadLetters(app, topology.dead_letters.get_topic_name())
+    dead_letters = DeadLetters(app, topology.dead_letters.get_topic_name(), metrics)
     stalls = StallDetector(settings.stall_after)
     changes: Channel[GroupChanged] = Channel()
     end_offsets: Channel[EndOffsetsPolled] = Channel()

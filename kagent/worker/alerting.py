@@ -54,7 +54,6 @@ from kagent.core.alert_config import AlertsConfig
 from kagent.core.backoff import backoff_delay
 from kagent.core.incidents import IncidentTransition
 from kagent.worker.alert_sinks import AlertSink, Delivery, build_sinks
-from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.group_state import OpenIncidentsReader
 from kagent.worker.metrics import Metrics
@@ -281,26 +280,18 @@ class Alerting(Stage):
             await self._pause(delay)
 
     async def _dead_letter(self, record: ConsumerRecord[bytes, bytes], error: str) -> None:
-        """Send ``record`` to the dead letters, trying again while the producer fails."""
-        attempt = 0
-        while True:
-            try:
-                sent = await self._dead_letters.send(
-                    topic=record.topic,
-                    partition=record.partition,
-                    offset=record.offset,
-                    timestamp_ms=record.timestamp,
-                    key=record.key,
-                    value=record.value,
-                    error=error,
-                )
-                await sent
-                return
-            except PRODUCER_ERRORS as exc:
-                delay = backoff_delay(self._config.retry, attempt, self._random.random())
-                log.warning("dead letter of %s-%d@%d not sent: %r", record.topic, record.partition, record.offset, exc)
-                attempt += 1
-                await self._pause(delay)
+        """Send ``record`` to the dead letters; returns once the broker has it (the dead-letter sender
+        tries again until it does, :mod:`kagent.worker.dead_letters`)."""
+        sent = await self._dead_letters.send(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            timestamp_ms=record.timestamp,
+            key=record.key,
+            value=record.value,
+            error=error,
+        )
+        await sent
 
     async def _pause(self, seconds: float) -> None:
         """Wait ``seconds``; raise :class:`_Stopping` at once if the stage stops meanwhile."""

@@ -39,6 +39,13 @@ class Metrics:
             ["topic"],
             registry=r,
         )
+        self.dead_letter_failures = Counter(
+            "kagent_dead_letter_send_failures",
+            "Attempts to send a dead letter that failed or ran out of time (the letter is sent again until the "
+            "broker has it), by the topic of the record it carries",
+            ["topic"],
+            registry=r,
+        )
         self.derived_events = Counter(
             "kagent_derived_events", "Derived events applied to the tables", ["kind"], registry=r
         )

@@ -65,7 +65,7 @@ from kagent.core.json_bytes import kept
 from kagent.core.snapshot import UNDESCRIBED_GENERATION, GroupSnapshot
 from kagent.core.throughput import PartitionThroughput, partition_throughput
 from kagent.worker.applied_offsets import AppliedOffsets, Verdict
-from kagent.worker.changelog import PRODUCER_ERRORS, ChangelogWriteError, ChangelogWriter
+from kagent.worker.changelog import ChangelogWriteError, ChangelogWriter
 from kagent.worker.channel import Channel
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
@@ -318,10 +318,7 @@ class Storage(Stage, GroupStateReader):
             except ChangelogWriteError as exc:
                 log.warning("%s; trying again in %g s", exc, FLUSH_RETRY)
                 await asyncio.sleep(FLUSH_RETRY)
-        try:
-            await asyncio.gather(*letters)
-        except PRODUCER_ERRORS as exc:
-            log.error("%d dead letters not sent: %r", len(letters), exc)
+        await asyncio.gather(*letters)  # each is sent until the broker has it (dead_letters.py)
         self._applied += len(messages)
         # The positions go out with the next flush, so a position in the changelog never runs
         # ahead of the state it describes (a successor at worst applies a batch again).
