@@ -46,6 +46,13 @@ class Metrics:
             ["topic"],
             registry=r,
         )
+        self.source_restarts = Counter(
+            "kagent_source_restarts",
+            "Times the offsets-topic source's consumer failed and was made again, by where it failed "
+            "(start, fetch, commit; error for anything else)",
+            ["reason"],
+            registry=r,
+        )
         self.derived_events = Counter(
             "kagent_derived_events", "Derived events applied to the tables", ["kind"], registry=r
         )

@@ -18,30 +18,44 @@ decode or breaks a rule is counted and sent with its raw bytes, partition,
 offset and reason to the dead-letter topic, and the batch goes on; the log
 gets one line a batch, naming the first such record and how many followed. The batch's offsets
 are committed once the broker has every record sent for it, while the next
-batch is fetched and processed. At least once: a batch whose sends fail is
-read again from its start, one cut short by a rebalance is read again by
-the new owner, and applying events twice leaves the tables as once.
+batch is fetched and processed. At least once: a batch whose sends fail (or
+go :data:`~kagent.worker.record_batches.SEND_TIMEOUT` seconds without
+progress) is read again from its start, one cut short by a rebalance is read
+again by the new owner, and applying events twice leaves the tables as once.
+
+The source outlives its consumer. If the consumer's ``start()``, a fetch or a
+commit raises (the group's coordinator refuses it, the broker is gone when
+it starts, ...) or a commit takes longer than :data:`COMMIT_TIMEOUT`, the
+consumer is closed, the failure counted (``kagent_source_restarts_total``,
+by where it failed) and logged once with its cause, and a new consumer is
+made after a backoff (:data:`RESTART`). It reads from the group's committed
+offsets, so what the failed one read and did not commit is read again. While
+there is no consumer the source is not caught up, and the worker is not
+ready.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from dataclasses import dataclass
 
 import faust
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
-from aiokafka.errors import KafkaError
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import TopicPartition
 from faust.types import TopicT
 
+from kagent.core.backoff import RetryPolicy, backoff_delay
 from kagent.core.consumer_offsets import compiled_decoders
 from kagent.core.ingest import ingest
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.metrics import Metrics
-from kagent.worker.record_batches import send_derived_events
+from kagent.worker.record_batches import abandon, acknowledged, send_derived_events
 from kagent.worker.stage import Stage
 
 __all__ = ["OffsetsTopicSource"]
@@ -65,6 +79,26 @@ aiokafka's ``fetch_max_bytes`` (50 MiB)."""
 
 CAUGHT_UP_RECORDS = 10_000
 """Records of a partition the source may have left to read and still count as caught up."""
+
+RESTART = RetryPolicy(initial_backoff=1.0, max_backoff=30.0)
+"""The pause before a failed consumer is made again: 1 s, doubling with each failure in a row, at most
+30 s; back to 1 s once a consumer has lasted that long."""
+
+COMMIT_TIMEOUT = 30.0
+"""Seconds a commit of the source's offsets may take before the consumer counts as failed: aiokafka
+tries a commit again for as long as the group's coordinator does not answer."""
+
+CLOSE_TIMEOUT = 10.0
+"""Seconds closing a consumer (leaving its group) may take before it is given up."""
+
+
+class _ConsumerFailed(Exception):
+    """The source's consumer failed: where (``start``, ``fetch``, ``commit``) and why."""
+
+    def __init__(self, reason: str, cause: BaseException) -> None:
+        super().__init__(f"{reason}: {cause!r}")
+        self.reason = reason
+        self.cause = cause
 
 
 class _Assigned(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -105,8 +139,10 @@ class OffsetsTopicSource(Stage):
         self._skip = frozenset({settings.app_id, self.group_id})
         self._running: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        """The consumer reading now: None until it has started, and from when it fails or stops."""
         self._assigned = _Assigned()
         self._applied = 0
+        self._random = random.Random()
 
     @property
     def applied(self) -> int:
@@ -129,7 +165,8 @@ class OffsetsTopicSource(Stage):
     async def caught_up(self) -> bool:
         """Whether the source has read to within :data:`CAUGHT_UP_RECORDS` of the high watermark of each
         ``__consumer_offsets`` partition it is assigned, as far as its last fetch knows; False before its
-        group has assigned it partitions (True with an empty assignment: nothing waits for it)."""
+        group has assigned it partitions, and while it has no consumer (one failed and the next is not
+        started yet); True with an empty assignment: nothing waits for it."""
         consumer = self._consumer
         if consumer is None or not self._assigned.assigned:
             return False
@@ -161,10 +198,40 @@ class OffsetsTopicSource(Stage):
             await asyncio.gather(self._running, return_exceptions=True)
 
     async def run(self) -> None:
-        """Consume until cancelled; the consumer leaves its group on the way out.
+        """Consume until cancelled, making the consumer again each time it fails (see the module)."""
+        attempt = 0
+        while True:
+            started = time.monotonic()
+            try:
+                await self._consume()
+            except _ConsumerFailed as failure:
+                reason, cause = failure.reason, failure.cause
+            except Exception as exc:  # noqa: BLE001 -- the source must outlive any one consumer, a bug's included
+                reason, cause = "error", exc
+            if time.monotonic() - started >= RESTART.max_backoff:
+                attempt = 0  # it lasted: not a failure in a row
+            delay = backoff_delay(RESTART, attempt, self._random.random())
+            attempt += 1
+            self._metrics.source_restarts.labels(reason).inc()
+            log.error(
+                "the %s source's consumer failed at %s (%r); making it again in %.1f s",
+                self._consumer_offsets,
+                reason,
+                cause,
+                delay,
+                exc_info=cause if reason == "error" else None,  # a bug's traceback; a consumer's failure says it all
+            )
+            await asyncio.sleep(delay)
+
+    async def _consume(self) -> None:
+        """Read with a new consumer until cancelled; raise :class:`_ConsumerFailed` if it fails. The
+        consumer leaves its group on the way out.
 
         One batch is in flight while the next is fetched and processed: its
-        offsets are committed once the broker has everything sent for it.
+        offsets are committed once the broker has everything sent for it. When
+        cancelled (the stage stops), the batch in flight is committed if its
+        sends are acknowledged; when the consumer fails, nothing more is
+        committed and the next consumer reads the uncommitted batches again.
         """
         settings = self._settings
         topic = self._consumer_offsets
@@ -178,22 +245,39 @@ class OffsetsTopicSource(Stage):
             max_poll_records=MAX_RECORDS,
             max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
         )
-        consumer.subscribe([topic], listener=self._assigned)
-        await consumer.start()
-        self._consumer = consumer
-        log.info("reading %s with %d of %d decoders compiled", topic, *compiled_decoders())
+        assigned = _Assigned()
+        consumer.subscribe([topic], listener=assigned)
         in_flight: _Sent | None = None
+        sending: _Sent | None = None
         try:
+            try:
+                await consumer.start()
+            except Exception as exc:
+                raise _ConsumerFailed("start", exc) from exc
+            self._consumer, self._assigned = consumer, assigned
+            log.info("reading %s with %d of %d decoders compiled", topic, *compiled_decoders())
             while True:
-                sending = await self._sent(await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS))
+                try:
+                    fetched = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
+                except Exception as exc:
+                    raise _ConsumerFailed("fetch", exc) from exc
+                sending = await self._sent(fetched)
                 if in_flight is not None and not await self._commit(consumer, in_flight, sending):
                     sending = None  # read again from the failed batch's start
-                in_flight = sending
+                in_flight, sending = sending, None
+        except asyncio.CancelledError:
+            if in_flight is not None and self._consumer is consumer:
+                try:
+                    await self._commit(consumer, in_flight, None)
+                except _ConsumerFailed as failure:
+                    log.warning("committing the source's last batch at stop: %s", failure)
+            raise
         finally:
-            if in_flight is not None:
-                await self._commit(consumer, in_flight, None)
             self._consumer = None
-            await consumer.stop()
+            for batch in (in_flight, sending):  # not committed: whoever reads next reads them again
+                if batch is not None:
+                    abandon(batch.futures)
+            await _close(consumer)
 
     async def _sent(self, fetched: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> _Sent | None:
         """Send what one fetch returned; None if it returned nothing. The fetched records are
@@ -256,26 +340,51 @@ class OffsetsTopicSource(Stage):
     async def _commit(self, consumer: AIOKafkaConsumer, batch: _Sent, after: _Sent | None) -> bool:
         """Commit ``batch``'s offsets once the broker has everything sent for it; whether it did.
 
-        If a send failed, nothing is committed and the consumer is moved back
-        to where ``batch`` (and ``after``, the batch sent since) began, so
-        their records are read and sent again.
+        If a send failed or went :data:`~kagent.worker.record_batches.SEND_TIMEOUT`
+        seconds without progress, nothing is committed, the sends of ``batch``
+        and ``after`` (the batch sent since) are abandoned, and the consumer is
+        moved back to where they began, so their records are read and sent
+        again. A commit refused because the group rebalanced is logged (the
+        partitions' new owner reads them again); any other commit error, or a
+        commit that takes longer than :data:`COMMIT_TIMEOUT`, raises
+        :class:`_ConsumerFailed`.
         """
         try:
-            await asyncio.gather(*batch.futures)
+            await acknowledged(batch.futures)
         except PRODUCER_ERRORS as exc:
             starts = dict(after.starts) if after is not None else {}
             starts.update(batch.starts)
-            log.error("sending derived events failed; reading %d partitions again: %s", len(starts), exc)
+            if after is not None:
+                abandon(after.futures)
+            log.error(
+                "sending a batch's derived events or dead letters failed; reading %d partitions again: %r",
+                len(starts),
+                exc,
+            )
             for tp, offset in starts.items():
                 if tp in consumer.assignment():
                     consumer.seek(tp, offset)
             return False
         try:
-            await consumer.commit(batch.ends)
-        except KafkaError as exc:
+            async with asyncio.timeout(COMMIT_TIMEOUT):
+                await consumer.commit(batch.ends)
+        except (CommitFailedError, IllegalStateError) as exc:
             # A rebalance took partitions away mid-batch: their new owner reads them again.
             log.warning("committing the source's offsets failed (they will be read again): %s", exc)
+        except TimeoutError as exc:
+            raise _ConsumerFailed("commit", TimeoutError(f"no answer within {COMMIT_TIMEOUT:g} s")) from exc
+        except KafkaError as exc:
+            raise _ConsumerFailed("commit", exc) from exc
         return True
+
+
+async def _close(consumer: AIOKafkaConsumer) -> None:
+    """Stop ``consumer`` (it leaves its group), giving up after :data:`CLOSE_TIMEOUT` seconds."""
+    try:
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await consumer.stop()
+    except Exception as exc:  # noqa: BLE001 -- a consumer that cannot even close is left behind
+        log.warning("closing the source's consumer: %r", exc)
 
 
 @dataclass(frozen=True)

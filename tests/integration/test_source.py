@@ -56,13 +56,14 @@ async def _source(kafka_broker: EmbeddedBroker, app_id: str) -> _SourceUnderTest
             topology.dead_letters.get_topic_name(): settings.topic_partitions,
         }
     )
+    metrics = Metrics()
     source = OffsetsTopicSource(
         app,
         settings,
         consumer_offsets=topology.consumer_offsets,
         derived_events=topology.derived_events,
-        dead_letters=DeadLetters(app, topology.dead_letters.get_topic_name()),
-        metrics=Metrics(),
+        dead_letters=DeadLetters(app, topology.dead_letters.get_topic_name(), metrics),
+        metrics=metrics,
     )
     return _SourceUnderTest(app, settings, derived_events, source)
 
