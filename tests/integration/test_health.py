@@ -1,9 +1,14 @@
-"""A real worker reports each stage's progress and answers readiness (issue 17, item 5)."""
+"""A real worker reports each stage's progress and answers readiness (issue 17, item 5), false while a stage
+has stalled (issue 35)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from aiokafka.structs import TopicPartition
@@ -17,8 +22,8 @@ from tests.support.coordinator import (
     publish,
 )
 from tests.support.waiting import wait_until
-from tests.support.web import get_json
-from tests.support.worker import Worker
+from tests.support.web import get_answer, get_json
+from tests.support.worker import FAST, Worker
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +67,58 @@ async def test_stages_report_what_they_applied_and_the_worker_is_ready(
         "end_offsets_polled": True,
         "stalled_stages": [],
     }
+
+
+def test_a_stage_stalled_by_a_broker_that_stops_answering_turns_readiness_false_until_it_moves_again(
+    tmp_path: Path,
+) -> None:
+    """The worker starts on a backlog of 300,000 commits, three of the source's fetches, and while it
+    works through them the broker stops answering (its process is stopped with SIGSTOP: a hung broker,
+    or a network dropping packets). The source knows records wait (its last fetch's high watermark)
+    and can apply none: its sends get no answer and it fetches no more. Once that has lasted
+    ``stall_after`` (2 s), ``/readyz`` answers 503 naming the stage, and the stall is counted and
+    logged; once the broker answers again the stage moves and the worker is ready."""
+    with EmbeddedBroker(log_dir=tmp_path) as broker:
+        asyncio.run(broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, "stalled-orders": 8}))
+        backlog = [
+            offset_commit(f"stalled-{g}", "stalled-orders", p, r)
+            for r in range(15)
+            for g in range(2_500)
+            for p in range(8)
+        ]
+        asyncio.run(publish(broker.bootstrap_servers, backlog, batched=True))
+        worker = Worker(broker.bootstrap_servers, tmp_path, "stall-test", stall_after="2", **FAST).start()
+        assert broker.pid is not None
+        try:
+            wait_until(
+                lambda: _source_backlog(worker) > 0, 120, "the source's backlog", interval=0.05, detail=worker.log_tail
+            )
+            os.kill(broker.pid, signal.SIGSTOP)
+            try:
+                status, stalled = wait_until(
+                    lambda: (answer := get_answer(worker.url + "readyz"))[1]["stalled_stages"] and answer,
+                    30,
+                    "the source to stall",
+                    interval=0.2,
+                    detail=worker.log_tail,
+                )
+            finally:
+                os.kill(broker.pid, signal.SIGCONT)
+            assert (status, stalled["ready"], stalled["stalled_stages"]) == (503, False, ["offsets-topic-source"])
+            worker.wait_ready(120)  # the stage moves again once the broker answers
+            samples = worker.metrics() or {}
+            assert samples.get('kagent_stage_stalls_total{stage="offsets-topic-source"}', 0) >= 1, samples
+            assert samples.get('kagent_stage_stalled{stage="offsets-topic-source"}') == 0, samples
+            log = worker.log()
+            assert "stage offsets-topic-source has stalled: " in log, worker.log_tail(80)
+            assert "stage offsets-topic-source makes progress again" in log, worker.log_tail(80)
+            assert worker.stop() == 0
+        finally:
+            worker.kill()
+
+
+def _source_backlog(worker: Worker) -> float:
+    """The source's backlog at the worker's last sample (0 before one)."""
+    worker.check_alive()
+    samples = worker.metrics("kagent_stage_backlog_records") or {}
+    return samples.get('kagent_stage_backlog_records{stage="offsets-topic-source"}', 0)

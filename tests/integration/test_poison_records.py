@@ -1,5 +1,6 @@
-"""A record that decodes but breaks a rule of :mod:`kagent.core.record_checks` is dead-lettered by a real
-worker, which stays up and applies the records after it (issue 17, item 1).
+"""Poison records in ``__consumer_offsets`` reach a running worker, which dead-letters them, counts them, stays
+up and applies the records after them (issue 17, item 1; issue 35): one that does not decode, and one that
+decodes but breaks a rule of :mod:`kagent.core.record_checks`.
 
 The module runs its own embedded broker: the poison record it writes to ``__consumer_offsets`` must
 not reach the workers of other tests, which read that topic from its start and count what they
@@ -8,6 +9,7 @@ dead-letter.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Callable, Iterator
@@ -56,13 +58,17 @@ async def _letter_for(bootstrap: str, topic: str, key: bytes, worker: Worker, ti
     return next(letter for letter in letters() if base64.b64decode(letter["key"]) == key)
 
 
-async def test_a_partition_minus_one_commit_is_dead_lettered_and_the_group_after_it_applied(
+async def test_poison_records_are_dead_lettered_and_counted_and_the_commits_after_them_applied(
     kafka_broker: EmbeddedBroker, start_worker: Callable[..., Worker]
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     await kafka_broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, "poison-skewed": 6})
     await produce(bootstrap, "poison-skewed", {0: 300, 1: 300, 2: 100, 3: 100, 4: 100, 5: 100})
-    poison_key, poison_value = encode(
+    worker = start_worker("poison-test", **FAST)
+    await asyncio.to_thread(worker.wait_ready)
+
+    undecodable_key, undecodable_value = b"\x00\x01\x00\xff", b"\x00\x03garbage"  # a group length past the end
+    rule_key, rule_value = encode(
         OffsetCommit("poison-app", "poison-skewed", -1, 5, "", 1_700_000_000_000, None, None, 3)
     )
     members = {
@@ -72,19 +78,23 @@ async def test_a_partition_minus_one_commit_is_dead_lettered_and_the_group_after
     await publish(
         bootstrap,
         [
-            OffsetsTopicMessage(0, poison_key, poison_value),
+            OffsetsTopicMessage(0, undecodable_key, undecodable_value),
+            OffsetsTopicMessage(0, rule_key, rule_value),
             group_metadata("skewed-app", 4, members),
             *(offset_commit("skewed-app", "poison-skewed", p, 0) for p in range(6)),
         ],
     )
 
-    worker = start_worker("poison-test", **FAST)
-    letter = await _letter_for(bootstrap, "poison-test-dead-letters", poison_key, worker, 90)
+    letter = await _letter_for(bootstrap, "poison-test-dead-letters", undecodable_key, worker, 90)
     assert (letter["topic"], letter["partition"], letter["offset"]) == (OFFSETS_TOPIC, 0, 0)
-    assert base64.b64decode(letter["value"]) == poison_value
+    assert base64.b64decode(letter["value"]) == undecodable_value
+    assert "record type 1" in letter["error"] and "byte" in letter["error"], letter["error"]
+    letter = await _letter_for(bootstrap, "poison-test-dead-letters", rule_key, worker, 30)
+    assert (letter["topic"], letter["partition"], letter["offset"]) == (OFFSETS_TOPIC, 0, 1)
+    assert base64.b64decode(letter["value"]) == rule_value
     assert "partition" in letter["error"] and "-1" in letter["error"], letter["error"]
 
-    # The records behind the poison one were applied: the hot partitions 0 and 1 sit on one member.
+    # The records behind the poison ones were applied: the hot partitions 0 and 1 sit on one member.
     body = await wait_json(
         worker.url + "api/local/groups",
         lambda b: (
@@ -95,6 +105,15 @@ async def test_a_partition_minus_one_commit_is_dead_lettered_and_the_group_after
     )
     assert body["groups"]["skewed-app"]["generation"] == 4
     assert "poison-app" not in body["groups"]
-    assert (worker.metrics() or {}).get('kagent_malformed_records_total{topic="__consumer_offsets"}') == 1.0
+    # And the next commit, written after the worker met the poison, is what the API measures.
+    await publish(bootstrap, [offset_commit("skewed-app", "poison-skewed", 0, 250)])
+    detail = await wait_json(
+        worker.url + "api/groups/skewed-app",
+        lambda b: any(p["partition"] == 0 and p["committed"] == 250 for p in b["partitions"]),
+        60,
+        "the commit after the poison records in the API",
+    )
+    assert next(p for p in detail["partitions"] if p["partition"] == 0)["offset_lag"] == 50, detail["partitions"]
+    assert (worker.metrics() or {}).get('kagent_malformed_records_total{topic="__consumer_offsets"}') == 2.0
     assert "malformed record at __consumer_offsets partition 0 offset 0" in worker.log()
     assert worker.stop() == 0
