@@ -94,7 +94,9 @@ def snapshots_from_changelogs(
       at a poll only when a commit since the last, a rebalance, data loss or
       the refresh period asks, so a poll often writes one entry or none);
       partitions whose last record then was a tombstone, or not yet written,
-      are left out.
+      or whose lag was unknown then (null: the poll had no answer for it),
+      are left out; a snapshot none of whose partitions had a measured lag
+      has no rows.
     - Each partition's ``member`` is its holder in the group's assignment
       current at that same moment (null: nobody, or the group was deleted).
       A rebalance has the group's entries rewritten at the next poll, so that
