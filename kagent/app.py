@@ -146,13 +146,11 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         cluster_name=settings.cluster_name,
         worker_url=settings.worker_url,
     )
-    metrics.registry.register(
-        LagExporter(
-            storage,
-            cluster_name=settings.cluster_name,
-            granularity=settings.metrics_granularity,
-            policy=settings.evaluation_policy,
-        )
+    lag_series = LagExporter(
+        storage,
+        cluster_name=settings.cluster_name,
+        granularity=settings.metrics_granularity.value,
+        policy=settings.evaluation_policy,
     )
     alerting = []
     if settings.alerts is not None:
@@ -201,7 +199,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
             readiness=Readiness(app, source, stalls, polls),
             policy=settings.evaluation_policy,
         ),
-        Views(metrics),
+        Views(metrics, [metrics.group_gauges, lag_series]),
         Dashboard(),
     ]
 

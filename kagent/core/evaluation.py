@@ -148,7 +148,7 @@ def evaluate(
     - A group without members never triggers, leaves its skew unmeasured
       (None) and starts its hold again: that it has no members is known.
     - A group with members whose skew cannot be measured (a partition a
-      member holds without measured lag, :attr:`GroupSnapshot.measured`; in
+      member holds without measured lag, :func:`kagent.core.member_lag.skew_of`; in
       unit ``seconds``, one with records unread and no time lag), or some
       partition of which it reads is of unknown lag (:attr:`Proposal.unknown`),
       is left exactly as it was: the same state (hold count, arming,

@@ -21,19 +21,63 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, Protocol
 
 from aiokafka.structs import TopicPartition
 
+from kagent.core.events import GroupAssigned
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import skew
-from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.snapshot import GroupSnapshot
 
-__all__ = ["NO_MEMBER", "MemberLag", "current_skew", "member_lags", "unit_lag"]
+__all__ = [
+    "NO_MEMBER",
+    "MeasuredLag",
+    "Member",
+    "MemberLag",
+    "MemberTotals",
+    "current_skew",
+    "member_lags",
+    "member_lags_of",
+    "members_of",
+    "skew_of",
+    "unit_lag",
+]
 
 NO_MEMBER = "unknown"
 """The member id, client id and host kagent reports for partitions no member holds (kafka-lag-exporter's)."""
+
+
+class MeasuredLag(Protocol):
+    """A partition's lag figures as far as members' lag needs them (a
+    :class:`~kagent.core.snapshot.PartitionLag`, or plain figures with the same two attributes)."""
+
+    @property
+    def offset_lag(self) -> int | None: ...
+
+    @property
+    def time_lag(self) -> float | None: ...
+
+
+class Member(NamedTuple):
+    """One member of a group's current assignment, as members' lag needs it."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    partitions: Sequence[TopicPartition]
+    """The partitions it is assigned."""
+
+
+def members_of(assignment: GroupAssigned) -> list[Member]:
+    """The members of ``assignment``, as :func:`member_lags_of` takes them."""
+    return [
+        Member(
+            member.member_id, member.client_id, member.client_host, [ref.topic_partition for ref in member.partitions]
+        )
+        for member in assignment.members
+    ]
 
 
 class MemberLag(NamedTuple):
@@ -55,73 +99,134 @@ class MemberLag(NamedTuple):
     """How many of its partitions have no measured lag (or a topic of unknown partition count)."""
 
 
-def _add_up(
-    partitions: Iterable[TopicPartition], lag: Mapping[TopicPartition, PartitionLag]
-) -> tuple[int | None, float | None, int]:
-    records = millis = 0
-    unknown = 0
-    seconds_unknown = False
-    for tp in partitions:
-        figures = lag.get(tp)
-        if figures is None or figures.offset_lag is None:
-            unknown += 1
-            continue
-        records += figures.offset_lag
-        if figures.offset_lag == 0:
-            continue
-        if figures.time_lag is None:
-            seconds_unknown = True
-        else:
-            millis += round(figures.time_lag * 1000)
-    if unknown:
-        return None, None, unknown
-    return records, None if seconds_unknown else millis / 1000, 0
+class MemberTotals:
+    """Members' lag added up one partition at a time: :func:`member_lags_of`'s rules for a caller that goes
+    over a group's partitions anyway (the metrics' render), so the sums cost no second pass.
+
+    :meth:`add` each partition the group reads once, then read :meth:`rows`. A member's partitions are those
+    it holds below their topic's count in ``counts`` (a partition listed twice counts twice); one whose
+    topic's count is unknown makes its lag unknown, and so does one of its partitions never added. The row
+    of no member adds up the partitions added that no member holds and that exist as far as known (not at
+    or above a known count).
+    """
+
+    __slots__ = ("_counts", "_expected", "_held", "_members", "_owners", "_rest", "_sums", "_uncounted")
+
+    def __init__(self, members: Iterable[Member], counts: Mapping[str, int]) -> None:
+        self._members = sorted(members, key=_member_id)
+        self._counts = counts
+        self._owners: dict[TopicPartition, list[int]] = {}
+        self._held: set[TopicPartition] = set()
+        self._uncounted = [0] * len(self._members)
+        self._expected = [0] * len(self._members)
+        for index, member in enumerate(self._members):
+            for tp in member.partitions:
+                self._held.add(tp)
+                count = counts.get(tp.topic)
+                if count is None:
+                    self._uncounted[index] += 1
+                elif tp.partition < count:
+                    self._owners.setdefault(tp, []).append(index)
+                    self._expected[index] += 1
+        self._sums = [[0, 0, 0, False, 0] for _ in range(len(self._members) + 1)]
+        """Per member, then the row of no member: records, milliseconds, partitions unknown, whether a time
+        lag is unknown, partitions added."""
+        self._rest: list[TopicPartition] = []
+
+    def add(self, tp: TopicPartition, offset_lag: int | None, time_lag: float | None) -> None:
+        """One partition the group reads, with its offset lag and time lag (None: unknown)."""
+        owners: Sequence[int] | None = self._owners.get(tp)
+        if owners is None:
+            if tp in self._held:
+                return  # held, but beyond its topic's count or of a topic of unknown count
+            count = self._counts.get(tp.topic)
+            if count is not None and tp.partition >= count:
+                return
+            self._rest.append(tp)
+            owners = _REST
+        sums = self._sums
+        for index in owners:
+            total = sums[index]
+            total[4] += 1
+            if offset_lag is None:
+                total[2] += 1
+            else:
+                total[0] += offset_lag
+                if offset_lag:
+                    if time_lag is None:
+                        total[3] = True
+                    else:
+                        total[1] += round(time_lag * 1000)
+
+    def rows(self, partitions: bool = True) -> tuple[list[MemberLag], MemberLag | None]:
+        """Each member with its lag, by member id, and the row of no member (None without one); each row's
+        ``partitions`` empty unless ``partitions``."""
+        rows = []
+        for index, member in enumerate(self._members):
+            records, millis, unknown, seconds_unknown, added = self._sums[index]
+            unknown += self._expected[index] - added + self._uncounted[index]
+            counted: tuple[TopicPartition, ...] = ()
+            if partitions:
+                counts = self._counts
+                counted = tuple(
+                    sorted(tp for tp in member.partitions if tp.topic in counts and tp.partition < counts[tp.topic])
+                )
+            rows.append(
+                MemberLag(
+                    member.member_id,
+                    member.client_id,
+                    member.client_host,
+                    True,
+                    counted,
+                    None if unknown else records,
+                    None if unknown or seconds_unknown else millis / 1000,
+                    unknown,
+                )
+            )
+        if not self._rest:
+            return rows, None
+        records, millis, unknown, seconds_unknown, _ = self._sums[-1]
+        rest = MemberLag(
+            NO_MEMBER,
+            NO_MEMBER,
+            NO_MEMBER,
+            False,
+            tuple(sorted(self._rest)),
+            None if unknown else records,
+            None if unknown or seconds_unknown else millis / 1000,
+            unknown,
+        )
+        return rows, rest
+
+
+_REST = (-1,)
+"""The owners of a partition no member holds: the row of no member."""
+
+
+def _member_id(member: Member) -> str:
+    return member.member_id
 
 
 def member_lags(snapshot: GroupSnapshot) -> tuple[list[MemberLag], MemberLag | None]:
-    """Each member of ``snapshot``'s assignment with its lag, by member id; and the row of the partitions
-    of ``snapshot.lag`` no member holds, None when there is none.
+    """:func:`member_lags_of` the members, partition counts and lag of ``snapshot``."""
+    return member_lags_of(members_of(snapshot.assignment), snapshot.partition_counts, snapshot.lag)
 
-    A member's partitions are those it holds below their topic's count in ``snapshot.partition_counts``;
-    one whose topic's count is unknown makes its lag unknown (counted in ``unknown``). The row of no
-    member adds up every partition of ``snapshot.lag`` that no member holds and that exists as far as
-    known (not at or above a known count).
+
+def member_lags_of(
+    members: Iterable[Member], counts: Mapping[str, int], lag: Mapping[TopicPartition, MeasuredLag]
+) -> tuple[list[MemberLag], MemberLag | None]:
+    """Each of ``members`` with its lag, by member id; and the row of the partitions of ``lag`` (every
+    partition the group reads) no member holds, None when there is none (:class:`MemberTotals`' rules).
+
+    A member's partitions are those it holds below their topic's count in ``counts``; one whose topic's
+    count is unknown makes its lag unknown (counted in ``unknown``), and so does one with no figures in
+    ``lag``. The row of no member adds up every partition of ``lag`` that no member holds and that exists
+    as far as known (not at or above a known count).
     """
-    counts, lag = snapshot.partition_counts, snapshot.lag
-    held: set[TopicPartition] = set()
-    rows = []
-    for member in sorted(snapshot.assignment.members, key=lambda m: m.member_id):
-        partitions = []
-        uncounted = 0
-        for ref in member.partitions:
-            tp = ref.topic_partition
-            held.add(tp)
-            count = counts.get(tp.topic)
-            if count is None:
-                uncounted += 1
-            elif tp.partition < count:
-                partitions.append(tp)
-        partitions.sort()
-        offset_lag, time_lag, unknown = _add_up(partitions, lag)
-        if uncounted:
-            offset_lag, time_lag, unknown = None, None, unknown + uncounted
-        rows.append(
-            MemberLag(
-                member_id=member.member_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                assigned=True,
-                partitions=tuple(partitions),
-                offset_lag=offset_lag,
-                time_lag=time_lag,
-                unknown=unknown,
-            )
-        )
-    rest = sorted(tp for tp in lag if tp not in held and not (tp.topic in counts and tp.partition >= counts[tp.topic]))
-    if not rest:
-        return rows, None
-    offset_lag, time_lag, unknown = _add_up(rest, lag)
-    return rows, MemberLag(NO_MEMBER, NO_MEMBER, NO_MEMBER, False, tuple(rest), offset_lag, time_lag, unknown)
+    totals = MemberTotals(members, counts)
+    for tp, figures in lag.items():
+        totals.add(tp, figures.offset_lag, figures.time_lag)
+    return totals.rows()
 
 
 def unit_lag(row: MemberLag, unit: LagUnit) -> float | None:
@@ -133,13 +238,19 @@ def unit_lag(row: MemberLag, unit: LagUnit) -> float | None:
 
 def current_skew(snapshot: GroupSnapshot, unit: LagUnit, metric: SkewMetric) -> float | None:
     """The skew ``metric`` of the members' lag in ``unit`` under the current assignment: what the
-    evaluation reports, the API lists and the metrics export. None unless every member's lag is known
-    (:attr:`GroupSnapshot.measured`, and in ``seconds`` every time lag): a skew over figures kagent does
-    not know would read as a fact."""
-    if not snapshot.measured:
+    evaluation reports, the API lists and the metrics export (:func:`skew_of` the members' rows)."""
+    return skew_of(member_lags(snapshot)[0], unit, metric)
+
+
+def skew_of(rows: Sequence[MemberLag], unit: LagUnit, metric: SkewMetric) -> float | None:
+    """The skew ``metric`` of the lag in ``unit`` of the members' ``rows`` (the assigned ones of
+    :func:`member_lags_of`). None without members, or unless every member's lag is known (every
+    partition it holds measured, its topics' partition counts known, and in ``seconds`` every time
+    lag): a skew over figures kagent does not know would read as a fact."""
+    if not rows:
         return None
     lags = []
-    for row in member_lags(snapshot)[0]:
+    for row in rows:
         value = unit_lag(row, unit)
         if value is None:
             return None

@@ -125,23 +125,3 @@ class GroupSnapshot:
     @property
     def group(self) -> str:
         return self.assignment.group
-
-    @property
-    def measured(self) -> bool:
-        """Whether the members' lag can be added up: the group has members, the partition count of every
-        topic they hold partitions of is known, and every partition they hold below it has its offset
-        lag measured (one at or above it does not exist: no lag is counted for it anywhere)."""
-        members = self.assignment.members
-        if not members:
-            return False
-        counts, lag = self.partition_counts, self.lag
-        for member in members:
-            for ref in member.partitions:
-                count = counts.get(ref.topic)
-                if count is None:
-                    return False
-                if ref.partition < count:
-                    figures = lag.get(ref.topic_partition)
-                    if figures is None or figures.offset_lag is None:
-                        return False
-        return True

@@ -22,8 +22,10 @@ from kagent.core.snapshot import LagFlag
 
 __all__ = [
     "DEFAULT_POINTS",
+    "Answered",
     "EndOffsetHistory",
     "EndOffsetPoint",
+    "measured_lag",
     "partition_lag_values",
     "time_lag",
 ]
@@ -150,11 +152,41 @@ def time_lag(history: EndOffsetHistory, position: int, now: float) -> float | No
     at least 0; None when the history cannot tell (an empty history, fewer than
     2 points, or a log end that has not moved since the history began).
     """
-    latest = history.latest
-    if latest is not None and position >= latest.offset:
+    offsets = history._offsets
+    if offsets and position >= offsets[-1]:
         return 0.0
     appended = history.time_at(position)
     return None if appended is None else max(0.0, now - appended)
+
+
+class Answered(NamedTuple):
+    """A partition's offsets at the last poll that answered for it, when the latest poll did too."""
+
+    log_start: int
+    log_end: int
+    polled_at: float
+    history: EndOffsetHistory | None
+
+
+def measured_lag(
+    committed: int | None, answered: Answered | None, now: float, stale_after: float
+) -> tuple[int | None, float | None]:
+    """The offset lag and time lag of a committed offset at ``now`` (each None when not measured), by
+    :func:`partition_lag_values`' rules, without the rest of its value: what the metrics read of every
+    group-partition at a scrape. ``answered``: None when the latest poll had no answer for the partition
+    (or none ever did)."""
+    if answered is None:
+        return None, None
+    log_start, log_end, polled_at, history = answered
+    if now - polled_at > stale_after:
+        return None, None
+    if committed is None:
+        return (0, 0.0) if log_end <= log_start else (None, None)
+    if committed >= log_end:
+        return 0, 0.0
+    if history is None:
+        return log_end - committed, None
+    return log_end - committed, time_lag(history, committed, now)
 
 
 def partition_lag_values(
@@ -207,18 +239,15 @@ def partition_lag_values(
         flags.append(LagFlag.NO_COMMIT.value)
     elif log_start is not None and committed < log_start:
         flags.append(LagFlag.DATA_LOSS.value)
-    offset_lag: int | None = None
+    answered = (
+        None
+        if log_start is None or log_end is None or polled_at is None or unanswered is not None
+        else Answered(log_start, log_end, polled_at, history)
+    )
+    offset_lag, lag_seconds = measured_lag(committed, answered, now, stale_after)
     estimated_lag: int | None = None
-    lag_seconds: float | None = None
-    if fresh and log_start is not None and log_end is not None:
-        if committed is not None or log_end <= log_start:
-            offset_lag = partition_lag(committed, log_start, log_end)
-            if offset_lag == 0:
-                lag_seconds = 0.0
-            elif committed is not None and history is not None:
-                lag_seconds = time_lag(history, committed, now)
-        else:
-            estimated_lag = partition_lag(None, log_start, log_end, auto_offset_reset)
+    if offset_lag is None and fresh and committed is None and log_start is not None and log_end is not None:
+        estimated_lag = partition_lag(None, log_start, log_end, auto_offset_reset)
     if committed_after_poll and committed is not None and log_end is not None and committed > log_end:
         log_end = committed
     return {

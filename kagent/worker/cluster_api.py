@@ -42,13 +42,12 @@ from kagent.core.api_records import (
     page_groups,
     summarize,
 )
-from kagent.core.member_lag import member_lags
+from kagent.core.member_lag import current_skew, member_lags
 from kagent.core.openapi import openapi_document
 from kagent.core.policy import EvaluationPolicy
 from kagent.core.recommendation import Recommendation
 from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupStateReader, OpenIncidentsReader
-from kagent.worker.lag_exporter import group_skew
 from kagent.worker.readiness import Readiness
 from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.routing import FORWARDED, ClusterRouter, Forwarded
@@ -184,7 +183,7 @@ class ClusterApi(Stage):
         summary = summarize(
             snapshot,
             status=self._groups.health(snapshot, now).status,
-            skew=group_skew(snapshot, self._policy),
+            skew=current_skew(snapshot, self._policy.lag_unit, self._policy.skew_metric),
             skew_metric=self._policy.skew_metric,
             lag_unit=self._policy.lag_unit,
             min_total_lag=self._policy.min_total_lag,

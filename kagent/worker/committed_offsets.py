@@ -26,7 +26,7 @@ from aiokafka.structs import TopicPartition
 from kagent.core import committed_offset
 from kagent.core.committed_offset import Applied, StoredCommit
 from kagent.core.group_health import CommitWindow
-from kagent.core.table_keys import partition_key
+from kagent.core.table_keys import partition_key, partition_key_prefix
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.group_index import PartitionIndex
 
@@ -114,6 +114,20 @@ class CommittedOffsets:
         """The group's committed offset on ``tp``; None when none is stored."""
         raw = self._table.stored.get(partition_key(group, tp.topic, tp.partition))
         return committed_offset.offset_of(raw) if raw is not None else None
+
+    def offsets(self, group: str, partitions: Iterable[TopicPartition]) -> list[int | None]:
+        """The group's committed offset on each of ``partitions``, in order; None where none is stored.
+        One key prefix for the group and one per topic, not a whole key built per partition."""
+        stored = self._table.stored
+        topics: dict[str, str] = {}
+        found: list[int | None] = []
+        for tp in partitions:
+            head = topics.get(tp.topic)
+            if head is None:
+                head = topics[tp.topic] = partition_key_prefix(group, tp.topic)
+            raw = stored.get(f"{head}{tp.partition}]")
+            found.append(None if raw is None else committed_offset.offset_of(raw))
+        return found
 
     def window(self, group: str, tp: TopicPartition) -> CommitWindow | None:
         """The group's commit window on ``tp``, at the configured capacity and distance; None when no

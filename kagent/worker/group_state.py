@@ -10,21 +10,22 @@ and hand it end offsets as :class:`EndOffsetsPolled` on another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from aiokafka.structs import TopicPartition
 
 from kagent.core.events import GroupAssigned
 from kagent.core.group_health import GroupHealth
 from kagent.core.incidents import Incident
+from kagent.core.lag_series import GroupLag, PartitionOffsets
 from kagent.core.snapshot import GroupSnapshot
 from kagent.core.throughput import PartitionThroughput
 from kagent.worker.list_offsets import Reason
 
-__all__ = ["EndOffsetsPolled", "GroupChange", "GroupChanged", "GroupStateReader", "OpenIncidentsReader"]
+__all__ = ["EndOffsetsPolled", "GroupChange", "GroupChanged", "GroupStateReader", "LagClock", "OpenIncidentsReader"]
 
 
 class GroupChange(str, Enum):
@@ -64,6 +65,18 @@ class EndOffsetsPolled:
     """Partition count of each topic asked that the cluster's metadata knows."""
     unavailable: Mapping[TopicPartition, Reason] = field(default_factory=dict)
     """Partitions asked for that got no answer -> why (every partition asked when no broker answered)."""
+
+
+class LagClock(NamedTuple):
+    """When the figures the metrics export are taken (:meth:`GroupStateReader.group_lag`)."""
+
+    at: float
+    """The latest end-offset poll's time; now, once that is older than the end offsets' staleness bound
+    (the figures then read unknown) or before any poll."""
+    polls: int
+    """Polls taken: the figures of a group with lag (its time lag) change with each."""
+    stale: bool
+    """Whether :attr:`at` is now because the latest poll is stale (or there was none)."""
 
 
 class GroupStateReader(Protocol):
@@ -107,6 +120,27 @@ class GroupStateReader(Protocol):
         """Every partition the group of ``snapshot`` reads: its production rate and the group's consumption
         on it over the ``window`` seconds before the snapshot (:mod:`kagent.core.throughput`), counting only
         the commits since the group's current generation began (earlier ones were other members')."""
+        ...
+
+    def lag_clock(self, now: float) -> LagClock:
+        """When the figures :meth:`group_lag` gives at ``now`` are taken: kafka-lag-exporter's rule, lag
+        and time lag as of the latest poll, not interpolated to each reader's clock."""
+        ...
+
+    def lag_version(self, group: str) -> Hashable:
+        """Changes whenever :meth:`group_lag` of ``group`` may give other figures at the same
+        :class:`LagClock`: a commit, an assignment, a deletion, a poll that moved a partition it reads
+        (or answered for it again, or no longer), a partition count that changed."""
+        ...
+
+    def group_lag(self, group: str, clock: LagClock) -> GroupLag | None:
+        """``group``'s members, partition counts and plain lag figures at ``clock.at`` (every partition it
+        reads, as :meth:`snapshot`'s); None for a group with neither an assignment nor commits."""
+        ...
+
+    def partition_offsets(self, partitions: Iterable[TopicPartition], clock: LagClock) -> list[PartitionOffsets]:
+        """The log offsets of those of ``partitions`` whose latest answer is fresh at ``clock.at``, in the
+        order given."""
         ...
 
     def partitions_read(self) -> list[TopicPartition]:

@@ -41,9 +41,10 @@ from aiokafka.structs import TopicPartition
 from kagent.core.assigned_json import AssignedJson
 from kagent.core.events import GroupAssigned
 from kagent.core.json_bytes import kept
+from kagent.core.lag_series import LagOf, PartitionOffsets
 from kagent.core.snapshot import LagFlag, PartitionLag
 from kagent.core.table_keys import partition_key
-from kagent.core.time_lag import EndOffsetHistory, partition_lag_values
+from kagent.core.time_lag import Answered, EndOffsetHistory, measured_lag, partition_lag_values
 from kagent.worker.changelog import ChangelogWriter, PublishedTable
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_index import interned
@@ -134,6 +135,34 @@ class LagFigures:
         """The partitions the latest poll asked for and got no offsets for -> why (:meth:`unavailable`)."""
         self._missing = MissingTopics(poll_interval)
         """The topics polls found gone from the cluster, and those dropped (:meth:`partitions_to_poll`)."""
+        self._answered: dict[TopicPartition, Answered] = {}
+        """The partitions the latest poll that asked for them answered -> their offsets then (what
+        :meth:`figures` reads of each, in one look)."""
+        self._last_poll: float | None = None
+        """Seconds since the epoch of the latest poll taken (answered or not); None before one."""
+        self._polls = 0
+        """Polls taken."""
+
+    @property
+    def stale_after(self) -> float:
+        """Seconds after which a partition's end offsets are stale."""
+        return self._stale_after
+
+    @property
+    def last_poll(self) -> float | None:
+        """When the latest poll taken was answered (or failed); None before any."""
+        return self._last_poll
+
+    @property
+    def polled_version(self) -> int:
+        """Changes when which partitions polls answered, or a topic's partition count, changes."""
+        return self._polled_version
+
+    @property
+    def polls(self) -> int:
+        """How many polls were taken: the figures :meth:`figures` gives at a poll's time change only with
+        a new poll (or a commit, or an assignment)."""
+        return self._polls
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         """Partition count of each of ``topics`` that a poll has seen."""
@@ -183,9 +212,17 @@ class LagFigures:
             self._log_end[tp] = end
             self._log_start[tp] = start
             self._polled_at[tp] = now
-            self._history[tp] = self._history.get(tp, EndOffsetHistory()).add(end, now)
+            history = self._history[tp] = self._history.get(tp, EndOffsetHistory()).add(end, now)
+            self._answered[tp] = Answered(start, end, now, history)
         self._partition_counts.update(counts)
+        unanswered = self._unavailable
         self._take_unavailable(polled)
+        for tp in self._unavailable:
+            self._answered.pop(tp, None)
+        if unanswered or self._unavailable:  # answered again, or no longer: its figures change with it
+            moved.update(tp for tp in unanswered.keys() ^ self._unavailable.keys() if tp in self._log_end)
+        self._last_poll = now if self._last_poll is None else max(self._last_poll, now)
+        self._polls += 1
         return moved
 
     def due(
@@ -308,6 +345,27 @@ class LagFigures:
         values["flags"] = tuple(LagFlag(flag) for flag in values["flags"])
         return PartitionLag.model_construct(**values)  # computed here, not read: no validation (2 µs a partition)
 
+    def lag_of(self, at: float) -> LagOf:
+        """A group's offset lag and time lag on a partition from its committed offset, at ``at``, by
+        :meth:`partition_lag`'s rules (:func:`kagent.core.time_lag.measured_lag`) but as plain figures: what
+        the metrics render, for every group-partition a scrape renders."""
+        answered, stale_after = self._answered.get, self._stale_after
+
+        def lag(tp: TopicPartition, committed: int | None) -> tuple[int | None, float | None]:
+            return measured_lag(committed, answered(tp), at, stale_after)
+
+        return lag
+
+    def fresh_offsets(self, partitions: Iterable[TopicPartition], at: float) -> list[PartitionOffsets]:
+        """The log offsets of those of ``partitions`` whose latest poll answered, no more than
+        ``stale_after`` before ``at``, in the order given."""
+        log_start, log_end, polled_at, unavailable = self._log_start, self._log_end, self._polled_at, self._unavailable
+        return [
+            PartitionOffsets(tp.topic, tp.partition, log_start[tp], log_end[tp])
+            for tp in partitions
+            if tp in log_end and tp not in unavailable and at - polled_at[tp] <= self._stale_after
+        ]
+
     def lag_values(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> dict[str, Any]:
         """:func:`~kagent.core.time_lag.partition_lag_values` of ``group`` on ``tp`` with ``committed``."""
         log_end, polled_at = self._log_end.get(tp), self._polled_at.get(tp)
@@ -392,6 +450,7 @@ class LagFigures:
             return
         for tp in partitions:
             del self._log_end[tp], self._log_start[tp], self._polled_at[tp], self._history[tp]
+            self._answered.pop(tp, None)
             self._appeared.discard(tp)
             self._start_moved.discard(tp)
         for committed in self._committed_since.values():

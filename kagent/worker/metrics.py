@@ -1,21 +1,23 @@
-"""The worker's Prometheus metrics, in a registry of their own (served at ``/metrics``).
+"""The worker's Prometheus metrics: a registry of their own, and the per-group gauges kept as text.
 
-Beside the metrics of :class:`Metrics`, the registry holds a
-:class:`~kagent.worker.lag_exporter.LagExporter`, which computes the lag series at each scrape.
+``/metrics`` serves the registry, then the per-group gauges (:class:`GroupGauges`), then the lag
+series (:class:`~kagent.worker.lag_exporter.LagExporter`): :mod:`kagent.worker.scrape`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import AsyncIterator, Collection, Iterable
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
+from kagent.core.exposition import go_float, labels_text
 from kagent.core.incidents import IncidentKind
+from kagent.core.lag_series import Family, Level
+from kagent.worker.scrape import SLICE, LoopHold
 
-__all__ = ["GroupGauges", "Metrics"]
+__all__ = ["GROUP_GAUGE_FAMILIES", "GroupGauges", "Metrics"]
 
 
 @dataclass
@@ -135,7 +137,18 @@ class Metrics:
             registry=r,
         )
         self.evaluation_seconds = Histogram("kagent_evaluation_seconds", "Time to evaluate one group", registry=r)
-        self.group_gauges = GroupGauges(registry=r)
+        self.scrapes = Counter("kagent_scrapes", "/metrics scrapes served", registry=r)
+        self.scrape_cpu = Counter(
+            "kagent_scrape_cpu_seconds",
+            "CPU time of the event loop's thread spent rendering and writing /metrics (the scrapes' own)",
+            registry=r,
+        )
+        self.scrape_longest_hold = Gauge(
+            "kagent_scrape_longest_hold_seconds",
+            "The longest the last /metrics scrape held the event loop at once (rendering or writing a block)",
+            registry=r,
+        )
+        self.group_gauges = GroupGauges()
         self.incident_transitions = Counter(
             "kagent_incident_transitions",
             "Incident transitions sent, by incident kind and action (open, update, resolve)",
@@ -174,23 +187,57 @@ class Metrics:
 
 
 class _GroupFigures:
-    """The per-group gauges' values of one group; None: never set (no series)."""
+    """The per-group gauges' values of one group (None: never set, no series), and their rendered text
+    (None until rendered after the last change)."""
 
-    __slots__ = ("members", "open_incidents", "skew", "status")
+    __slots__ = ("members", "open_incidents", "rendered", "skew", "status")
 
     def __init__(self) -> None:
         self.status: float | None = None
         self.skew: float | None = None
         self.members: float | None = None
         self.open_incidents: frozenset[str] | None = None
+        self.rendered: tuple[bytes, ...] | None = None
 
 
-class GroupGauges(Collector):
-    """The per-group gauges, kept as plain figures per group and made into samples at each scrape.
+GROUP_LABELS = ("cluster_name", "group")
+GROUP_STATUS = Family(
+    "kagent_group_status",
+    "The group's health as Burrow's status code: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND",
+    GROUP_LABELS,
+    Level.ALWAYS,
+)
+RECOMMENDED_SKEW = Family(
+    "kagent_group_recommended_skew",
+    "Skew of the members' lag under the assignment the configured strategy would recommend now, "
+    "in the evaluation's skew metric",
+    GROUP_LABELS,
+    Level.ALWAYS,
+)
+RECOMMENDED_MEMBERS = Family(
+    "kagent_group_recommended_members",
+    "Members the group needs to keep up with its producers: more than it has when no assignment of "
+    "its members keeps up (a scale recommendation), otherwise the members it has",
+    GROUP_LABELS,
+    Level.ALWAYS,
+)
+OPEN_INCIDENTS = Family(
+    "kagent_group_open_incidents",
+    "1 while the group has an open incident of the kind (lag-skew, stop, stall, rewind), else 0",
+    (*GROUP_LABELS, "kind"),
+    Level.ALWAYS,
+)
+GROUP_GAUGE_FAMILIES = (GROUP_STATUS, RECOMMENDED_SKEW, RECOMMENDED_MEMBERS, OPEN_INCIDENTS)
+"""The per-group gauges' families, in exposition order."""
+
+
+class GroupGauges:
+    """The per-group gauges, kept as plain figures per group and rendered as text once per change.
 
     ``prometheus_client``'s labelled ``Gauge`` keeps an object, a value and a lock per series, about
-    700 bytes: the seven series of each group came to 24 MB at 5,000 groups, and removing one group's
-    series meant reading every series of the family. Here a group costs one small record.
+    700 bytes, and formats every sample at every scrape: at 50,000 groups, seconds of the event loop.
+    Here a group costs one small record and its text, rendered at the first scrape after a change and
+    joined at the others (:meth:`exposition`, served at ``/metrics`` beside the registry).
 
     - ``kagent_group_status`` [cluster_name, group]: Burrow's status code, set at each evaluation; no
       series while the status is UNKNOWN (nothing could be judged);
@@ -203,15 +250,16 @@ class GroupGauges(Collector):
       0 for the others, once the incident log has looked at the group.
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    families = GROUP_GAUGE_FAMILIES
+
+    def __init__(self) -> None:
         self._groups: dict[tuple[str, str], _GroupFigures] = {}
-        if registry is not None:
-            registry.register(self)
 
     def _figures(self, cluster_name: str, group: str) -> _GroupFigures:
         figures = self._groups.get((cluster_name, group))
         if figures is None:
             figures = self._groups[cluster_name, group] = _GroupFigures()
+        figures.rendered = None
         return figures
 
     def set_status(self, cluster_name: str, group: str, severity: float | None) -> None:
@@ -233,49 +281,46 @@ class GroupGauges(Collector):
     def forget(self, cluster_name: str, group: str) -> None:
         self._groups.pop((cluster_name, group), None)
 
-    def describe(self) -> list[Metric]:
-        return list(self._families())
-
-    def collect(self) -> Iterator[Metric]:
-        status, skew, members, incidents = self._families()
-        kinds = [kind.value for kind in IncidentKind]
+    async def exposition(self, names: Collection[str] | None, hold: LoopHold) -> AsyncIterator[bytes]:
+        """The text of each family (only those named in ``names``, when given), header first, groups
+        rendered again only where a figure was set since; lets the event loop go between slices."""
+        indexes = [index for index, family in enumerate(self.families) if names is None or family.name in names]
+        if not indexes:
+            return
+        pieces: list[tuple[bytes, ...]] = []
+        started = time.monotonic()
         for (cluster_name, group), figures in list(self._groups.items()):
-            labels = [cluster_name, group]
-            if figures.status is not None:
-                status.add_metric(labels, figures.status)
-            if figures.skew is not None:
-                skew.add_metric(labels, figures.skew)
-            if figures.members is not None:
-                members.add_metric(labels, figures.members)
-            if figures.open_incidents is not None:
-                for kind in kinds:
-                    incidents.add_metric([*labels, kind], 1.0 if kind in figures.open_incidents else 0.0)
-        yield from (status, skew, members, incidents)
+            if figures.rendered is None:
+                figures.rendered = _render(cluster_name, group, figures)
+                if time.monotonic() - started >= SLICE:
+                    await hold.pause()
+                    started = time.monotonic()
+            pieces.append(figures.rendered)
+        for index in indexes:
+            yield self.families[index].header + b"".join(rendered[index] for rendered in pieces)
 
-    @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
-        group = ["cluster_name", "group"]
-        return (
-            GaugeMetricFamily(
-                "kagent_group_status",
-                "The group's health as Burrow's status code: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND",
-                labels=group,
-            ),
-            GaugeMetricFamily(
-                "kagent_group_recommended_skew",
-                "Skew of the members' lag under the assignment the configured strategy would recommend now, "
-                "in the evaluation's skew metric",
-                labels=group,
-            ),
-            GaugeMetricFamily(
-                "kagent_group_recommended_members",
-                "Members the group needs to keep up with its producers: more than it has when no assignment of "
-                "its members keeps up (a scale recommendation), otherwise the members it has",
-                labels=group,
-            ),
-            GaugeMetricFamily(
-                "kagent_group_open_incidents",
-                "1 while the group has an open incident of the kind (lag-skew, stop, stall, rewind), else 0",
-                labels=[*group, "kind"],
-            ),
-        )
+
+_KINDS = tuple(kind.value for kind in IncidentKind)
+
+
+def _render(cluster_name: str, group: str, figures: _GroupFigures) -> tuple[bytes, ...]:
+    """One group's samples of each of :data:`GROUP_GAUGE_FAMILIES`, as ``prometheus_client`` writes them."""
+    labels = labels_text((("cluster_name", cluster_name), ("group", group)))
+
+    def line(family: Family, value: float | None) -> bytes:
+        return b"" if value is None else f"{family.name}{{{labels}}} {go_float(value)}\n".encode()
+
+    incidents = b""
+    if figures.open_incidents is not None:
+        pairs = (("cluster_name", cluster_name), ("group", group))
+        incidents = "".join(
+            f"{OPEN_INCIDENTS.name}{{{labels_text((*pairs, ('kind', kind)))}}} "
+            f"{'1.0' if kind in figures.open_incidents else '0.0'}\n"
+            for kind in _KINDS
+        ).encode()
+    return (
+        line(GROUP_STATUS, figures.status),
+        line(RECOMMENDED_SKEW, figures.skew),
+        line(RECOMMENDED_MEMBERS, figures.members),
+        incidents,
+    )

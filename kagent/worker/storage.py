@@ -39,9 +39,11 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Set as AbstractSet
 
 import faust
+import orjson
 from aiokafka.structs import TopicPartition
 from faust.types import TP, TopicT
 from pydantic import ValidationError
@@ -62,6 +64,8 @@ from kagent.core.group_health import (
     stop_possible_from,
 )
 from kagent.core.json_bytes import kept
+from kagent.core.lag_series import GroupLag, PartitionOffsets
+from kagent.core.member_lag import Member
 from kagent.core.snapshot import UNDESCRIBED_GENERATION, GroupSnapshot
 from kagent.core.throughput import PartitionThroughput, partition_throughput
 from kagent.worker.applied_offsets import AppliedOffsets, Verdict
@@ -70,7 +74,7 @@ from kagent.worker.channel import Channel
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
-from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader
+from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader, LagClock
 from kagent.worker.lag_figures import GroupReads, LagFigures
 from kagent.worker.metrics import Metrics
 from kagent.worker.stage import Stage
@@ -144,6 +148,8 @@ class Storage(Stage, GroupStateReader):
         """Group without an assignment -> the partitions it has committed offsets on, as what it reads."""
         self._changed: dict[str, GroupChange] = {}
         """Groups changed since the last flush -> the weightiest change (notices go out after it)."""
+        self._versions: dict[str, int] = {}
+        """Group -> how many changes were noted of it (:meth:`lag_version`)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._app: faust.App | None = None
         self._applied = 0
@@ -456,6 +462,7 @@ class Storage(Stage, GroupStateReader):
         self._note(group, GroupChange.ASSIGNED)
 
     def _note(self, group: str, change: GroupChange) -> None:
+        self._versions[group] = self._versions.get(group, 0) + 1
         previous = self._changed.get(group)
         if previous is None or _WEIGHT[change] >= _WEIGHT[previous]:
             self._changed[group] = change
@@ -489,6 +496,7 @@ class Storage(Stage, GroupStateReader):
             held = self.held_groups()
             self._parsed = {group: self._parsed[group] for group in held if group in self._parsed}
             self._unassigned = {group: self._unassigned[group] for group in held if group in self._unassigned}
+            self._versions = {group: self._versions[group] for group in held if group in self._versions}
             groups = {group: reads for group in held if (reads := self._reads_or_commits(group)) is not None}
             self._lag.keep_only(groups)
             tracked = 0
@@ -556,11 +564,24 @@ class Storage(Stage, GroupStateReader):
             if not any(True for _ in self._committed.partitions(group)):
                 return None
             assignment = GroupAssigned(group=group, generation=UNDESCRIBED_GENERATION, protocol=None, leader=None)
-        assigned = {ref.topic_partition for member in assignment.members for ref in member.partitions}
-        topics = {topic for member in assignment.members for topic in member.topics}
-        counts = self._lag.partition_counts(topics | {tp.topic for tp in assigned})
+        counts, read = self._read_by(
+            group,
+            {topic for member in assignment.members for topic in member.topics},
+            (ref.topic_partition for member in assignment.members for ref in member.partitions),
+        )
+        lag = {tp: self._lag.partition_lag(group, tp, now) for tp in read}
+        return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now, described=described)
+
+    def _read_by(
+        self, group: str, topics: AbstractSet[str], assigned: Iterable[TopicPartition]
+    ) -> tuple[dict[str, int], list[TopicPartition]]:
+        """The partition counts of the topics ``group`` reads (those it subscribes to, ``topics``, and
+        those of the partitions it is ``assigned``), and every partition it reads, sorted: each of those
+        topics' partitions, those assigned, and those it has committed offsets on."""
+        held = set(assigned)
+        counts = self._lag.partition_counts(topics | {tp.topic for tp in held})
         read = {TopicPartition(topic, partition) for topic, count in counts.items() for partition in range(count)}
-        read |= assigned
+        read |= held
         read.update(self._committed.partitions(group))
         # A topic gone from the cluster long enough is dropped from the figures (lag_figures): it has no
         # partition (count 0), so none of it is shown or counted, whoever still holds or committed on it.
@@ -569,8 +590,39 @@ class Storage(Stage, GroupStateReader):
             gone = {tp.topic for tp in read if tp.topic in dropped}
             counts.update(dict.fromkeys(gone, 0))
             read = {tp for tp in read if tp.topic not in gone}
-        lag = {tp: self._lag.partition_lag(group, tp, now) for tp in sorted(read)}
-        return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now, described=described)
+        return counts, sorted(read)
+
+    def lag_clock(self, now: float) -> LagClock:
+        last = self._lag.last_poll
+        if last is None or now - last > self._lag.stale_after:
+            return LagClock(now, self._lag.polls, True)
+        return LagClock(last, self._lag.polls, False)
+
+    def lag_version(self, group: str) -> Hashable:
+        return self._versions.get(group, 0), self._lag.polled_version
+
+    def group_lag(self, group: str, clock: LagClock) -> GroupLag | None:
+        raw = self._assignments.get(group)
+        members: list[Member] = []
+        if raw is None:
+            if not any(True for _ in self._committed.partitions(group)):
+                return None
+            counts, read = self._read_by(group, frozenset(), ())
+        else:
+            reads = self._reads(group)
+            assert reads is not None
+            start = 0
+            for member in orjson.loads(raw)["members"]:  # the members' partitions are reads.assigned, in order
+                end = start + len(member["partitions"])
+                members.append(
+                    Member(member["member_id"], member["client_id"], member["client_host"], reads.assigned[start:end])
+                )
+                start = end
+            counts, read = self._read_by(group, reads.topics, reads.assigned)
+        return GroupLag(group, members, counts, read, self._committed.offsets(group, read), self._lag.lag_of(clock.at))
+
+    def partition_offsets(self, partitions: Iterable[TopicPartition], clock: LagClock) -> list[PartitionOffsets]:
+        return self._lag.fresh_offsets(partitions, clock.at)
 
     def health(self, snapshot: GroupSnapshot, now: float) -> GroupHealth:
         # Judged: every partition the group has a commit window and a measured lag on. Without members

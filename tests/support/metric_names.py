@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from prometheus_client.core import Metric
 
-from kagent.worker.lag_exporter import metric_families
-from kagent.worker.metrics import Metrics
+from kagent.core.lag_series import FAMILIES
+from kagent.worker.metrics import GROUP_GAUGE_FAMILIES, Metrics
 
 __all__ = ["exported_metric_names"]
 
@@ -33,9 +33,11 @@ def _sample_names(families: Iterable[Metric]) -> set[str]:
 
 def exported_metric_names() -> frozenset[str]:
     """Every sample name a worker's ``/metrics`` can contain: those of :class:`Metrics`' registry (a counter's
-    ``_total`` and ``_created``, a histogram's ``_bucket``, ``_sum``, ``_count`` and ``_created``) and those
-    :class:`~kagent.worker.lag_exporter.LagExporter` exports at any granularity.
+    ``_total`` and ``_created``, a histogram's ``_bucket``, ``_sum``, ``_count`` and ``_created``), the per-group
+    gauges' and the lag series' at any granularity (gauges: one sample name each, the family's).
 
-    Built from the families the registry's collectors and the lag exporter describe, not from a list.
+    Built from the families the registry's collectors describe and those the rendered series declare, not
+    from a list.
     """
-    return frozenset(_sample_names(Metrics().registry.collect()) | _sample_names(metric_families()))
+    rendered = {family.name for family in (*FAMILIES, *GROUP_GAUGE_FAMILIES)}
+    return frozenset(_sample_names(Metrics().registry.collect()) | rendered)

@@ -1,34 +1,34 @@
-"""`kagent.worker.lag_exporter`: kafka-lag-exporter's series and kagent's member figures, at each granularity,
-through a real prometheus_client registry and its text format; and `kagent.worker.metrics`' additions."""
+"""`kagent.worker.lag_exporter` and `kagent.core.lag_series`: kafka-lag-exporter's series and kagent's member
+figures at each granularity, rendered once per change, byte for byte what prometheus_client writes for the same
+figures (`tests.support.lag_oracle`); and `kagent.worker.metrics`' per-group gauges."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import pytest
 from aiokafka.structs import TopicPartition
-from prometheus_client import CollectorRegistry, generate_latest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kagent.core.evaluation import evaluate
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
-from kagent.core.group_health import GroupHealth, GroupStatus
 from kagent.core.incidents import IncidentKind
+from kagent.core.lag_series import FAMILIES, NO_MEMBER, GroupLag, PartitionOffsets
+from kagent.core.member_lag import current_skew
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 from kagent.settings import MetricsGranularity
-from kagent.worker.lag_exporter import (
-    NO_MEMBER,
-    LagExporter,
-    group_figures,
-    group_skew,
-    member_rows,
-    metric_families,
-    partition_rows,
-)
+from kagent.worker.group_state import LagClock
+from kagent.worker.lag_exporter import LagExporter
 from kagent.worker.metrics import Metrics
+from kagent.worker.scrape import LoopHold, RenderedSeries, scrape_body
+from tests.support.lag_oracle import group_lag_of, oracle_exposition, partition_offsets_of
 from tests.support.metric_names import exported_metric_names
 
 NOW = 1_700_000_000.0
@@ -143,39 +143,43 @@ EMPTY = snapshot("empty", [member("e1", "/10.0.0.4", topics=("t",))], [], {"t": 
 
 
 class FakeGroups:
-    """A stand-in for the storage stage: :class:`~kagent.worker.group_state.GroupStateReader` over dicts.
+    """A stand-in for the storage stage: the reads the exporter makes
+    (:class:`~kagent.worker.group_state.GroupStateReader`), over snapshots.
 
-    ``broken`` groups raise from :meth:`snapshot`; ``calls`` records each call, to tell that none was made.
+    ``broken`` groups raise from :meth:`group_lag`; ``versions`` are what :meth:`lag_version` says (bump one
+    to say a group changed); ``polls`` and ``stale`` make the clock; ``calls`` records each read.
     """
 
     def __init__(self, snapshots: Mapping[str, GroupSnapshot | None], broken: Sequence[str] = ()) -> None:
         self.snapshots = dict(snapshots)
         self.broken = set(broken)
+        self.versions: dict[str, int] = {}
+        self.polls = 1
+        self.stale = False
         self.calls: list[str] = []
 
     def held_groups(self) -> list[str]:
         self.calls.append("held_groups")
         return sorted({*self.snapshots, *self.broken})
 
-    def assignment(self, group: str) -> GroupAssigned | None:
-        self.calls.append("assignment")
-        found = self.snapshots.get(group)
-        return found.assignment if found is not None else None
-
-    def snapshot(self, group: str, now: float) -> GroupSnapshot | None:
-        self.calls.append("snapshot")
+    def lag_clock(self, now: float) -> LagClock:
         assert now == NOW
+        return LagClock(now, self.polls, self.stale)
+
+    def lag_version(self, group: str) -> Hashable:
+        return self.versions.get(group, 0)
+
+    def group_lag(self, group: str, clock: LagClock) -> GroupLag | None:
+        self.calls.append(f"group_lag {group}")
         if group in self.broken:
             raise ValueError(f"corrupt state of {group}")
-        return self.snapshots.get(group)
+        found = self.snapshots.get(group)
+        return group_lag_of(found) if found is not None else None
 
-    def health(self, group: str, now: float) -> GroupHealth:
-        self.calls.append("health")
-        return GroupHealth(GroupStatus.OK, (), 0, "no partition to judge")
-
-    def partitions_read(self) -> list[TopicPartition]:
-        self.calls.append("partitions_read")
-        return sorted(tp for found in self.snapshots.values() if found is not None for tp in found.lag)
+    def partition_offsets(self, partitions: Iterable[TopicPartition], clock: LagClock) -> list[PartitionOffsets]:
+        wanted = set(partitions)
+        known = [found for _, found in sorted(self.snapshots.items()) if found is not None]
+        return [row for row in partition_offsets_of(known) if TopicPartition(row.topic, row.partition) in wanted]
 
 
 Labels = frozenset[tuple[str, str]]
@@ -188,27 +192,37 @@ def exporter(
     evaluation: EvaluationPolicy | None = None,
 ) -> LagExporter:
     return LagExporter(
-        reader,
+        reader,  # type: ignore[arg-type]  # only the reads the exporter makes
         cluster_name=CLUSTER,
-        granularity=granularity,
+        granularity=granularity.value,
         policy=evaluation or policy(),
         clock=lambda: NOW,
     )
 
 
-def scrape(registry: CollectorRegistry) -> Series:
-    """Every sample of the registry's text exposition, parsed back: sample name -> labels -> value."""
+def body(
+    series: Sequence[RenderedSeries], registry: CollectorRegistry | None = None, names: Sequence[str] = ()
+) -> bytes:
+    """A scrape's body: the registry's text (an empty one's when None), then each of ``series``."""
+
+    async def collect() -> bytes:
+        hold = LoopHold()
+        return b"".join([block async for block in scrape_body(registry or CollectorRegistry(), series, hold, names)])
+
+    return asyncio.run(collect())
+
+
+def parse(text: bytes) -> Series:
+    """Every sample of a text exposition, parsed back: sample name -> labels -> value."""
     series: Series = {}
-    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+    for family in text_string_to_metric_families(text.decode()):
         for sample in family.samples:
             series.setdefault(sample.name, {})[frozenset(sample.labels.items())] = sample.value
     return series
 
 
 def scrape_exporter(collector: LagExporter) -> Series:
-    registry = CollectorRegistry()
-    registry.register(collector)
-    return scrape(registry)
+    return parse(body([collector]))
 
 
 def labels(**values: str) -> Labels:
@@ -317,22 +331,18 @@ def test_the_per_group_series_carry_no_is_simple_consumer_label() -> None:
 
 
 def test_a_partition_no_member_holds_carries_kafka_lag_exporters_no_member_labels() -> None:
-    rows = {(row.topic, row.partition): row for row in partition_rows(ORDERS)}
+    series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))["kafka_consumergroup_group_lag"]
 
-    unheld = rows[("t", 3)]
-    assert (unheld.member_host, unheld.consumer_id, unheld.client_id) == ("unknown", "unknown", "unknown")
-    held = rows[("u", 0)]
-    assert (held.member_host, held.consumer_id, held.client_id) == ("/10.0.0.2", "m2", "client-m2")
+    assert UNHELD_T3 in series and dict(UNHELD_T3)["consumer_id"] == "unknown"
+    assert m2(0, "u") in series
 
 
 def test_a_partition_without_a_committed_offset_has_no_offset_and_nan_lag() -> None:
-    rows = {(row.topic, row.partition): row for row in partition_rows(ORDERS)}
-
-    no_commit = rows[("t", 2)]
-    assert no_commit.committed is None
-    assert math.isnan(no_commit.lag) and math.isnan(no_commit.lag_seconds)
     series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
+
     assert m2(2) not in series["kafka_consumergroup_group_offset"]
+    assert math.isnan(series["kafka_consumergroup_group_lag"][m2(2)])
+    assert math.isnan(series["kafka_consumergroup_group_lag_seconds"][m2(2)])
 
 
 def test_maxima_and_sums_are_nan_when_no_partition_lag_is_known() -> None:
@@ -377,7 +387,7 @@ def test_a_group_without_lag_figures_has_only_kagents_member_series() -> None:
         (MetricsGranularity.GROUP, PER_GROUP | KAGENT),
     ],
 )
-def test_each_granularity_exports_its_series_and_describes_the_same(
+def test_each_granularity_exports_its_series_and_names_the_same_families(
     granularity: MetricsGranularity, names: set[str]
 ) -> None:
     collector = exporter(FakeGroups({"orders": ORDERS, "audit": AUDIT}), granularity)
@@ -386,7 +396,7 @@ def test_each_granularity_exports_its_series_and_describes_the_same(
     series = scrape_exporter(collector)
 
     assert set(series) == names
-    assert {family.name for family in collector.describe()} == names
+    assert {family.name for family in collector.families} == names
     for name in names:
         assert same(series[name], full[name]), name
 
@@ -421,14 +431,14 @@ def test_skew_is_the_evaluations_in_messages() -> None:
     evaluation = evaluate(measured, None, policy(), NOW)
 
     assert evaluation.skew == pytest.approx(30 * 2 / 40)
-    assert group_skew(measured, policy()) == pytest.approx(evaluation.skew)
+    assert current_skew(measured, LagUnit.MESSAGES, SkewMetric.PEAK_TO_MEAN) == pytest.approx(evaluation.skew)
     series = scrape_exporter(exporter(FakeGroups({"measured": measured})))
     assert series["kagent_group_skew"] == {labels(group="measured"): pytest.approx(evaluation.skew)}
 
 
 def test_skew_is_unknown_while_a_member_holds_a_partition_of_unknown_lag() -> None:
     assert evaluate(ORDERS, None, policy(), NOW).skew is None
-    assert group_skew(ORDERS, policy()) is None
+    assert "kagent_group_skew" not in scrape_exporter(exporter(FakeGroups({"orders": ORDERS})))
 
 
 @pytest.mark.parametrize("metric", list(SkewMetric))
@@ -449,15 +459,17 @@ def test_skew_is_the_evaluations_in_seconds_when_every_time_lag_is_known(metric:
     )
     seconds = policy(LagUnit.SECONDS, metric)
 
-    assert group_skew(known, seconds) == pytest.approx(evaluate(known, None, seconds, NOW).skew)
-    assert [row.lag_seconds for row in member_rows(known)] == [1.55, 4.0, 0.0]
+    series = scrape_exporter(exporter(FakeGroups({"known": known}), evaluation=seconds))
+    assert series["kagent_group_skew"] == {
+        labels(group="known"): pytest.approx(evaluate(known, None, seconds, NOW).skew)
+    }
+    assert sorted(series["kagent_group_member_lag_seconds"].values()) == [0.0, 1.55, 4.0]
 
 
 def test_skew_in_seconds_is_unmeasured_with_an_unknown_time_lag() -> None:
     seconds = policy(LagUnit.SECONDS)
 
     assert evaluate(ORDERS, None, seconds, NOW).skew is None
-    assert group_skew(ORDERS, seconds) is None
     series = scrape_exporter(exporter(FakeGroups({"orders": ORDERS}), evaluation=seconds))
     assert "kagent_group_skew" not in series
 
@@ -465,15 +477,12 @@ def test_skew_in_seconds_is_unmeasured_with_an_unknown_time_lag() -> None:
 def test_a_group_without_members_has_no_skew_and_its_lag_on_the_unknown_member() -> None:
     memberless = snapshot("idle", [], [figures("idle", "t", 0, committed=3, log_end=5, time_lag=1.0)], {"t": 1})
 
-    result = group_figures(memberless, policy())
-
-    assert result.skew is None and result.member_count == 0
-    assert [(row.consumer_id, row.lag, row.lag_seconds) for row in result.members] == [(NO_MEMBER, 2.0, 1.0)]
     series = scrape_exporter(exporter(FakeGroups({"idle": memberless})))
     assert series["kagent_group_members"] == {labels(group="idle"): 0.0}
     assert "kagent_group_skew" not in series
     no_member = labels(group="idle", member_host=NO_MEMBER, consumer_id=NO_MEMBER, client_id=NO_MEMBER)
     assert series["kagent_group_member_lag"] == {no_member: 2.0}
+    assert series["kagent_group_member_lag_seconds"] == {no_member: 1.0}
     assert series["kafka_consumergroup_group_lag"] == {gp("idle", "t", 0, NO_MEMBER, NO_MEMBER, NO_MEMBER): 2.0}
 
 
@@ -491,26 +500,156 @@ def test_partitions_outside_the_subscribed_topics_count_for_kafka_series_but_not
         {"t": 1, "x": 1},
     )
 
-    result = group_figures(stray, policy())
+    series = scrape_exporter(exporter(FakeGroups({"stray": stray})))
 
     # s1's t/5 does not exist (t has 1 partition): counted nowhere. x/0 is no member's: the unknown member's.
-    assert [(row.consumer_id, row.lag) for row in result.members] == [("s1", 4.0), (NO_MEMBER, 1000.0)]
-    assert result.lag is not None and result.lag.sum_lag == 1104.0
+    assert {dict(key)["consumer_id"]: value for key, value in series["kagent_group_member_lag"].items()} == {
+        "s1": 4.0,
+        NO_MEMBER: 1000.0,
+    }
+    assert series["kafka_consumergroup_group_sum_lag"] == {labels(group="stray"): 1104.0}
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# The collector: failures, describe, registration
+# Byte for byte what prometheus_client writes for the same figures
 
 
-def test_a_group_whose_snapshot_raises_is_skipped_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("granularity", list(MetricsGranularity))
+def test_the_exposition_is_prometheus_clients_for_the_same_figures_byte_for_byte(
+    granularity: MetricsGranularity,
+) -> None:
+    groups = {"audit": AUDIT, "orders": ORDERS, "empty": EMPTY}
+
+    rendered = body([exporter(FakeGroups(groups), granularity)])
+
+    ordered = [groups[name] for name in sorted(groups)]
+    assert rendered == oracle_exposition(ordered, CLUSTER, granularity.value, policy())
+
+
+def _escaping_snapshot() -> GroupSnapshot:
+    """Names that need escaping, offsets past 1e6 (Go's exponent), a time lag with many digits."""
+    group, topic = 'pay"ments\\n\nteam', "ördérs\\"
+    return snapshot(
+        group,
+        [member('c-"1"', "/10.0.0.9\n", (topic, 0), topics=(topic,))],
+        [
+            figures(group, topic, 0, committed=1_234_567, log_end=12_345_678_901, time_lag=1 / 3),
+            figures(group, topic, 1, committed=10_000_000, log_end=10_000_000, time_lag=None),
+            figures(group, topic, 2, committed=2**60, log_end=2**60 + 5, time_lag=1e7),
+        ],
+        {topic: 3},
+    )
+
+
+@pytest.mark.parametrize("unit", list(LagUnit))
+def test_escaped_names_and_large_figures_are_written_as_prometheus_client_writes_them(unit: LagUnit) -> None:
+    weird = _escaping_snapshot()
+
+    rendered = body([exporter(FakeGroups({weird.group: weird}), evaluation=policy(unit))])
+
+    assert rendered == oracle_exposition([weird], CLUSTER, "partition", policy(unit))
+    assert b"1.2345678901e+10" in rendered and b'group="pay\\"ments\\\\n\\nteam"' in rendered
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Rendered once per change
+
+
+def test_a_scrape_renders_only_the_groups_whose_figures_changed() -> None:
+    reader = FakeGroups({"orders": ORDERS, "audit": AUDIT, "empty": EMPTY})
+    collector = exporter(reader)
+    first = body([collector])
+    assert collector.renders == 3
+
+    assert body([collector]) == first
+    assert collector.renders == 3  # nothing changed: joined, not rendered
+
+    reader.versions["audit"] = 1  # a commit, say
+    body([collector])
+    assert collector.renders == 4
+    assert [call for call in reader.calls if call.startswith("group_lag")][-1] == "group_lag audit"
+
+
+def test_a_new_poll_renders_again_the_groups_with_lag_and_a_stale_clock_renders_every_group() -> None:
+    caught_up = snapshot(
+        "caught-up",
+        [member("c1", "/h", ("t", 0), topics=("t",))],
+        [figures("caught-up", "t", 0, committed=100, log_end=100, time_lag=None)],
+        {"t": 1},
+    )
+    reader = FakeGroups({"orders": ORDERS, "caught-up": caught_up})
+    collector = exporter(reader)
+    body([collector])
+
+    reader.polls += 1
+    body([collector])
+    assert [call for call in reader.calls if call.startswith("group_lag")][-1] == "group_lag orders"
+    assert collector.renders == 3  # orders' time lag grows with each poll; caught-up's does not change
+
+    reader.stale = True
+    body([collector])
+    assert collector.renders == 5
+
+
+def test_groups_no_longer_held_are_dropped_from_the_scrape_and_forgotten() -> None:
+    reader = FakeGroups({"orders": ORDERS, "audit": AUDIT})
+    collector = exporter(reader)
+    body([collector])
+
+    del reader.snapshots["orders"]
+    series = scrape_exporter(collector)
+
+    assert {dict(key)["group"] for key in series["kagent_group_members"]} == {"audit"}
+    reader.snapshots["orders"] = ORDERS  # held again: rendered again, not served from an old text
+    scrape_exporter(collector)
+    assert collector.renders == 3
+
+
+async def test_a_long_render_lets_the_event_loop_run_between_slices() -> None:
+    groups = {
+        f"g{n:03d}": snapshot(f"g{n:03d}", ORDERS.assignment.members, list(ORDERS.lag.values()), {"t": 4, "u": 1})
+        for n in range(50)
+    }
+    collector = LagExporter(
+        FakeGroups(groups),  # type: ignore[arg-type]
+        cluster_name=CLUSTER,
+        granularity="partition",
+        policy=policy(),
+        clock=lambda: NOW,
+        slice_seconds=0.0,
+    )
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    started = ticks
+    hold = LoopHold()
+    hold.take()
+    blocks = [block async for block in collector.exposition(None, hold)]
+    hold.let_go()
+    ticker.cancel()
+
+    assert ticks - started >= 50, "the render never let the event loop run"
+    assert len(parse(b"".join(blocks))["kagent_group_members"]) == 50
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Failures
+
+
+def test_a_group_that_cannot_be_read_is_skipped_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     reader = FakeGroups({"orders": ORDERS, "audit": AUDIT}, broken=["broken"])
     collector = exporter(reader)
 
     with caplog.at_level(logging.ERROR, logger="kagent.worker.lag_exporter"):
         first = scrape_exporter(collector)
-        registry = CollectorRegistry()
-        registry.register(collector)
-        second = scrape(registry)
+        second = scrape_exporter(collector)
 
     assert {dict(key)["group"] for key in first["kagent_group_members"]} == {"orders", "audit"}
     assert set(second) == set(first) and all(same(second[name], first[name]) for name in first)
@@ -524,53 +663,46 @@ def test_a_group_that_recovers_is_logged_again_when_it_breaks_again(caplog: pyte
     collector = exporter(reader)
 
     with caplog.at_level(logging.ERROR, logger="kagent.worker.lag_exporter"):
-        collector.figures()
+        scrape_exporter(collector)
         reader.broken.clear()
-        assert [group.group for group in collector.figures()] == ["orders"]
+        assert "kagent_group_members" in scrape_exporter(collector)
         reader.broken.add("orders")
-        collector.figures()
+        reader.versions["orders"] = 1
+        assert "kagent_group_members" not in scrape_exporter(collector)
 
     assert len([record for record in caplog.records if record.levelno == logging.ERROR]) == 2
 
 
-def test_a_reader_that_cannot_list_its_groups_leaves_the_rest_of_the_registry_scrapable() -> None:
+def test_a_reader_that_cannot_list_its_groups_leaves_the_rest_of_the_scrape_whole() -> None:
     class Failing(FakeGroups):
         def held_groups(self) -> list[str]:
             raise RuntimeError("storage not ready")
 
     metrics = Metrics()
     metrics.groups.set(3)
-    metrics.registry.register(exporter(Failing({})))
 
-    series = scrape(metrics.registry)
+    series = parse(body([exporter(Failing({}))], metrics.registry))
 
     assert series["kagent_groups"] == {frozenset(): 3.0}
     assert not PER_PARTITION & set(series)
 
 
-def test_describe_and_registration_read_nothing() -> None:
+def test_a_scrape_of_names_renders_only_what_is_asked() -> None:
     reader = FakeGroups({"orders": ORDERS})
     collector = exporter(reader)
+    metrics = Metrics()
+    metrics.groups.set(1)
 
-    described = collector.describe()
-    CollectorRegistry().register(collector)
+    counters = parse(body([metrics.group_gauges, collector], metrics.registry, ["kagent_groups"]))
+    assert set(counters) == {"kagent_groups"} and collector.renders == 0
 
-    assert reader.calls == []
-    assert [list(family.samples) for family in described] == [[] for _ in described]
+    lag = parse(body([collector], metrics.registry, ["kafka_consumergroup_group_lag"]))
+    assert set(lag) == {"kafka_consumergroup_group_lag"} and collector.renders == 1
 
 
 def test_an_unknown_granularity_is_refused() -> None:
     with pytest.raises(ValueError, match="granularity"):
-        exporter(FakeGroups({}), "partitions")  # type: ignore[arg-type]
-
-
-def test_registered_beside_the_worker_metrics_its_names_do_not_clash() -> None:
-    metrics = Metrics()
-    metrics.registry.register(exporter(FakeGroups({"orders": ORDERS, "audit": AUDIT})))
-
-    series = scrape(metrics.registry)
-
-    assert "kafka_consumergroup_group_lag" in series and "kagent_group_skew" in series
+        LagExporter(FakeGroups({}), cluster_name=CLUSTER, granularity="partitions", policy=policy())  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -597,12 +729,11 @@ def test_exported_metric_names_has_every_sample_name_a_scrape_can_show() -> None
         "kagent_source_records_total",
     }
     assert "kagent_incident_transitions" not in names
-    assert {family.name for family in metric_families()} <= names
+    assert {family.name for family in FAMILIES} <= names
 
 
 def test_exported_metric_names_covers_a_scrape_with_every_metric_set() -> None:
     metrics = Metrics()
-    metrics.registry.register(exporter(FakeGroups({"orders": ORDERS})))
     metrics.group_gauges.set_recommended_skew(CLUSTER, "orders", 1.2)
     metrics.group_gauges.set_recommended_members(CLUSTER, "orders", 3)
     metrics.group_gauges.set_status(CLUSTER, "orders", 4)
@@ -613,7 +744,13 @@ def test_exported_metric_names_covers_a_scrape_with_every_metric_set() -> None:
     metrics.alert_resends.labels("slack", "accepted").inc()
     metrics.alerting_backlog.set(2)
 
-    assert set(scrape(metrics.registry)) <= exported_metric_names()
+    scraped = parse(body([metrics.group_gauges, exporter(FakeGroups({"orders": ORDERS}))], metrics.registry))
+
+    assert set(scraped) <= exported_metric_names()
+
+
+def scrape_gauges(metrics: Metrics) -> Series:
+    return parse(body([metrics.group_gauges], metrics.registry))
 
 
 def test_forget_group_removes_the_groups_series_only() -> None:
@@ -626,7 +763,7 @@ def test_forget_group_removes_the_groups_series_only() -> None:
     metrics.forget_group(CLUSTER, "orders")
     metrics.forget_group(CLUSTER, "never-held")
 
-    series = scrape(metrics.registry)
+    series = scrape_gauges(metrics)
     for name in ("kagent_group_recommended_skew", "kagent_group_status", "kagent_group_open_incidents"):
         assert {dict(key)["group"] for key in series[name]} == {"audit"}, name
     assert "kagent_group_recommended_members" not in series  # never set: no series
@@ -638,26 +775,83 @@ def test_forget_group_removes_the_groups_series_only() -> None:
 def test_a_group_gauge_set_again_keeps_one_series_with_the_new_value() -> None:
     metrics = Metrics()
     metrics.group_gauges.set_status(CLUSTER, "orders", 4)
+    scrape_gauges(metrics)  # rendered once with 4
     metrics.group_gauges.set_status(CLUSTER, "orders", 1)
     metrics.group_gauges.set_open_incidents(CLUSTER, "orders", [IncidentKind.STOP, IncidentKind.LAG_SKEW])
     metrics.group_gauges.set_open_incidents(CLUSTER, "orders", [])
 
-    series = scrape(metrics.registry)
+    series = scrape_gauges(metrics)
     assert list(series["kagent_group_status"].values()) == [1.0]
     assert set(series["kagent_group_open_incidents"].values()) == {0.0}
 
 
-def test_scrapes_within_reuse_for_share_one_computation_and_later_ones_compute_again() -> None:
-    reader = FakeGroups({"orders": ORDERS})
-    shared = LagExporter(reader, cluster_name=CLUSTER, granularity=MetricsGranularity.PARTITION, policy=policy())
-    scrape_exporter(shared)
-    scrape_exporter(shared)
-    assert reader.calls.count("held_groups") == 1
+def test_the_group_gauges_are_written_as_prometheus_client_writes_labelled_gauges() -> None:
+    metrics = Metrics()
+    gauges = metrics.group_gauges
+    gauges.set_status(CLUSTER, 'a"b', 4)
+    gauges.set_recommended_skew(CLUSTER, 'a"b', 1 / 3)
+    gauges.set_recommended_members(CLUSTER, "c\\d", 12_000_000)
+    gauges.set_open_incidents(CLUSTER, 'a"b', [IncidentKind.STOP])
+    gauges.set_open_incidents(CLUSTER, "c\\d", [])
 
-    fresh = FakeGroups({"orders": ORDERS})
-    every = LagExporter(
-        fresh, cluster_name=CLUSTER, granularity=MetricsGranularity.PARTITION, policy=policy(), reuse_for=0
-    )
-    scrape_exporter(every)
-    scrape_exporter(every)
-    assert fresh.calls.count("held_groups") == 2
+    oracle = CollectorRegistry()
+    made = {family.name: Gauge(family.name, family.help, family.labels, registry=oracle) for family in gauges.families}
+    made["kagent_group_status"].labels(CLUSTER, 'a"b').set(4)
+    made["kagent_group_recommended_skew"].labels(CLUSTER, 'a"b').set(1 / 3)
+    made["kagent_group_recommended_members"].labels(CLUSTER, "c\\d").set(12_000_000)
+    for group, open_kinds in (('a"b', {"stop"}), ("c\\d", set())):
+        for kind in IncidentKind:
+            made["kagent_group_open_incidents"].labels(CLUSTER, group, kind.value).set(kind.value in open_kinds)
+
+    assert body([gauges]) == generate_latest(oracle)
+
+
+_names = st.text(alphabet=st.sampled_from('ab-_."\\\n\u00e9'), min_size=1, max_size=6)
+
+
+@st.composite
+def _snapshots(draw: st.DrawFn) -> GroupSnapshot:
+    """A group of random members over random partitions of two topics, each partition's figures random:
+    measured or not, committed or not, time lag known or not, offsets small or past 2**53."""
+    group = draw(_names)
+    topics = draw(st.lists(_names, min_size=1, max_size=2, unique=True))
+    counts = {topic: draw(st.integers(1, 4)) for topic in topics}
+    partitions = [(topic, p) for topic, count in counts.items() for p in range(count + draw(st.integers(0, 1)))]
+    lags = []
+    for topic, partition in partitions:
+        committed = draw(st.none() | st.integers(0, 2**62))
+        log_end = (committed or 0) + draw(st.integers(0, 10**7))
+        measured = draw(st.booleans())
+        offset_lag = (log_end - committed if committed is not None else 0) if measured else None
+        lags.append(
+            PartitionLag(
+                group=group,
+                topic=topic,
+                partition=partition,
+                committed=committed,
+                log_start=0,
+                log_end=log_end,
+                offset_lag=offset_lag,
+                time_lag=draw(st.none() | st.floats(0, 1e8)) if offset_lag else (0.0 if measured else None),
+                flags=() if measured else (LagFlag.NOT_POLLED,),
+                polled_at=NOW - 1,
+            )
+        )
+    members = [
+        member(draw(_names) + str(n), draw(_names), *draw(st.lists(st.sampled_from(partitions), max_size=3)))
+        for n in range(draw(st.integers(0, 3)))
+    ]
+    return snapshot(group, members, lags, counts)
+
+
+@given(st.lists(_snapshots(), min_size=1, max_size=3, unique_by=lambda s: s.group), st.sampled_from(list(LagUnit)))
+@settings(max_examples=150, deadline=None)
+def test_any_groups_figures_are_written_as_prometheus_client_writes_them(
+    snapshots: list[GroupSnapshot], unit: LagUnit
+) -> None:
+    by_name = {found.group: found for found in snapshots}
+
+    rendered = body([exporter(FakeGroups(by_name), evaluation=policy(unit))])
+
+    ordered = [by_name[name] for name in sorted(by_name)]
+    assert rendered == oracle_exposition(ordered, CLUSTER, "partition", policy(unit))

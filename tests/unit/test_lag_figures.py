@@ -14,6 +14,7 @@ from kagent.core.table_keys import partition_key
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_state import EndOffsetsPolled
 from kagent.worker.lag_figures import REFRESH_AFTER_POLLS, GroupReads, LagFigures
+from kagent.worker.list_offsets import Reason
 
 INTERVAL = 10.0
 TOPIC = "orders"
@@ -221,3 +222,46 @@ def test_a_group_rewritten_whole_at_a_poll_has_its_commits_written_once() -> Non
 def test_assignments_share_one_topic_partition_object_per_partition() -> None:
     first, second = GroupReads.of(assignment("a", 2)), GroupReads.of(assignment("b", 2))
     assert all(x is y for x, y in zip(first.assigned, second.assigned, strict=True))
+
+
+def test_the_plain_figures_are_the_models_for_every_kind_of_partition() -> None:
+    """``lag_of`` (what the metrics render) gives each partition's offset lag and time lag as ``partition_lag``
+    (the API's and the evaluation's model) does at the same time: measured, caught up, without a commit,
+    never polled, unanswered at the latest poll, stale."""
+    committed: dict[str, bytes] = {}
+    made, _ = figures(committed)
+    for partition, offset in ((0, 40), (1, 100), (3, 10), (4, 5)):
+        commit(committed, "g", partition, offset)
+    made.take(poll(0.0, 5, end=60))
+    made.take(poll(INTERVAL, 5, end=100))
+    tps = [TopicPartition(TOPIC, p) for p in range(6)]  # 5 was never polled
+    answered = {tp: 100 for tp in tps[:3] + tps[4:5]}
+    made.take(
+        EndOffsetsPolled(
+            2 * INTERVAL,
+            log_start=dict.fromkeys(answered, 0),
+            log_end=answered,
+            partition_counts={TOPIC: 6},
+            unavailable={tps[3]: Reason.NO_LEADER},
+        )
+    )
+
+    offsets = CommittedOffsets(SimpleNamespace(stored=committed), None, capacity=10, min_distance=1.0)  # type: ignore[arg-type]
+    for at in (2 * INTERVAL, 2 * INTERVAL + 1, 2 * INTERVAL + 10 * INTERVAL):  # the last: everything stale
+        lag_of = made.lag_of(at)
+        plain = {tp: lag_of(tp, committed) for tp, committed in zip(tps, offsets.offsets("g", tps), strict=True)}
+        models = {tp: made.partition_lag("g", tp, at) for tp in tps}
+        assert plain == {tp: (m.offset_lag, m.time_lag) for tp, m in models.items()}, at
+        assert offsets.offsets("g", tps) == [m.committed for m in models.values()]
+    assert made.lag_of(2 * INTERVAL)(tps[0], 40) == (60, 30.0)  # extrapolated: 40 is below the history
+
+
+def test_a_partition_answered_again_or_no_longer_counts_as_moved() -> None:
+    made, _ = figures({})
+    tp = TopicPartition(TOPIC, 0)
+    made.take(poll(0.0, 1))
+    gone = EndOffsetsPolled(INTERVAL, {}, {}, {TOPIC: 1}, unavailable={tp: Reason.NO_LEADER})
+    assert made.take(gone) == {tp}
+    assert made.take(poll(2 * INTERVAL, 1)) == {tp}  # the same offsets as before it went
+    assert made.take(poll(3 * INTERVAL, 1)) == set()
+    assert made.polls == 4 and made.last_poll == 3 * INTERVAL

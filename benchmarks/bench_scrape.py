@@ -1,0 +1,377 @@
+"""What a Prometheus scrape costs a worker holding a large cluster, and whether it keeps up while scraped.
+
+    python benchmarks/bench_scrape.py [--groups N] [--pool full|half] [--seed N] [--live-rounds N]
+
+The default is the issue's mix: ``bench_ingest.py``'s 5,000 groups of 1-20
+members on its 24 topics (552 partitions), about 196,000 group-partitions,
+one commit on each. ``--groups 50000 --pool half`` is ``bench_hold.py``'s
+cluster: about 1,000,000 group-partitions. Each topic partition holds 150
+records, produced one per batch (Tansu answers ListOffsets with the last
+batch's base offset + 1, and the lag figures need the true end), and every
+commit is below 120, so every group-partition has lag and a time lag: every
+end-offset poll changes every group's figures, the worst case for a cache of
+rendered series.
+
+One worker as it ships (evaluation every 5 s), but for end offsets polled
+every 15 s, Prometheus' usual scrape interval. Once it has applied the mix
+and polled:
+
+- **a scrape after a poll** (every group's figures changed since the last
+  scrape): the CPU the worker counts for it (``kagent_scrape_cpu_seconds``,
+  the event loop thread's own stretches rendering and writing the body) per
+  sample, and the whole process's CPU above its idle rate beside it; the
+  body's size; how long it took; the longest the scrape held the event loop
+  at once (``kagent_scrape_longest_hold_seconds``); and the longest a
+  ``/healthz`` request, sent every 5 ms meanwhile, waited (any stage's stall
+  shows there; printed idle beside it);
+- **the same scrape again at once** (nothing changed): CPU per sample;
+- **the floor**: the same body cut into a piece per group and family and
+  joined again with ``bytes.join``, in this process, per sample; and
+  **prometheus_client** writing the same samples from its own families
+  (``generate_latest``), the part of the old per-scrape cost that was
+  formatting;
+- **live, scraped by a real Prometheus**: ``--live-rounds`` commit rounds by
+  every group, each member committing all its partitions every 5 s (the Java
+  consumer's auto-commit pace, as ``bench_ingest.py``'s live line), with a
+  real Prometheus scraping ``/metrics`` every 15 s (timeout 10 s): the most
+  records behind, how soon after the last one every record was applied, the
+  longest ``/healthz`` wait, each scrape's duration and whether it
+  succeeded (Prometheus' ``up`` and ``scrape_duration_seconds``), and whether
+  any of the worker's consumer sessions expired (its log).
+
+Targets (issue #36), printed with PASS or FAIL: at most 1 µs of worker CPU
+per sample for a scrape after a poll; no scrape holding the event loop
+more than 20 ms at once; every scrape of the live part successful and no
+session expired. The exit code is 0 only if all pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import re
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_hold import FIRST_OFFSETS, POOL, STEPS, TOPIC_RECORDS, produce_topic_records
+from bench_ingest import COMMIT_INTERVAL, LIVE_SAMPLE, TOPIC_PARTITIONS, build_mix, publish_paced
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+from kagent.tools.embedded import EmbeddedBroker
+from kagent.tools.simulator import coordinator_records
+from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, publish
+from tests.support.monitoring import Prometheus
+from tests.support.processes import cpu_seconds
+from tests.support.waiting import wait_until
+from tests.support.worker import Worker, metric_total, running_workers
+
+TARGET_CPU_US = 1.0
+TARGET_STALL = 0.020
+SCRAPE_INTERVAL, SCRAPE_TIMEOUT = 15.0, 10.0
+HEALTH_EVERY = 0.005
+SCRAPES = 3
+"""Scrapes after a poll; the median's figures are printed."""
+SETTINGS = {"end_offset_interval": str(SCRAPE_INTERVAL), "one_record_batches": "false"}
+COUNTERS = ("kagent_derived_events_total", "kagent_stage_backlog_records", "kagent_end_offset_polls_total")
+SCRAPE_COUNTERS = ("kagent_scrape_cpu_seconds_total", "kagent_scrape_longest_hold_seconds")
+SESSION_LOST = re.compile(r"Heartbeat failed|heartbeat session expired|UnknownMemberId|rebalance failed", re.I)
+
+
+class Scrape(NamedTuple):
+    body: bytes
+    seconds: float
+    cpu: float
+    """The CPU the worker counts for the scrape (its own stretches on the event loop)."""
+    process_cpu: float
+    """The worker process's CPU during the scrape, less its idle rate over as long."""
+    longest_hold: float
+    """The longest the scrape held the event loop at once, as the worker counts it."""
+    longest_wait: float
+    """The longest ``/healthz`` wait during the scrape."""
+
+    @property
+    def samples(self) -> int:
+        return sum(1 for line in self.body.splitlines() if line and not line.startswith(b"#"))
+
+
+class HealthProbe:
+    """``/healthz`` every :data:`HEALTH_EVERY` s in a thread; the longest wait since :meth:`reset`."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._url = worker.url + "healthz"
+        self._stop = threading.Event()
+        self.longest = 0.0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> HealthProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def reset(self) -> float:
+        longest, self.longest = self.longest, 0.0
+        return longest
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            with urllib.request.urlopen(self._url, timeout=60) as answer:
+                answer.read()
+            self.longest = max(self.longest, time.perf_counter() - started)
+            time.sleep(HEALTH_EVERY)
+
+
+def counters(worker: Worker) -> dict[str, float]:
+    samples = worker.metrics(*COUNTERS, timeout=60)
+    if samples is None:
+        raise RuntimeError("the worker's /metrics did not answer")
+    return {name: metric_total(samples, name) for name in COUNTERS}
+
+
+def idle_rate(worker: Worker, seconds: float = 3.0) -> float:
+    """The worker's CPU per second with nothing asked of it (evaluations and polls go on)."""
+    before, started = cpu_seconds(worker.pid), time.perf_counter()
+    time.sleep(seconds)
+    return (cpu_seconds(worker.pid) - before) / (time.perf_counter() - started)
+
+
+def scrape_counters(worker: Worker) -> dict[str, float]:
+    samples = worker.metrics(*SCRAPE_COUNTERS, timeout=60) or {}
+    return {name: metric_total(samples, name) for name in SCRAPE_COUNTERS}
+
+
+def scrape(worker: Worker, probe: HealthProbe, idle: float) -> Scrape:
+    counted = scrape_counters(worker)
+    probe.reset()
+    before, started = cpu_seconds(worker.pid), time.perf_counter()
+    with urllib.request.urlopen(worker.url + "metrics", timeout=600) as answer:
+        body = answer.read()
+    seconds = time.perf_counter() - started
+    process = cpu_seconds(worker.pid) - before - idle * seconds
+    longest_wait = probe.reset()
+    after = scrape_counters(worker)
+    own = after["kagent_scrape_cpu_seconds_total"] - counted["kagent_scrape_cpu_seconds_total"]
+    return Scrape(body, seconds, own, max(0.0, process), after["kagent_scrape_longest_hold_seconds"], longest_wait)
+
+
+def join_floor(body: bytes, pieces: int, repeats: int = 5) -> float:
+    """Seconds ``bytes.join`` takes to join ``body`` cut into ``pieces`` pieces (the fastest of ``repeats``)."""
+    size = max(1, len(body) // pieces)
+    cut = [body[start : start + size] for start in range(0, len(body), size)]
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        b"".join(cut)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def prometheus_client_seconds(body: bytes) -> float:
+    """Seconds ``prometheus_client`` takes to write the samples of ``body`` from its own families."""
+    families = list(text_string_to_metric_families(body.decode()))
+
+    class Parsed(Collector):
+        def collect(self):  # type: ignore[no-untyped-def]
+            return iter(families)
+
+    registry = CollectorRegistry()
+    registry.register(Parsed())
+    started = time.perf_counter()
+    generate_latest(registry)
+    return time.perf_counter() - started
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int) -> int:
+    print(
+        f"a worker's /metrics on the embedded broker (Tansu), {platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
+    )
+    mix = build_mix(
+        groups, 0, seed, pool=pool, first_offsets=FIRST_OFFSETS, steps=STEPS, rounds=1, live_rounds=live_rounds
+    )
+    records = len(mix.records)
+    live = [coordinator_records.offsets_topic_message(r, OFFSETS_TOPIC_PARTITIONS) for r in mix.live]
+    print(
+        f"mix (seed {seed}): {groups:,} groups, {mix.group_partitions:,} group-partitions on {len(pool)} topics of "
+        f"{sum(pool)} partitions, {records:,} records, then {len(live):,} live"
+    )
+    checks: list[tuple[str, bool, str]] = []
+    with tempfile.TemporaryDirectory(prefix="kagent-bench-scrape-") as tmp, EmbeddedBroker(log_dir=Path(tmp)) as broker:
+        workdir = Path(tmp)
+        topics = {f"orders-{t:02d}": count for t, count in enumerate(pool)}
+        await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, **topics})
+        await produce_topic_records(broker.bootstrap_servers, pool)
+        print(f"{TOPIC_RECORDS} records in each topic partition, one per batch")
+        with running_workers(broker.bootstrap_servers, workdir / "worker") as start:
+            (workdir / "worker").mkdir()
+            worker = start("bench-scrape", **SETTINGS)
+            worker.wait_ready(120)
+            await publish(broker.bootstrap_servers, mix.records, by_group=True, batched=True)
+            del mix.records[:]
+            wait_until(
+                lambda: (
+                    worker.check_alive()
+                    or (
+                        (counters(worker)["kagent_derived_events_total"] >= records)
+                        and counters(worker)["kagent_stage_backlog_records"] == 0
+                    )
+                ),
+                3600,
+                f"all {records:,} records applied",
+                interval=2.0,
+            )
+            polls = counters(worker)["kagent_end_offset_polls_total"]
+            wait_until(
+                lambda: counters(worker)["kagent_end_offset_polls_total"] >= polls + 2,
+                4 * SCRAPE_INTERVAL,
+                "two polls after the records were applied",
+                interval=0.5,
+            )
+
+            with HealthProbe(worker) as probe:
+                idle = idle_rate(worker)
+                idle_wait = probe.reset()
+                print(f"worker idle: {idle:.2f} cores; longest /healthz wait {idle_wait * 1000:.1f} ms")
+                after_polls = []
+                for _ in range(SCRAPES):
+                    polls = counters(worker)["kagent_end_offset_polls_total"]
+                    wait_until(
+                        lambda polls=polls: counters(worker)["kagent_end_offset_polls_total"] > polls,  # type: ignore[misc]
+                        2 * SCRAPE_INTERVAL,
+                        "a poll",
+                        interval=0.2,
+                    )
+                    after_polls.append(scrape(worker, probe, idle))  # every group rendered again
+                    print(
+                        f"  a scrape after a poll: its CPU {after_polls[-1].cpu:.3f} s, longest hold "
+                        f"{after_polls[-1].longest_hold * 1000:.1f} ms",
+                        flush=True,
+                    )
+                again = scrape(worker, probe, idle)
+            changed = sorted(after_polls, key=lambda one: one.cpu)[len(after_polls) // 2]  # the median
+            samples = changed.samples
+            per_sample = changed.cpu / samples * 1e6
+            for what, one in (
+                (f"after a poll (every group changed; the median of {SCRAPES})", changed),
+                ("again at once (nothing changed)", again),
+            ):
+                print(
+                    f"/metrics {what}: {samples:,} samples, {len(one.body) / 1e6:.0f} MB in {one.seconds:.2f} s; "
+                    f"its CPU {one.cpu:.3f} s, {one.cpu / samples * 1e6:.3f} µs a sample (the process's above idle "
+                    f"{one.process_cpu:.2f} s, {one.process_cpu / samples * 1e6:.3f} µs); longest hold of the event "
+                    f"loop {one.longest_hold * 1000:.1f} ms; longest /healthz wait {one.longest_wait * 1000:.1f} ms"
+                )
+            families = changed.body.count(b"# TYPE ")
+            floor = join_floor(changed.body, groups * families) / samples * 1e6
+            writer = prometheus_client_seconds(changed.body) / samples * 1e6
+            print(
+                f"floor, bytes.join of a piece per group and family: {floor:.3f} µs a sample "
+                f"({per_sample / floor:.0f}x it)"
+            )
+            print(
+                f"prometheus_client writing the same samples (its text format alone): {writer:.3f} µs a sample "
+                f"({writer / per_sample:.1f}x kagent's whole scrape)"
+            )
+            checks.append(
+                (
+                    f"a scrape after a poll <= {TARGET_CPU_US:g} µs of CPU a sample",
+                    per_sample <= TARGET_CPU_US,
+                    f"{per_sample:.3f} µs",
+                )
+            )
+            stall = max(one.longest_hold for one in (*after_polls, again))
+            checks.append(
+                (
+                    f"a scrape holds the event loop <= {TARGET_STALL * 1000:g} ms at once",
+                    stall <= TARGET_STALL,
+                    f"{stall * 1000:.1f} ms",
+                )
+            )
+
+            if live:
+                with Prometheus(targets=[worker.url], interval=SCRAPE_INTERVAL, workdir=workdir / "prometheus") as prom:
+                    applied = counters(worker)["kagent_derived_events_total"]
+                    log_from = len(worker.log())
+                    rate = mix.group_partitions / COMMIT_INTERVAL
+                    sent = [0]
+                    behind = 0
+                    with HealthProbe(worker) as probe:
+                        publishing = asyncio.create_task(publish_paced(broker.bootstrap_servers, live, rate, sent))
+                        while not publishing.done():
+                            await asyncio.wait({publishing}, timeout=LIVE_SAMPLE)
+                            done = (await asyncio.to_thread(counters, worker))["kagent_derived_events_total"]
+                            behind = max(behind, sent[0] - int(done - applied))
+                        _, acknowledged = await publishing
+                        wait_until(
+                            lambda: counters(worker)["kagent_derived_events_total"] >= applied + len(live),
+                            300,
+                            "every live record applied",
+                            interval=0.2,
+                        )
+                        caught_up = time.time() - acknowledged
+                        await asyncio.sleep(SCRAPE_INTERVAL)  # one more scrape after the traffic
+                        longest = probe.reset()
+                    window = f"{int(len(live) / rate + caught_up + 2 * SCRAPE_INTERVAL)}s"
+                    ups = prom.query(f"count_over_time(up[{window}])")
+                    downs = prom.query(f"count_over_time((up == 0)[{window}:{int(SCRAPE_INTERVAL)}s])")
+                    durations = prom.query(f"max_over_time(scrape_duration_seconds[{window}])")
+                    holds = prom.query(f"max_over_time(kagent_scrape_longest_hold_seconds[{window}])")
+                    hold = float(holds[0]["value"][1]) if holds else float("nan")
+                    scrapes = int(float(ups[0]["value"][1])) if ups else 0
+                    failed = int(float(downs[0]["value"][1])) if downs else 0
+                    slowest = float(durations[0]["value"][1]) if durations else float("nan")
+                    lost = SESSION_LOST.findall(worker.log()[log_from:])
+                    print(
+                        f"live, {len(live):,} commits at {rate:,.0f}/s with a real Prometheus scraping every "
+                        f"{SCRAPE_INTERVAL:g} s: at most {behind:,} records behind, every record applied "
+                        f"{caught_up:.1f} s after the last was acknowledged; {scrapes} scrapes, {failed} failed, "
+                        f"the slowest {slowest:.2f} s, holding the event loop {hold * 1000:.1f} ms at most; "
+                        f"longest /healthz wait {longest * 1000:.0f} ms; "
+                        f"{len(lost)} session losses in the worker's log"
+                    )
+                    checks.append(
+                        (
+                            "every scrape of the live part successful",
+                            scrapes > 0 and failed == 0,
+                            f"{scrapes - failed} of {scrapes}",
+                        )
+                    )
+                    checks.append(("no consumer session of the worker expired", not lost, f"{len(lost)}"))
+            worker.stop()
+    for what, ok, figure in checks:
+        print(f"target {what}: {verdict(ok)} ({figure})")
+    return 0 if all(ok for _, ok, _ in checks) else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=5_000, help="consumer groups (default 5,000)")
+    parser.add_argument(
+        "--pool",
+        choices=("full", "half"),
+        default="full",
+        help="the topics: bench_ingest's (full, default) or bench_hold's (half)",
+    )
+    parser.add_argument("--seed", type=int, default=36, help="the mix's seed (default 36)")
+    parser.add_argument("--live-rounds", type=int, default=2, help="live commit rounds (default 2; 0: none)")
+    args = parser.parse_args()
+    chosen = TOPIC_PARTITIONS if args.pool == "full" else POOL
+    sys.exit(asyncio.run(main(args.groups, chosen, args.seed, args.live_rounds)))

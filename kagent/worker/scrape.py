@@ -1,0 +1,93 @@
+"""What a ``/metrics`` scrape is made of: the registry's metrics, then the series kept as rendered text.
+
+The worker's own counters, gauges and histograms live in a ``prometheus_client`` registry
+(:class:`~kagent.worker.metrics.Metrics`), a few hundred samples formatted at each scrape. The series
+there is one of per group (the per-group gauges, :class:`~kagent.worker.metrics.GroupGauges`) or per
+group-partition (the lag series, :class:`~kagent.worker.lag_exporter.LagExporter`) are kept as text,
+rendered once per change, and follow the registry's in the body, family after family: a
+:class:`RenderedSeries` each. The body is handed out a block at a time (:func:`scrape_body`), and what
+the scrape itself cost the event loop is kept (:class:`LoopHold`): its CPU, and the longest it held
+the loop at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from kagent.core.lag_series import Family
+
+__all__ = ["BLOCK", "SLICE", "LoopHold", "RenderedSeries", "scrape_body"]
+
+SLICE = 0.005
+"""Seconds of the event loop a scrape renders for before it lets others run: a scrape of a million
+group-partitions takes seconds in all, never more than this at a time."""
+
+BLOCK = 1 << 20
+"""Bytes of text joined before they are handed to the client."""
+
+
+class LoopHold:
+    """What one scrape cost the event loop's thread: the CPU of its own stretches (from when it takes
+    the loop to when it lets go: :meth:`let_go`, :meth:`take`), and the longest of them in wall time.
+    Work other tasks do while the scrape waits is not counted."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        """CPU seconds of the scrape's own stretches."""
+        self.longest = 0.0
+        """Seconds of the longest stretch."""
+        self._since: tuple[float, float] | None = None
+
+    def take(self) -> None:
+        """The scrape runs on the loop from now."""
+        self._since = (time.perf_counter(), time.thread_time())
+
+    def let_go(self) -> None:
+        """The scrape lets others run from now (it awaits)."""
+        if self._since is not None:
+            wall, cpu = self._since
+            self.longest = max(self.longest, time.perf_counter() - wall)
+            self.cpu += time.thread_time() - cpu
+            self._since = None
+
+    async def pause(self) -> None:
+        """Let others run once, and take the loop back."""
+        self.let_go()
+        await asyncio.sleep(0)
+        self.take()
+
+
+class RenderedSeries(Protocol):
+    """Series kept as rendered text."""
+
+    @property
+    def families(self) -> Sequence[Family]:
+        """The families it exports, in exposition order."""
+        ...
+
+    def exposition(self, names: Collection[str] | None, hold: LoopHold) -> AsyncIterator[bytes]:
+        """The text of its families (only those named in ``names``, when given), each header first, in
+        blocks; renders what changed since the last scrape in slices of at most :data:`SLICE` s, letting
+        the loop go between them with ``hold.pause()``."""
+        ...
+
+
+async def scrape_body(
+    registry: CollectorRegistry, series: Sequence[RenderedSeries], hold: LoopHold, names: Collection[str] = ()
+) -> AsyncIterator[bytes]:
+    """A scrape's body: ``registry`` in Prometheus' text format, then each of ``series``; only the
+    families named in ``names`` when any is (``name[]``, as ``prometheus_client``'s exporters do). The
+    scrape's stretches on the event loop are counted in ``hold``: the consumer lets go (``hold.let_go()``)
+    while it writes a block and takes the loop back (``hold.take()``) before asking for the next."""
+    wanted = frozenset(names) or None
+    hold.take()
+    yield generate_latest(registry.restricted_registry(wanted) if wanted else registry)
+    for source in series:
+        async for block in source.exposition(wanted, hold):
+            yield block
+    hold.let_go()

@@ -1,0 +1,115 @@
+"""A real Prometheus scrapes a worker holding the issue's mix (issue 36): 5,000 groups, every sample ingested.
+
+The mix: 5,000 groups of 1-20 members reading 1-3 of 24 topics (552 partitions in all, the partition
+counts of ``benchmarks/bench_ingest.py``), every partition assigned and committed once, some records
+left unread on every partition. The worker's exposition at ``partition`` granularity is about 700,000
+samples (160 MB). Prometheus scrapes it every 10 s with a timeout of 10 s; the test asserts that its
+scrapes succeed, that it ingested every sample, and that the figures it stored are the worker's: the
+lag it sums per group is the lag the test committed. The module runs its own broker: the mix's
+records in ``__consumer_offsets`` must not reach the workers of other tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+from aiokafka.structs import TopicPartition
+
+from kagent.tools.embedded import EmbeddedBroker
+from tests.support.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    group_metadata,
+    offset_commit,
+    produce,
+    publish,
+)
+from tests.support.monitoring import Prometheus
+from tests.support.waiting import wait_until
+from tests.support.worker import Worker
+
+pytestmark = pytest.mark.integration
+
+TOPIC_PARTITIONS = (1, 2, 3, 4, 6, 6, 8, 8, 10, 12, 12, 16, 16, 20, 24, 24, 30, 32, 36, 40, 48, 60, 64, 70)
+GROUPS = 5_000
+RECORDS = 4
+"""Records in each topic partition; each group commits at 0-3, so every group-partition but those at 4
+has lag."""
+
+SCRAPE_EVERY = 10.0
+"""Prometheus' scrape interval and timeout: a scrape of the mix takes about 2 s on a quiet machine."""
+SETTINGS = {"end_offset_interval": "2", "evaluate_interval": "5", "one_record_batches": "false"}
+
+
+def _mix(seed: int = 36) -> tuple[list[object], dict[str, int]]:
+    """The records of the mix, and each group's lag summed over its partitions."""
+    rng = random.Random(seed)
+    topics = [f"orders-{t:02d}" for t in range(len(TOPIC_PARTITIONS))]
+    records: list[object] = []
+    lag: dict[str, int] = {}
+    for g in range(GROUPS):
+        group = f"service-{g:05d}"
+        read = rng.sample(range(len(topics)), rng.choice((1, 1, 1, 2, 2, 3)))
+        partitions = [TopicPartition(topics[t], p) for t in read for p in range(TOPIC_PARTITIONS[t])]
+        size = rng.randint(1, 20)
+        members = {f"consumer-{group}-{m}-{rng.getrandbits(64):016x}": partitions[m::size] for m in range(size)}
+        records.append(group_metadata(group, 1, members))
+        offsets = [rng.randint(0, RECORDS - 1) for _ in partitions]
+        records += [offset_commit(group, tp.topic, tp.partition, o) for tp, o in zip(partitions, offsets, strict=True)]
+        lag[group] = sum(RECORDS - o for o in offsets)
+    return records, lag
+
+
+async def test_a_real_prometheus_ingests_every_sample_of_a_worker_holding_the_issues_mix(tmp_path: Path) -> None:
+    records, lag = await asyncio.to_thread(_mix)
+    group_partitions = len(records) - GROUPS
+    with EmbeddedBroker(log_dir=tmp_path) as broker:
+        topics = {f"orders-{t:02d}": count for t, count in enumerate(TOPIC_PARTITIONS)}
+        await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, **topics})
+        await asyncio.gather(
+            *(
+                produce(broker.bootstrap_servers, topic, dict.fromkeys(range(count), RECORDS))
+                for topic, count in topics.items()
+            )
+        )
+        await publish(broker.bootstrap_servers, records, by_group=True, batched=True)
+        worker = Worker(broker.bootstrap_servers, tmp_path, "scraped", **SETTINGS).start()
+        try:
+            await asyncio.to_thread(worker.wait_ready, 300)
+
+            def measured() -> bool:
+                worker.check_alive()
+                samples = worker.metrics("kagent_group_partitions", "kagent_derived_events_total") or {}
+                return samples.get("kagent_group_partitions", 0) >= group_partitions
+
+            await asyncio.to_thread(wait_until, measured, 300, "every group-partition polled", interval=1.0)
+            with Prometheus(targets=[worker.url], interval=SCRAPE_EVERY, workdir=tmp_path / "prometheus") as prometheus:
+
+                def two_scrapes_ingested() -> list[dict[str, object]] | None:
+                    worker.check_alive()
+                    scraped = prometheus.query('count_over_time(up{job="kagent"}[5m])')
+                    if not scraped or float(scraped[0]["value"][1]) < 2:
+                        return None
+                    return prometheus.query('count(kafka_consumergroup_group_lag{job="kagent"})')
+
+                counted = await asyncio.to_thread(
+                    wait_until,
+                    two_scrapes_ingested,
+                    180,
+                    "two scrapes of the worker",
+                    interval=1.0,
+                    detail=prometheus.log_tail,
+                )
+                health = {target["health"]: target.get("lastError", "") for target in prometheus.targets()}
+                assert health == {"up": ""}, health
+                assert int(counted[0]["value"][1]) == group_partitions
+                samples = prometheus.query('scrape_samples_scraped{job="kagent"}')
+                assert float(samples[0]["value"][1]) > 3 * group_partitions
+                sums = prometheus.query('kafka_consumergroup_group_sum_lag{job="kagent"}')
+                assert {s["metric"]["group"]: int(float(s["value"][1])) for s in sums} == lag
+            assert worker.stop() == 0
+        finally:
+            worker.kill()
