@@ -119,6 +119,10 @@ class Applied(NamedTuple):
     """The newest commit's offset among those applied; None when every commit was stale."""
     stale: int
     """Commits older than the commit stored (or applied before them) when their turn came, skipped."""
+    moved: bool
+    """Whether the committed offset is another than the one stored before (or none was): the group's lag
+    on the partition may have changed. A consumer committing the same position again (Java's auto-commit
+    does every 5 s) leaves it False."""
 
 
 def applied(
@@ -141,11 +145,12 @@ def applied(
     """
     window: list[Sequence[Any]]
     if raw is None:
+        before: int | None = None
         newest_stamp: int | None = None
         window = []
         leader_epoch = None
     else:
-        _, newest_stamp, leader_epoch, stored = _parsed(raw)
+        before, newest_stamp, leader_epoch, stored = _parsed(raw)
         window = stored[-capacity:]  # a new list
     newest: int | None = None
     stale = 0
@@ -157,7 +162,7 @@ def applied(
         add_commit(window, (offset, commit_timestamp / 1000, log_end_offset), capacity, min_distance)
         newest, newest_stamp, leader_epoch = offset, commit_timestamp, commits[index + 2]
     if newest is None:
-        return _new_tuple(Applied, (None, None, stale))
+        return _new_tuple(Applied, (None, None, stale, False))
     assert newest_stamp is not None
     value = _encoded(newest, newest_stamp, leader_epoch, window)
-    return _new_tuple(Applied, (None if value == raw else value, newest, stale))
+    return _new_tuple(Applied, (None if value == raw else value, newest, stale, newest != before))

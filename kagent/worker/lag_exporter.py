@@ -10,21 +10,27 @@ held group's series as rendered text, a piece per family, and a scrape:
 1. takes the figures' clock (:meth:`~kagent.worker.group_state.GroupStateReader.lag_clock`):
    lag and time lag as of the latest end-offset poll, as kafka-lag-exporter
    computes them at its poll, so a group's figures change only with a
-   commit, an assignment, or a poll that moves what it reads (or, for a group
-   with lag, any poll: its time lag grows);
-2. renders again only the groups whose figures may have changed since their
-   text was rendered (their :meth:`~kagent.worker.group_state.GroupStateReader.lag_version`,
-   and the clock for a group with lag), from plain figures
+   commit that moves its position, an assignment, or a poll that moves what
+   it reads (or, for a group with lag, any poll: its time lag grows);
+2. renders the groups whose figures may have changed since their text was
+   rendered (their :meth:`~kagent.worker.group_state.GroupStateReader.lag_version`),
+   and every group with lag, from plain figures
    (:meth:`~kagent.worker.group_state.GroupStateReader.group_lag`), in slices
-   of at most :data:`SLICE` seconds of the event loop, yielding between them;
+   of at most :data:`~kagent.worker.scrape.SLICE` seconds of the event loop,
+   letting it go between them;
 3. writes the families one after the other, each as the pieces of every
    group joined into blocks of about :data:`BLOCK` bytes, awaiting the
    client between blocks (:meth:`LagExporter.exposition`): no whole body is
    ever held, and a slow scraper slows only its own scrape.
 
-What is kept between scrapes is the rendered text (and, while partition
-series are exported, which partitions each group reads); no figure, model or
-snapshot. A group whose figures cannot be read or rendered is left out of the
+What is kept between scrapes is the rendered text of the groups without lag
+(and, while partition series are exported, which partitions each reads): a
+caught-up or idle group's series stay the same until it commits another
+position or is rebalanced, and cost a scrape a join. A group with lag is
+rendered at every scrape and its text dropped after: its time lag changes
+with every poll, so keeping it would hold about 250 bytes a series of the
+whole body between scrapes and save nothing. No figure, model or snapshot is
+kept. A group whose figures cannot be read or rendered is left out of the
 scrape and logged once (until it succeeds again); the other groups are
 exported.
 """
@@ -62,8 +68,10 @@ class _Rendered:
 
     version: Hashable
     """The group's :meth:`~GroupStateReader.lag_version` then."""
-    clock: tuple[bool, int | None]
-    """Whether the clock was stale; the polls taken then, for a group with lag (None without)."""
+    stale: bool
+    """Whether the clock was stale then."""
+    lagging: bool
+    """Whether a partition had lag (its text changes with every poll: not kept)."""
     pieces: tuple[bytes, ...]
     """A piece per family of :attr:`LagExporter.group_families`."""
     partitions: tuple[TopicPartition, ...]
@@ -166,12 +174,14 @@ class LagExporter:
             try:
                 version = self._reader.lag_version(group)
                 known = rendered.get(group)
-                if known is None or known.version != version or known.clock != _clock_key(known, clock):
+                if known is None or known.version != version or known.stale != clock.stale:
                     known = self._render_group(group, version, clock)
-                    if known is None:
+                    if known is None or known.lagging:  # gone, or with lag: not kept (see the module)
                         rendered.pop(group, None)
-                        continue
-                    rendered[group] = known
+                        if known is None:
+                            continue
+                    else:
+                        rendered[group] = known
             except Exception:  # one broken group must not break the scrape
                 rendered.pop(group, None)
                 if group not in self._failing:
@@ -198,14 +208,4 @@ class LagExporter:
             return None
         self.renders += 1
         pieces, lagging = render_group(figures, self._cluster_name, self.group_families, self._unit, self._metric)
-        return _Rendered(
-            version,
-            (clock.stale, clock.polls if lagging else None),  # a group with lag: its time lag grows with each poll
-            pieces,
-            tuple(figures.partitions) if self._offsets else (),
-        )
-
-
-def _clock_key(known: _Rendered, clock: LagClock) -> tuple[bool, int | None]:
-    """What of ``clock`` ``known``'s figures depend on: its staleness, and its polls for a group with lag."""
-    return clock.stale, clock.polls if known.clock[1] is not None else None
+        return _Rendered(version, clock.stale, lagging, pieces, tuple(figures.partitions) if self._offsets else ())

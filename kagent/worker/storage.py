@@ -414,7 +414,7 @@ class Storage(Stage, GroupStateReader):
         """Apply ``group``'s offset commits of a batch (:meth:`DerivedEvents.gather`), each partition's
         together; how many commits there were."""
         fields = stale = 0
-        applied = False
+        applied = moved = False
         for tp, commits in waiting.items():
             fields += len(commits)
             result = self._committed.commit(group, tp, commits, self._lag.log_end(tp))
@@ -422,8 +422,9 @@ class Storage(Stage, GroupStateReader):
             if result.offset is not None:
                 self._lag.committed(group, tp, result.offset)
                 applied = True
+                moved = moved or result.moved
         if applied:
-            self._note(group, GroupChange.COMMITTED)
+            self._note(group, GroupChange.COMMITTED, figures_changed=moved)
         if stale:
             self._metrics.stale_events.labels("offset-committed").inc(stale)
         return fields // 3
@@ -461,8 +462,12 @@ class Storage(Stage, GroupStateReader):
         self._lag.assignment_changed(group)
         self._note(group, GroupChange.ASSIGNED)
 
-    def _note(self, group: str, change: GroupChange) -> None:
-        self._versions[group] = self._versions.get(group, 0) + 1
+    def _note(self, group: str, change: GroupChange, figures_changed: bool = True) -> None:
+        """Note that ``group`` changed (its notice goes out after the next flush); unless
+        ``figures_changed`` is False (a commit of the position committed before), its lag figures too
+        (:meth:`lag_version`)."""
+        if figures_changed:
+            self._versions[group] = self._versions.get(group, 0) + 1
         previous = self._changed.get(group)
         if previous is None or _WEIGHT[change] >= _WEIGHT[previous]:
             self._changed[group] = change

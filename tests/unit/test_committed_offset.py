@@ -49,7 +49,7 @@ def test_the_value_names_no_group_topic_or_partition_and_round_trips() -> None:
 
 def test_a_commit_read_again_leaves_the_bytes_as_they_were() -> None:
     first = applied(None, [7, 1_000, 1], 9, capacity=3, min_distance=0.0).value
-    assert applied(first, [7, 1_000, 1], 12, capacity=3, min_distance=0.0) == (None, 7, 0)
+    assert applied(first, [7, 1_000, 1], 12, capacity=3, min_distance=0.0) == (None, 7, 0, False)
 
 
 def test_a_commit_older_than_the_newest_is_stale_and_the_rest_apply_in_order() -> None:
@@ -62,7 +62,7 @@ def test_a_commit_older_than_the_newest_is_stale_and_the_rest_apply_in_order() -
     assert (after.offset, after.stale) == (10, 2)
     assert after.value is not None
     assert committed_offset.decode(after.value).commits == [[7, 1.0, None], [9, 2.0, 30], [10, 2.5, 30]]
-    assert applied(after.value, [6, 800, 1], 40, capacity=3, min_distance=0.0) == (None, None, 1)
+    assert applied(after.value, [6, 800, 1], 40, capacity=3, min_distance=0.0) == (None, None, 1, False)
 
 
 def test_a_window_stored_longer_than_the_capacity_keeps_its_newest_commits() -> None:
@@ -122,3 +122,12 @@ def test_a_stored_value_takes_the_memory_of_its_bytes_not_orjsons_working_buffer
     finally:
         tracemalloc.stop()
     assert per_value < 4 * len(kept[0]), f"{per_value:.0f} bytes per stored value of {len(kept[0])}"
+
+
+def test_a_commit_moves_the_position_only_when_its_offset_differs_from_the_one_stored() -> None:
+    """Java's auto-commit commits the same position every 5 s: its lag did not change, nor its series."""
+    first = applied(None, [7, 1_000, None], 12, capacity=3, min_distance=0.0)
+    assert first.moved
+    again = applied(first.value, [7, 6_000, None], 12, capacity=3, min_distance=0.0)
+    assert again.value is not None and not again.moved  # stored (its timestamp is newer), not moved
+    assert applied(again.value, [7, 11_000, None, 9, 16_000, None], 12, capacity=3, min_distance=0.0).moved

@@ -31,7 +31,7 @@ def test_a_commit_is_stored_with_its_window_and_an_older_one_read_again_is_refus
     assert made.commit("billing", TP, [12, 3_000, 1], None).offset == 12
     newest = held[KEY]
     refused = made.commit("billing", TP, [10, 2_000, 1], 40)  # the first commit, read again
-    assert refused == (None, None, 1)
+    assert refused == (None, None, 1, False)
 
     assert held[KEY] is newest
     assert made.offset("billing", TP) == 12
@@ -48,7 +48,7 @@ def test_the_newest_commit_read_again_writes_nothing() -> None:
     made.commit("billing", TP, [10, 2_000, None], 40)
     stored = held[KEY]
 
-    assert made.commit("billing", TP, [10, 2_000, None], 55) == (None, 10, 0)
+    assert made.commit("billing", TP, [10, 2_000, None], 55) == (None, 10, 0, False)
 
     assert held[KEY] is stored
 

@@ -555,54 +555,59 @@ def test_escaped_names_and_large_figures_are_written_as_prometheus_client_writes
 # Rendered once per change
 
 
-def test_a_scrape_renders_only_the_groups_whose_figures_changed() -> None:
-    reader = FakeGroups({"orders": ORDERS, "audit": AUDIT, "empty": EMPTY})
-    collector = exporter(reader)
-    first = body([collector])
-    assert collector.renders == 3
-
-    assert body([collector]) == first
-    assert collector.renders == 3  # nothing changed: joined, not rendered
-
-    reader.versions["audit"] = 1  # a commit, say
-    body([collector])
-    assert collector.renders == 4
-    assert [call for call in reader.calls if call.startswith("group_lag")][-1] == "group_lag audit"
-
-
-def test_a_new_poll_renders_again_the_groups_with_lag_and_a_stale_clock_renders_every_group() -> None:
-    caught_up = snapshot(
-        "caught-up",
-        [member("c1", "/h", ("t", 0), topics=("t",))],
-        [figures("caught-up", "t", 0, committed=100, log_end=100, time_lag=None)],
+def _caught_up(group: str) -> GroupSnapshot:
+    """A group read to the end of its one partition: no lag, so its series stay until its figures change."""
+    return snapshot(
+        group,
+        [member(f"{group}-1", "/h", ("t", 0), topics=("t",))],
+        [figures(group, "t", 0, committed=100, log_end=100, time_lag=None)],
         {"t": 1},
     )
-    reader = FakeGroups({"orders": ORDERS, "caught-up": caught_up})
+
+
+def _rendered(reader: FakeGroups) -> list[str]:
+    return [call.removeprefix("group_lag ") for call in reader.calls if call.startswith("group_lag")]
+
+
+def test_a_scrape_renders_again_only_the_groups_whose_figures_changed_and_those_with_lag() -> None:
+    reader = FakeGroups({"a": _caught_up("a"), "b": _caught_up("b"), "empty": EMPTY, "orders": ORDERS})
+    collector = exporter(reader)
+    first = body([collector])
+    assert _rendered(reader) == ["a", "b", "empty", "orders"]
+
+    assert body([collector]) == first
+    assert _rendered(reader)[4:] == ["orders"]  # its time lag changes with every poll: never kept
+
+    reader.versions["b"] = 1  # a commit that moved its position, say
+    body([collector])
+    assert _rendered(reader)[5:] == ["b", "orders"]
+
+
+def test_a_stale_clock_renders_every_group_again() -> None:
+    reader = FakeGroups({"a": _caught_up("a"), "orders": ORDERS})
     collector = exporter(reader)
     body([collector])
-
     reader.polls += 1
     body([collector])
-    assert [call for call in reader.calls if call.startswith("group_lag")][-1] == "group_lag orders"
-    assert collector.renders == 3  # orders' time lag grows with each poll; caught-up's does not change
+    assert _rendered(reader) == ["a", "orders", "orders"]
 
     reader.stale = True
     body([collector])
-    assert collector.renders == 5
+    assert _rendered(reader)[3:] == ["a", "orders"]
 
 
 def test_groups_no_longer_held_are_dropped_from_the_scrape_and_forgotten() -> None:
-    reader = FakeGroups({"orders": ORDERS, "audit": AUDIT})
+    reader = FakeGroups({"a": _caught_up("a"), "b": _caught_up("b")})
     collector = exporter(reader)
     body([collector])
 
-    del reader.snapshots["orders"]
+    del reader.snapshots["a"]
     series = scrape_exporter(collector)
 
-    assert {dict(key)["group"] for key in series["kagent_group_members"]} == {"audit"}
-    reader.snapshots["orders"] = ORDERS  # held again: rendered again, not served from an old text
+    assert {dict(key)["group"] for key in series["kagent_group_members"]} == {"b"}
+    reader.snapshots["a"] = _caught_up("a")  # held again: rendered again, not served from an old text
     scrape_exporter(collector)
-    assert collector.renders == 3
+    assert _rendered(reader) == ["a", "b", "a"]
 
 
 async def test_a_long_render_lets_the_event_loop_run_between_slices() -> None:
