@@ -13,11 +13,9 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
-import heapq
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from enum import Enum
-from typing import Any, Literal
+from typing import Literal
 
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
@@ -49,7 +47,6 @@ __all__ = [
     "WorkerAnswer",
     "group_detail",
     "newest_recommendations",
-    "page_groups",
     "recommendation_url",
     "summarize",
 ]
@@ -299,45 +296,6 @@ class ApiError(_Record):
     """Any error answer: what was asked and why it failed."""
 
     error: str
-
-
-def _figure(sort: GroupSort, summary: GroupSummary) -> float:
-    """The figure ``summary`` is sorted by (``sort`` other than by name); unknown (None, NaN) is -inf."""
-    if sort is GroupSort.STATUS:
-        return float(summary.status.severity)
-    value = getattr(summary, sort.value)
-    return -math.inf if value is None or math.isnan(value) else float(value)
-
-
-def page_groups(
-    groups: Iterable[GroupSummary],
-    *,
-    sort: GroupSort,
-    order: Literal["asc", "desc"],
-    offset: int,
-    limit: int | None,
-    query: str = "",
-) -> tuple[list[GroupSummary], int]:
-    """The page of ``groups`` whose name contains ``query`` (case-insensitive), sorted by ``sort`` in
-    ``order`` (ties by name, ascending), from ``offset``, at most ``limit`` (all when None), and how many
-    matched. Unknown figures sort below every known one, so they come last in ``desc``. A page of a limit
-    picks its groups without sorting all of them."""
-    needle = query.casefold()
-    matched = [g for g in groups if needle in g.group.casefold()] if needle else list(groups)
-    key: Callable[[GroupSummary], Any]
-    if sort is GroupSort.GROUP:
-        key, reverse = (lambda g: g.group), order == "desc"
-    elif order == "desc":
-        key, reverse = (lambda g: (-_figure(sort, g), g.group)), False
-    else:
-        key, reverse = (lambda g: (_figure(sort, g), g.group)), False
-    if limit is None:
-        ordered = sorted(matched, key=key, reverse=reverse)
-    else:
-        pick = heapq.nlargest if reverse else heapq.nsmallest
-        ordered = pick(offset + limit, matched, key=key)
-    end = None if limit is None else offset + limit
-    return ordered[offset:end], len(matched)
 
 
 def newest_recommendations(lists: Iterable[Sequence[Recommendation]], limit: int) -> list[Recommendation]:

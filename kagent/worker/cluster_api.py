@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import faust
+import orjson
 from faust.web import Request, Response, View
 from pydantic import BaseModel, ValidationError
 
@@ -31,17 +32,15 @@ from kagent.core.api_records import (
     ApiError,
     GroupDetail,
     GroupSort,
-    GroupsPage,
-    GroupSummary,
     HeldGroup,
     HeldGroups,
     RecommendationsPage,
     WorkerAnswer,
     group_detail,
     newest_recommendations,
-    page_groups,
     summarize,
 )
+from kagent.core.group_listing import ListedGroup, listed_from_answer, page_json, page_listed
 from kagent.core.member_lag import current_skew, member_lags
 from kagent.core.openapi import openapi_document
 from kagent.core.policy import EvaluationPolicy
@@ -150,25 +149,15 @@ class ClusterApi(Stage):
 
     def local_groups(
         self, *, sort: GroupSort, order: Literal["asc", "desc"], offset: int, limit: int | None, query: str
-    ) -> GroupsPage:
-        """The page of the groups held here."""
-        page, total = page_groups(
-            self._overview.summaries(self._groups.held_groups()),
+    ) -> tuple[list[ListedGroup], int]:
+        """The page of the groups held here, and how many matched."""
+        return page_listed(
+            self._overview.listed(self._groups.held_groups()),
             sort=sort,
             order=order,
             offset=offset,
             limit=limit,
             query=query,
-        )
-        return GroupsPage(
-            groups=tuple(page),
-            total=total,
-            offset=offset,
-            limit=limit,
-            sort=sort,
-            order=order,
-            workers=(self._router.own_answer(),),
-            complete=True,
         )
 
     def local_group(self, group: str) -> GroupDetail | None:
@@ -279,39 +268,50 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
                 return _error(self, 400, str(exc))
             text = query.get("q", "")
             if scope == "local" or request.headers.get(FORWARDED):
-                return _json(self, api.local_groups(sort=sort, order=order, offset=offset, limit=limit, query=text))
+                groups, total = api.local_groups(sort=sort, order=order, offset=offset, limit=limit, query=text)
+                body = page_json(
+                    groups,
+                    total=total,
+                    offset=offset,
+                    limit=limit,
+                    sort=sort,
+                    order=order,
+                    workers=[router.own_answer()],
+                    complete=True,
+                )
+                return self.bytes(body, content_type=JSON)
             wanted = None if limit is None else offset + limit
             params = {"scope": "local", "sort": sort.value, "order": order, "q": text}
             if wanted is not None:
                 params["limit"] = str(wanted)
-            own = api.local_groups(sort=sort, order=order, offset=0, limit=wanted, query=text)
+            own, total = api.local_groups(sort=sort, order=order, offset=0, limit=wanted, query=text)
             answers = await router.ask_others("/api/groups", params)
-            merged: dict[str, GroupSummary] = {g.group: g for g in own.groups}
-            total = own.total
-            workers = [*own.workers]
+            merged: dict[str, ListedGroup] = {g.group: g for g in own}
+            workers = [router.own_answer()]
             for answer in answers:
-                page = _parse(GroupsPage, answer)
-                if page is None:
+                listed = _listed(answer)
+                if listed is None:
                     workers.append(_failed(answer))
                     continue
                 workers.append(answer.answer)
-                total += page.total
-                for summary in page.groups:
-                    seen = merged.get(summary.group)
-                    if seen is None or summary.evaluated_at > seen.evaluated_at:
-                        merged[summary.group] = summary
-            groups, _ = page_groups(merged.values(), sort=sort, order=order, offset=offset, limit=limit)
-            result = GroupsPage(
-                groups=tuple(groups),
+                groups, their_total = listed
+                total += their_total
+                for entry in groups:
+                    seen = merged.get(entry.group)
+                    if seen is None or entry.evaluated_at > seen.evaluated_at:
+                        merged[entry.group] = entry
+            groups, _ = page_listed(merged.values(), sort=sort, order=order, offset=offset, limit=limit)
+            body = page_json(
+                groups,
                 total=total,
                 offset=offset,
                 limit=limit,
                 sort=sort,
                 order=order,
-                workers=tuple(workers),
+                workers=workers,
                 complete=all(w.ok for w in workers),
             )
-            return _json(self, result)
+            return self.bytes(body, content_type=JSON)
 
     @app.page("/api/groups/{group:.+}")
     class GroupView(View):
@@ -408,6 +408,21 @@ def _parse(model: type[M], answer: Forwarded) -> M | None:
     try:
         return model.model_validate_json(answer.body)
     except ValidationError:
+        return None
+
+
+def _listed(answer: Forwarded) -> tuple[list[ListedGroup], int] | None:
+    """Another worker's page of groups, read as plain JSON (its summaries checked for what a page reads of
+    them, not validated again through the models); None when it is not one."""
+    if answer.status != 200:
+        return None
+    try:
+        page = orjson.loads(answer.body)
+        total = page["total"]
+        if not isinstance(total, int) or isinstance(total, bool) or not isinstance(page["groups"], list):
+            return None
+        return [listed_from_answer(summary) for summary in page["groups"]], total
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
 
 

@@ -3,8 +3,11 @@ skew over the last hour.
 
 The evaluator records a :class:`~kagent.core.api_records.GroupSummary` after each evaluation
 (:meth:`GroupOverview.record`); the HTTP API lists them (``GET /api/groups``) without measuring anything,
-so listing thousands of groups costs their serialization only. The skew history is kept per minute (the
-largest skew measured in it), 60 minutes, in two arrays of floats per group (about 1 KB a group).
+each as its JSON and sort figures (:class:`~kagent.core.group_listing.ListedGroup`), made at the first
+listing after the summary was recorded and kept until the next: listing thousands of groups costs a
+join, and an evaluation round pays nothing for a list nobody asks for. The skew history is kept per
+minute (the largest skew measured in it), 60 minutes, in two arrays of floats per group (about 1 KB a
+group).
 
 In memory only: a worker that takes a group over lists it from its first evaluation there, and its
 history starts then.
@@ -16,6 +19,7 @@ from array import array
 from collections.abc import Iterable
 
 from kagent.core.api_records import GroupSummary, SkewPoint
+from kagent.core.group_listing import ListedGroup, listed
 
 __all__ = ["GroupOverview", "SkewHistory"]
 
@@ -63,11 +67,14 @@ class GroupOverview:
     def __init__(self, window: float = HOUR) -> None:
         self._window = window
         self._summaries: dict[str, GroupSummary] = {}
+        self._listed: dict[str, ListedGroup] = {}
+        """Group -> its latest summary as lists show it, once a list asked for it."""
         self._histories: dict[str, SkewHistory] = {}
 
     def record(self, summary: GroupSummary) -> None:
         """Keep ``summary`` as its group's latest, and its skew (when measured) in the group's history."""
         self._summaries[summary.group] = summary
+        self._listed.pop(summary.group, None)
         if summary.skew is not None:
             history = self._histories.get(summary.group)
             if history is None:
@@ -77,11 +84,21 @@ class GroupOverview:
     def forget(self, group: str) -> None:
         """Drop ``group`` (deleted, or no longer held)."""
         self._summaries.pop(group, None)
+        self._listed.pop(group, None)
         self._histories.pop(group, None)
 
-    def summaries(self, groups: Iterable[str]) -> list[GroupSummary]:
-        """The summaries of those of ``groups`` evaluated here, in the order given."""
-        return [found for group in groups if (found := self._summaries.get(group)) is not None]
+    def listed(self, groups: Iterable[str]) -> list[ListedGroup]:
+        """The latest summaries of those of ``groups`` evaluated here as lists show them, in the order given."""
+        found = []
+        for group in groups:
+            entry = self._listed.get(group)
+            if entry is None:
+                summary = self._summaries.get(group)
+                if summary is None:
+                    continue
+                entry = self._listed[group] = listed(summary)
+            found.append(entry)
+        return found
 
     def history(self, group: str, now: float) -> list[SkewPoint]:
         """``group``'s skew per minute over the last hour before ``now``, oldest first."""

@@ -35,11 +35,10 @@ from kagent.core.api_records import (
     ApiError,
     GroupDetail,
     GroupSort,
-    GroupsPage,
     GroupSummary,
     WorkerAnswer,
-    page_groups,
 )
+from kagent.core.group_listing import listed, page_json, page_listed
 from kagent.tools.embedded import free_port
 from kagent.worker.dashboard import Dashboard
 from tests.support.monitoring import in_ci
@@ -107,7 +106,7 @@ class StandInApi:
     ``/groups/{group}``, ``/static/dashboard/...``) from a Faust app's web routes, beside:
 
     - ``GET /api/groups``: :attr:`groups` sorted, filtered and paged by
-      :func:`kagent.core.api_records.page_groups` as the real one does, with :attr:`workers`
+      :func:`kagent.core.group_listing.page_listed` as the real one does, with :attr:`workers`
       (``complete`` is whether all of them are ok); every query is kept in :attr:`asked`;
     - ``GET /api/groups/{group}``: :attr:`details` of the group, else 404 with an ``ApiError``;
       while :attr:`failing` is set, every ``/api`` request answers 503 with it.
@@ -154,12 +153,17 @@ class StandInApi:
         order: Literal["asc", "desc"] = "asc" if query.get("order") == "asc" else "desc"
         offset = int(query.get("offset", "0"))
         limit = int(query["limit"]) if "limit" in query else None
-        page, total = page_groups(
-            self.groups, sort=sort, order=order, offset=offset, limit=limit, query=query.get("q", "")
+        page, total = page_listed(
+            [listed(g) for g in self.groups],
+            sort=sort,
+            order=order,
+            offset=offset,
+            limit=limit,
+            query=query.get("q", ""),
         )
         workers = tuple(self.workers) or (WorkerAnswer(url=self.url.rstrip("/"), ok=True),)
-        body = GroupsPage(
-            groups=tuple(page),
+        body = page_json(
+            page,
             total=total,
             offset=offset,
             limit=limit,
@@ -168,7 +172,7 @@ class StandInApi:
             workers=workers,
             complete=all(w.ok for w in workers),
         )
-        return _json(body.model_dump_json(), 200)
+        return _json(body.decode(), 200)
 
     async def _group_detail(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]

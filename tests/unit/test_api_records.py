@@ -3,23 +3,20 @@ the recent-recommendations table value, and the OpenAPI description generated fr
 
 from __future__ import annotations
 
-import math
-
 import jsonschema
 import pytest
 from aiokafka.structs import TopicPartition
 
 from kagent.core.api_records import (
-    GroupSort,
     GroupSummary,
     group_detail,
     newest_recommendations,
-    page_groups,
     summarize,
 )
 from kagent.core.evaluation import EvaluationState
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.group_health import GroupStatus
+from kagent.core.group_listing import listed
 from kagent.core.openapi import openapi_document
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.core.recommendation import MemberRecommendation, RecentRecommendations
@@ -184,35 +181,6 @@ def named(group: str, skew: float | None, max_lag: float | None = None) -> Group
     return summary_of(group=group, skew=skew, max_lag=max_lag)
 
 
-def test_paging_sorts_unknown_figures_last_and_ties_by_name() -> None:
-    groups = [named("b", 2.0), named("a", 2.0), named("c", None), named("d", 3.0), named("e", math.nan)]
-    page, total = page_groups(groups, sort=GroupSort.SKEW, order="desc", offset=0, limit=None)
-    assert [g.group for g in page] == ["d", "a", "b", "c", "e"] and total == 5
-    page, _ = page_groups(groups, sort=GroupSort.SKEW, order="asc", offset=0, limit=None)
-    assert [g.group for g in page] == ["c", "e", "a", "b", "d"]
-    page, total = page_groups(groups, sort=GroupSort.SKEW, order="desc", offset=1, limit=2)
-    assert [g.group for g in page] == ["a", "b"] and total == 5
-    page, _ = page_groups(groups, sort=GroupSort.GROUP, order="desc", offset=0, limit=None)
-    assert [g.group for g in page] == ["e", "d", "c", "b", "a"]
-
-
-def test_paging_filters_by_name_case_insensitively_and_counts_the_matches() -> None:
-    groups = [named("Orders-EU", 1.0), named("orders-us", 1.0), named("payments", 1.0)]
-    page, total = page_groups(groups, sort=GroupSort.GROUP, order="asc", offset=0, limit=1, query="ORDERS")
-    assert [g.group for g in page] == ["Orders-EU"] and total == 2
-
-
-def test_a_page_merged_from_workers_pages_equals_the_page_of_all_groups() -> None:
-    groups = [named(f"g{i:02d}", float(i % 7), max_lag=float(i)) for i in range(40)]
-    left, right = groups[::2], groups[1::2]
-    for sort in GroupSort:
-        whole, _ = page_groups(groups, sort=sort, order="desc", offset=10, limit=5)
-        # Each worker answers its first offset + limit; the asking worker pages their union.
-        parts = [page_groups(part, sort=sort, order="desc", offset=0, limit=15)[0] for part in (left, right)]
-        merged, _ = page_groups(parts[0] + parts[1], sort=sort, order="desc", offset=10, limit=5)
-        assert [g.group for g in merged] == [g.group for g in whole], sort
-
-
 def test_newest_recommendations_come_first_once_each() -> None:
     one, two, three = (recommendation(f"r{i}", time=float(i)) for i in (1, 2, 3))
     assert [r.id for r in newest_recommendations([[one, three], [two, three]], 2)] == ["r3", "r2"]
@@ -244,12 +212,13 @@ def test_the_skew_history_keeps_each_minutes_largest_skew_for_an_hour() -> None:
 def test_the_overview_forgets_a_group_and_keeps_no_history_without_a_skew() -> None:
     overview = GroupOverview()
     overview.record(summary_of(skew=None))
-    assert overview.summaries(["g", "other"]) == [summary_of(skew=None)]
+    assert overview.listed(["g", "other"]) == [listed(summary_of(skew=None))]
     assert overview.history("g", NOW) == []
     overview.record(summary_of())
     assert [p.skew for p in overview.history("g", NOW)] == [1.5]
+    assert overview.listed(["g"]) == [listed(summary_of())]  # the newest summary, not the one listed before
     overview.forget("g")
-    assert overview.summaries(["g"]) == [] and overview.history("g", NOW) == []
+    assert overview.listed(["g"]) == [] and overview.history("g", NOW) == []
 
 
 def test_the_openapi_description_is_valid_and_every_reference_resolves() -> None:

@@ -1,0 +1,109 @@
+"""`kagent.core.group_listing`: pages of group summaries cut and written without models, byte for byte the
+models' JSON; another worker's answer read as plain JSON and checked for what a page reads."""
+
+from __future__ import annotations
+
+import math
+
+import orjson
+import pytest
+
+from kagent.core.api_records import GroupSort, GroupsPage, GroupSummary, IncidentRef, WorkerAnswer
+from kagent.core.group_listing import ListedGroup, listed, listed_from_answer, page_json, page_listed
+from kagent.core.incidents import IncidentKind, Severity
+from tests.unit.test_api_records import named
+
+
+def named_listed(group: str, skew: float | None, max_lag: float | None = None) -> ListedGroup:
+    return listed(named(group, skew, max_lag))
+
+
+def test_paging_sorts_unknown_figures_last_and_ties_by_name() -> None:
+    groups = [named_listed(g, skew) for g, skew in (("b", 2.0), ("a", 2.0), ("c", None), ("d", 3.0), ("e", math.nan))]
+    page, total = page_listed(groups, sort=GroupSort.SKEW, order="desc", offset=0, limit=None)
+    assert [g.group for g in page] == ["d", "a", "b", "c", "e"] and total == 5
+    page, _ = page_listed(groups, sort=GroupSort.SKEW, order="asc", offset=0, limit=None)
+    assert [g.group for g in page] == ["c", "e", "a", "b", "d"]
+    page, total = page_listed(groups, sort=GroupSort.SKEW, order="desc", offset=1, limit=2)
+    assert [g.group for g in page] == ["a", "b"] and total == 5
+    page, _ = page_listed(groups, sort=GroupSort.GROUP, order="desc", offset=0, limit=None)
+    assert [g.group for g in page] == ["e", "d", "c", "b", "a"]
+
+
+def test_paging_filters_by_name_case_insensitively_and_counts_the_matches() -> None:
+    groups = [named_listed(group, 1.0) for group in ("Orders-EU", "orders-us", "payments")]
+    page, total = page_listed(groups, sort=GroupSort.GROUP, order="asc", offset=0, limit=1, query="ORDERS")
+    assert [g.group for g in page] == ["Orders-EU"] and total == 2
+
+
+def test_a_page_merged_from_workers_pages_equals_the_page_of_all_groups() -> None:
+    groups = [named_listed(f"g{i:02d}", float(i % 7), max_lag=float(i)) for i in range(40)]
+    left, right = groups[::2], groups[1::2]
+    for sort in GroupSort:
+        whole, _ = page_listed(groups, sort=sort, order="desc", offset=10, limit=5)
+        # Each worker answers its first offset + limit; the asking worker pages their union.
+        parts = [page_listed(part, sort=sort, order="desc", offset=0, limit=15)[0] for part in (left, right)]
+        merged, _ = page_listed(parts[0] + parts[1], sort=sort, order="desc", offset=10, limit=5)
+        assert [g.group for g in merged] == [g.group for g in whole], sort
+
+
+WORKERS = (WorkerAnswer(url="http://a:6066/", ok=True), WorkerAnswer(url="http://b:6066/", ok=False, error="timed out"))
+
+
+def _summaries() -> list[GroupSummary]:
+    incident = IncidentRef(id="i-1", kind=IncidentKind.STOP, severity=Severity.CRITICAL, opened_at=1.5e9)
+    orders = named("orders", 2.5, max_lag=1e7).model_copy(
+        update={"open_incidents": (incident,), "total_lag_seconds": 1 / 3}
+    )
+    return [orders, named('pay"ments\\ü', None), named("audit", 1e-7, max_lag=0.0)]
+
+
+@pytest.mark.parametrize("limit", [None, 2])
+def test_a_page_is_the_models_json_byte_for_byte(limit: int | None) -> None:
+    summaries = _summaries()
+    page, total = page_listed([listed(s) for s in summaries], sort=GroupSort.SKEW, order="desc", offset=0, limit=limit)
+
+    body = page_json(
+        page, total=total, offset=0, limit=limit, sort=GroupSort.SKEW, order="desc", workers=WORKERS, complete=False
+    )
+
+    by_name = {s.group: s for s in summaries}
+    expected = GroupsPage(
+        groups=tuple(by_name[g.group] for g in page),
+        total=total,
+        offset=0,
+        limit=limit,
+        sort=GroupSort.SKEW,
+        order="desc",
+        workers=WORKERS,
+        complete=False,
+    )
+    assert body == expected.model_dump_json().encode()
+    assert GroupsPage.model_validate_json(body) == expected
+
+
+def test_another_workers_summary_reads_as_the_same_listing() -> None:
+    for summary in _summaries():
+        ours = listed(summary)
+        theirs = listed_from_answer(orjson.loads(ours.json))
+        assert theirs == ours
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ([], "an object"),
+        ({"evaluated_at": 1.0, "status": "OK"}, "group is a string"),
+        ({"group": "g", "evaluated_at": "soon", "status": "OK"}, "evaluated_at is a number"),
+        ({"group": "g", "evaluated_at": 1.0, "status": "FINE"}, "status 'FINE'"),
+        ({"group": "g", "evaluated_at": 1.0, "status": "OK", "skew": "high"}, "skew is a number or null"),
+        ({"group": "g", "evaluated_at": 1.0, "status": "OK", "max_lag": True}, "max_lag is a number or null"),
+    ],
+)
+def test_an_answer_that_is_not_a_summary_is_refused_naming_what(value: object, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        listed_from_answer(value)
+
+
+def test_unknown_and_nan_figures_sort_as_unknown() -> None:
+    assert listed(named("n", math.nan)).figures == listed(named("n", None)).figures
