@@ -19,7 +19,9 @@ counts for it (``kagent_scrape_cpu_seconds``, the event loop thread's own
 stretches rendering and writing the body) per sample, and the whole
 process's CPU above its idle rate beside it; the body's size; how long it
 took; the longest the scrape held the event loop at once
-(``kagent_scrape_longest_hold_seconds``); and the longest a ``/healthz``
+(``kagent_scrape_longest_hold_seconds``, the garbage collector's pauses in
+it left out, and beside it how often and how long the collector held the
+worker meanwhile); and the longest a ``/healthz``
 request, sent every 5 ms meanwhile, waited (any stage's stall shows there;
 printed idle beside it). The scrapes:
 
@@ -93,7 +95,12 @@ CAUGHT_UP = 0.5
 """The share of groups committed to the end of their partitions: no lag."""
 SETTINGS = {"end_offset_interval": str(SCRAPE_INTERVAL), "one_record_batches": "false"}
 COUNTERS = ("kagent_derived_events_total", "kagent_stage_backlog_records", "kagent_end_offset_polls_total")
-SCRAPE_COUNTERS = ("kagent_scrape_cpu_seconds_total", "kagent_scrape_longest_hold_seconds")
+SCRAPE_COUNTERS = (
+    "kagent_scrape_cpu_seconds_total",
+    "kagent_scrape_longest_hold_seconds",
+    "kagent_gc_pause_seconds_sum",
+    "kagent_gc_pause_seconds_count",
+)
 SESSION_LOST = re.compile(r"Heartbeat failed|heartbeat session expired|UnknownMemberId|rebalance failed", re.I)
 
 
@@ -105,7 +112,12 @@ class Scrape(NamedTuple):
     process_cpu: float
     """The worker process's CPU during the scrape, less its idle rate over as long."""
     longest_hold: float
-    """The longest the scrape held the event loop at once, as the worker counts it."""
+    """The longest the scrape held the event loop at once, as the worker counts it (the collector's pauses
+    left out)."""
+    collections: float
+    """The garbage collector's collections in the worker during the scrape."""
+    collected: float
+    """Their pauses, in seconds."""
     longest_wait: float
     """The longest ``/healthz`` wait during the scrape."""
 
@@ -174,7 +186,16 @@ def scrape(worker: Worker, probe: HealthProbe, idle: float) -> Scrape:
     longest_wait = probe.reset()
     after = scrape_counters(worker)
     own = after["kagent_scrape_cpu_seconds_total"] - counted["kagent_scrape_cpu_seconds_total"]
-    return Scrape(body, seconds, own, max(0.0, process), after["kagent_scrape_longest_hold_seconds"], longest_wait)
+    return Scrape(
+        body,
+        seconds,
+        own,
+        max(0.0, process),
+        after["kagent_scrape_longest_hold_seconds"],
+        after["kagent_gc_pause_seconds_count"] - counted["kagent_gc_pause_seconds_count"],
+        after["kagent_gc_pause_seconds_sum"] - counted["kagent_gc_pause_seconds_sum"],
+        longest_wait,
+    )
 
 
 def join_floor(body: bytes, pieces: int, repeats: int = 5) -> float:
@@ -322,7 +343,8 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int) 
                     f"/metrics {what}: {samples:,} samples, {len(one.body) / 1e6:.0f} MB in {one.seconds:.2f} s; "
                     f"its CPU {one.cpu:.3f} s, {one.cpu / samples * 1e6:.3f} µs a sample (the process's above idle "
                     f"{one.process_cpu:.2f} s, {one.process_cpu / samples * 1e6:.3f} µs); longest hold of the event "
-                    f"loop {one.longest_hold * 1000:.1f} ms; longest /healthz wait {one.longest_wait * 1000:.1f} ms"
+                    f"loop {one.longest_hold * 1000:.1f} ms, and {one.collections:.0f} garbage collections held it "
+                    f"{one.collected * 1000:.0f} ms in all; longest /healthz wait {one.longest_wait * 1000:.1f} ms"
                 )
             families = changed.body.count(b"# TYPE ")
             floor = join_floor(changed.body, groups * families) / samples * 1e6
@@ -353,6 +375,15 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int) 
 
             if live:
                 with Prometheus(targets=[worker.url], interval=SCRAPE_INTERVAL, workdir=workdir / "prometheus") as prom:
+
+                    def scraped_after(moment: float) -> bool:
+                        last = prom.query('timestamp(up{job="kagent"} == 1)')
+                        return bool(last) and float(last[0]["value"][1]) > moment
+
+                    wait_until(
+                        lambda: scraped_after(0), 4 * SCRAPE_INTERVAL, "Prometheus' first scrape", detail=prom.log_tail
+                    )
+                    began = time.time()
                     applied = counters(worker)["kagent_derived_events_total"]
                     log_from = len(worker.log())
                     rate = mix.group_partitions / COMMIT_INTERVAL
@@ -371,10 +402,11 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int) 
                             "every live record applied",
                             interval=0.2,
                         )
-                        caught_up = time.time() - acknowledged
-                        await asyncio.sleep(SCRAPE_INTERVAL)  # one more scrape after the traffic
+                        done_at = time.time()
+                        caught_up = done_at - acknowledged
+                        wait_until(lambda: scraped_after(done_at), 4 * SCRAPE_INTERVAL, "a scrape after the traffic")
                         longest = probe.reset()
-                    window = f"{int(len(live) / rate + caught_up + 2 * SCRAPE_INTERVAL)}s"
+                    window = f"{int(time.time() - began) + 1}s"
                     ups = prom.query(f"count_over_time(up[{window}])")
                     downs = prom.query(f"count_over_time((up == 0)[{window}:{int(SCRAPE_INTERVAL)}s])")
                     durations = prom.query(f"max_over_time(scrape_duration_seconds[{window}])")

@@ -261,7 +261,9 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     app.kafka = settings.kafka
     topology = declare(app, settings)
     limit_repeated_errors()
-    stages = build_stages(app, topology, settings, Metrics())
+    metrics = Metrics()
+    garbage_collection.PAUSES.time_collections(metrics.gc_paused)
+    stages = build_stages(app, topology, settings, metrics)
     for stage in stages:
         stage.register(app)
 

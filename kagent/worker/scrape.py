@@ -20,6 +20,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, generate_latest
 
 from kagent.core.lag_series import Family
+from kagent.worker.garbage_collection import PAUSES, CollectorPauses
 
 __all__ = ["BLOCK", "SLICE", "LoopHold", "RenderedSeries", "scrape_body"]
 
@@ -33,25 +34,27 @@ BLOCK = 1 << 20
 
 class LoopHold:
     """What one scrape cost the event loop's thread: the CPU of its own stretches (from when it takes
-    the loop to when it lets go: :meth:`let_go`, :meth:`take`), and the longest of them in wall time.
-    Work other tasks do while the scrape waits is not counted."""
+    the loop to when it lets go: :meth:`let_go`, :meth:`take`), and the longest of them in wall time,
+    less the garbage collector's pauses in it (``pauses``: a collection runs when an allocation crosses
+    its threshold, whoever makes it). Work other tasks do while the scrape waits is not counted."""
 
-    def __init__(self) -> None:
+    def __init__(self, pauses: CollectorPauses = PAUSES) -> None:
         self.cpu = 0.0
         """CPU seconds of the scrape's own stretches."""
         self.longest = 0.0
-        """Seconds of the longest stretch."""
-        self._since: tuple[float, float] | None = None
+        """Seconds of the longest stretch, the collector's pauses in it left out."""
+        self._pauses = pauses
+        self._since: tuple[float, float, float] | None = None
 
     def take(self) -> None:
         """The scrape runs on the loop from now."""
-        self._since = (time.perf_counter(), time.thread_time())
+        self._since = (time.perf_counter(), time.thread_time(), self._pauses.seconds)
 
     def let_go(self) -> None:
         """The scrape lets others run from now (it awaits)."""
         if self._since is not None:
-            wall, cpu = self._since
-            self.longest = max(self.longest, time.perf_counter() - wall)
+            wall, cpu, collected = self._since
+            self.longest = max(self.longest, time.perf_counter() - wall - (self._pauses.seconds - collected))
             self.cpu += time.thread_time() - cpu
             self._since = None
 

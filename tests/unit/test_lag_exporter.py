@@ -5,6 +5,7 @@ figures (`tests.support.lag_oracle`); and `kagent.worker.metrics`' per-group gau
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -24,6 +25,7 @@ from kagent.core.member_lag import current_skew
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 from kagent.settings import MetricsGranularity
+from kagent.worker.garbage_collection import CollectorPauses
 from kagent.worker.group_state import LagClock
 from kagent.worker.lag_exporter import LagExporter
 from kagent.worker.metrics import Metrics
@@ -860,3 +862,23 @@ def test_any_groups_figures_are_written_as_prometheus_client_writes_them(
 
     ordered = [by_name[name] for name in sorted(by_name)]
     assert rendered == oracle_exposition(ordered, CLUSTER, "partition", policy(unit))
+
+
+def test_a_scrapes_hold_leaves_the_collectors_pauses_out() -> None:
+    """A collection that runs in the middle of a scrape's stretch is the collector's hold, not the scrape's:
+    timed by the collector's own callbacks, it is taken off the stretch."""
+    pauses = CollectorPauses()
+    pauses.time_collections(lambda generation, seconds: None)
+    hold = LoopHold(pauses)
+    try:
+        hold.take()
+        garbage = [[] for _ in range(200_000)]
+        for item in garbage:
+            item.append(item)  # cycles: a full collection has work to do
+        del garbage, item
+        gc.collect()
+        hold.let_go()
+    finally:
+        gc.callbacks.remove(pauses._collected)
+    assert pauses.seconds > 0.005
+    assert hold.longest < pauses.seconds, (hold.longest, pauses.seconds)
