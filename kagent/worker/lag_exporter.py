@@ -150,57 +150,62 @@ class LagExporter:
             yield b"".join(block)
 
     async def _render(self, hold: LoopHold) -> tuple[list[_Rendered], set[TopicPartition]]:
-        """Every held group's rendered series, those that may have changed rendered again, by group; and
-        every partition they read, while partition series are exported."""
-        now = self._clock()
+        """Every held group's rendered series, those that may have changed rendered again; and every
+        partition they read, while partition series are exported. The held groups are gone over as the
+        reader produces them (:meth:`~GroupStateReader.each_held_group`), a slice at a time."""
         partitions: set[TopicPartition] = set()
+        clock = self._reader.lag_clock(self._clock())
+        rendered = self._rendered
+        found: list[_Rendered] = []
+        held: set[str] = set()
         try:
-            held = self._reader.held_groups()
+            groups = self._reader.each_held_group()
+            started = time.monotonic()
+            for group in groups:
+                held.add(group)
+                if time.monotonic() - started >= self._slice:
+                    await hold.pause()
+                    started = time.monotonic()
+                    clock = self._reader.lag_clock(self._clock())  # a poll may have come meanwhile
+                known = self._known(group, clock)
+                if known is not None:
+                    found.append(known)
+                    partitions.update(known.partitions)
         except Exception:  # a scrape must not fail because the reader did
             if not self._listing_failed:
                 self._listing_failed = True
-                log.exception("lag exporter: could not list the held groups; no lag series (logged once)")
-            return [], partitions
-        self._listing_failed = False
-        clock = self._reader.lag_clock(now)
-        rendered = self._rendered
-        found: list[_Rendered] = []
-        started = time.monotonic()
-        for group in held:
-            if time.monotonic() - started >= self._slice:
-                await hold.pause()
-                started = time.monotonic()
-                clock = self._reader.lag_clock(self._clock())  # a poll may have come meanwhile
-            try:
-                version = self._reader.lag_version(group)
-                known = rendered.get(group)
-                if known is None or known.version != version or known.stale != clock.stale:
-                    known = self._render_group(group, version, clock)
-                    if known is None or known.lagging:  # gone, or with lag: not kept (see the module)
-                        rendered.pop(group, None)
-                        if known is None:
-                            continue
-                    else:
-                        rendered[group] = known
-            except Exception:  # one broken group must not break the scrape
-                rendered.pop(group, None)
-                if group not in self._failing:
-                    self._failing.add(group)
-                    log.exception(
-                        "lag exporter: group %r left out of the scrape (logged once until it recovers)", group
-                    )
-                continue
-            if group in self._failing:
-                self._failing.discard(group)
-                log.info("lag exporter: group %r exports again", group)
-            found.append(known)
-            partitions.update(known.partitions)
-        if len(rendered) > len(found):  # groups no longer held
-            keep = set(held)
-            for group in [group for group in rendered if group not in keep]:
+                log.exception("lag exporter: could not list the held groups; lag series left out (logged once)")
+        else:
+            self._listing_failed = False
+        if len(rendered) > len(held):  # groups no longer held
+            for group in [group for group in rendered if group not in held]:
                 del rendered[group]
-        self._failing &= set(held)
+        self._failing &= held
         return found, partitions
+
+    def _known(self, group: str, clock: LagClock) -> _Rendered | None:
+        """``group``'s series: kept, or rendered again when they may have changed; None when it has none
+        (gone) or they cannot be read (logged once until they can)."""
+        rendered = self._rendered
+        try:
+            version = self._reader.lag_version(group)
+            known = rendered.get(group)
+            if known is None or known.version != version or known.stale != clock.stale:
+                known = self._render_group(group, version, clock)
+                if known is None or known.lagging:  # gone, or with lag: not kept (see the module)
+                    rendered.pop(group, None)
+                else:
+                    rendered[group] = known
+        except Exception:  # one broken group must not break the scrape
+            rendered.pop(group, None)
+            if group not in self._failing:
+                self._failing.add(group)
+                log.exception("lag exporter: group %r left out of the scrape (logged once until it recovers)", group)
+            return None
+        if group in self._failing:
+            self._failing.discard(group)
+            log.info("lag exporter: group %r exports again", group)
+        return known
 
     def _render_group(self, group: str, version: Hashable, clock: LagClock) -> _Rendered | None:
         figures = self._reader.group_lag(group, clock)

@@ -267,28 +267,31 @@ class GroupGauges:
     def __init__(self) -> None:
         self._groups: dict[tuple[str, str], _GroupFigures] = {}
 
-    def _figures(self, cluster_name: str, group: str) -> _GroupFigures:
+    def _set(self, cluster_name: str, group: str, figure: str, value: object) -> None:
+        """Set one of ``group``'s figures; its text is rendered again only when the value changed (each
+        evaluation sets them all)."""
         figures = self._groups.get((cluster_name, group))
         if figures is None:
             figures = self._groups[cluster_name, group] = _GroupFigures()
-        figures.rendered = None
-        return figures
+        if getattr(figures, figure) != value:
+            setattr(figures, figure, value)
+            figures.rendered = None
 
     def set_status(self, cluster_name: str, group: str, severity: float | None) -> None:
         """None: the status is unknown (no series)."""
-        self._figures(cluster_name, group).status = severity
+        self._set(cluster_name, group, "status", severity)
 
     def set_recommended_skew(self, cluster_name: str, group: str, skew: float | None) -> None:
         """None: not measured (no series)."""
-        self._figures(cluster_name, group).skew = skew
+        self._set(cluster_name, group, "skew", skew)
 
     def set_recommended_members(self, cluster_name: str, group: str, members: float | None) -> None:
         """None: not measured (no series)."""
-        self._figures(cluster_name, group).members = members
+        self._set(cluster_name, group, "members", members)
 
     def set_open_incidents(self, cluster_name: str, group: str, kinds: Iterable[IncidentKind]) -> None:
         """The kinds of incident open for ``group`` now (every other kind is exported as 0)."""
-        self._figures(cluster_name, group).open_incidents = frozenset(kind.value for kind in kinds)
+        self._set(cluster_name, group, "open_incidents", frozenset(kind.value for kind in kinds))
 
     def forget(self, cluster_name: str, group: str) -> None:
         self._groups.pop((cluster_name, group), None)

@@ -39,7 +39,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 
 import faust
@@ -551,6 +551,15 @@ class Storage(Stage, GroupStateReader):
         assigned = self._assignments.keys()
         committed = self._committed.groups()
         return self._held.among(assigned | committed if committed else assigned)
+
+    def each_held_group(self) -> Iterator[str]:
+        assigned = list(self._assignments.keys())  # copied: the tables change while the caller goes over them
+        committed = self._committed.groups()
+        others = list(committed - assigned) if committed else []
+        holds = self._held.holding()
+        for group in (*assigned, *others):
+            if holds(group):
+                yield group
 
     def holding(self) -> Callable[[str], bool]:
         return self._held.holding()

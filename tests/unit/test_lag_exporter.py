@@ -8,7 +8,7 @@ import asyncio
 import gc
 import logging
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 
 import pytest
 from aiokafka.structs import TopicPartition
@@ -160,9 +160,9 @@ class FakeGroups:
         self.stale = False
         self.calls: list[str] = []
 
-    def held_groups(self) -> list[str]:
+    def each_held_group(self) -> Iterator[str]:
         self.calls.append("held_groups")
-        return sorted({*self.snapshots, *self.broken})
+        yield from sorted({*self.snapshots, *self.broken})
 
     def lag_clock(self, now: float) -> LagClock:
         assert now == NOW
@@ -682,7 +682,7 @@ def test_a_group_that_recovers_is_logged_again_when_it_breaks_again(caplog: pyte
 
 def test_a_reader_that_cannot_list_its_groups_leaves_the_rest_of_the_scrape_whole() -> None:
     class Failing(FakeGroups):
-        def held_groups(self) -> list[str]:
+        def each_held_group(self) -> Iterator[str]:
             raise RuntimeError("storage not ready")
 
     metrics = Metrics()
