@@ -1,6 +1,7 @@
 """What a Prometheus scrape costs a worker holding a large cluster, and whether it keeps up while scraped.
 
     python benchmarks/bench_scrape.py [--groups N] [--pool full|half] [--seed N] [--live-rounds N]
+                                      [--prometheus-partitions N]
 
 The default is the issue's mix: ``bench_ingest.py``'s 5,000 groups of 1-20
 members on its 24 topics (552 partitions), about 198,000 group-partitions,
@@ -40,7 +41,10 @@ printed idle beside it). The scrapes:
 - **live, scraped by a real Prometheus**: ``--live-rounds`` commit rounds by
   every group, each member committing all its partitions every 5 s (the Java
   consumer's auto-commit pace, as ``bench_ingest.py``'s live line), with a
-  real Prometheus scraping ``/metrics`` every 15 s (timeout 10 s): the most
+  real Prometheus scraping ``/metrics`` every 15 s (timeout 10 s; above
+  ``--prometheus-partitions`` group-partitions it drops the per-partition
+  series at ingest, which it cannot hold in this machine's memory, but still
+  fetches and parses every sample): the most
   records behind, how soon after the last one every record was applied, the
   longest ``/healthz`` wait, each scrape's duration and whether it
   succeeded (Prometheus' ``up`` and ``scrape_duration_seconds``), and whether
@@ -105,7 +109,10 @@ SESSION_LOST = re.compile(r"Heartbeat failed|heartbeat session expired|UnknownMe
 
 
 class Scrape(NamedTuple):
-    body: bytes
+    body: bytes | None
+    """The body, when it was asked to be kept."""
+    size: int
+    samples: int
     seconds: float
     cpu: float
     """The CPU the worker counts for the scrape (its own stretches on the event loop)."""
@@ -120,10 +127,6 @@ class Scrape(NamedTuple):
     """Their pauses, in seconds."""
     longest_wait: float
     """The longest ``/healthz`` wait during the scrape."""
-
-    @property
-    def samples(self) -> int:
-        return sum(1 for line in self.body.splitlines() if line and not line.startswith(b"#"))
 
 
 class HealthProbe:
@@ -175,19 +178,32 @@ def scrape_counters(worker: Worker) -> dict[str, float]:
     return {name: metric_total(samples, name) for name in SCRAPE_COUNTERS}
 
 
-def scrape(worker: Worker, probe: HealthProbe, idle: float) -> Scrape:
+def scrape(worker: Worker, probe: HealthProbe, idle: float, keep: bool = False) -> Scrape:
+    """One scrape of everything; its body kept only with ``keep`` (at a million group-partitions a body is
+    nearly 1 GB)."""
     counted = scrape_counters(worker)
     probe.reset()
     before, started = cpu_seconds(worker.pid), time.perf_counter()
+    size = samples = 0
+    kept: list[bytes] = []
     with urllib.request.urlopen(worker.url + "metrics", timeout=600) as answer:
-        body = answer.read()
+        rest = b""
+        while block := answer.read(1 << 20):
+            size += len(block)
+            if keep:
+                kept.append(block)
+            lines = (rest + block).split(b"\n")
+            rest = lines.pop()
+            samples += sum(1 for line in lines if line and not line.startswith(b"#"))
     seconds = time.perf_counter() - started
     process = cpu_seconds(worker.pid) - before - idle * seconds
     longest_wait = probe.reset()
     after = scrape_counters(worker)
     own = after["kagent_scrape_cpu_seconds_total"] - counted["kagent_scrape_cpu_seconds_total"]
     return Scrape(
-        body,
+        b"".join(kept) if keep else None,
+        size,
+        samples,
         seconds,
         own,
         max(0.0, process),
@@ -210,9 +226,15 @@ def join_floor(body: bytes, pieces: int, repeats: int = 5) -> float:
     return best
 
 
-def prometheus_client_seconds(body: bytes) -> float:
-    """Seconds ``prometheus_client`` takes to write the samples of ``body`` from its own families."""
-    families = list(text_string_to_metric_families(body.decode()))
+PARSED = 64 << 20
+"""Bytes of a body parsed for prometheus_client's figure: its parser holds several times as much in objects."""
+
+
+def prometheus_client_seconds(body: bytes) -> tuple[float, int]:
+    """Seconds ``prometheus_client`` takes to write the samples of ``body``'s first :data:`PARSED` bytes
+    (to a line's end) from its own families, and how many samples they are."""
+    head = body[: body.rfind(b"\n", 0, PARSED) + 1] if len(body) > PARSED else body
+    families = list(text_string_to_metric_families(head.decode()))
 
     class Parsed(Collector):
         def collect(self):  # type: ignore[no-untyped-def]
@@ -222,7 +244,7 @@ def prometheus_client_seconds(body: bytes) -> float:
     registry.register(Parsed())
     started = time.perf_counter()
     generate_latest(registry)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, sum(len(family.samples) for family in families)
 
 
 def catch_up(records: list[object], share: float) -> dict[tuple[str, str, int], int]:
@@ -250,7 +272,12 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int) -> int:
+PER_PARTITION = "kafka_consumergroup_group_(offset|lag|lag_seconds)"
+"""The families with a series per group-partition (what a Prometheus holding millions of series spends its
+memory on: about 5 KB a series, 17 GB at a million group-partitions)."""
+
+
+async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int, keep_partitions: int) -> int:
     print(
         f"a worker's /metrics on the embedded broker (Tansu), {platform.python_implementation()} "
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
@@ -316,7 +343,7 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int) 
                         "a round of commits applied",
                         interval=0.5,
                     )
-                    moved.append(scrape(worker, probe, idle))
+                    moved.append(scrape(worker, probe, idle, keep=step == SCRAPES))
                     print(
                         f"  a scrape after every group committed a new position: its CPU {moved[-1].cpu:.3f} s, "
                         f"longest hold {moved[-1].longest_hold * 1000:.1f} ms",
@@ -331,7 +358,7 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int) 
                 )
                 polled = scrape(worker, probe, idle)
                 polled_again = scrape(worker, probe, idle)
-            changed = sorted(moved, key=lambda one: one.cpu)[len(moved) // 2]  # the median
+            changed = sorted(moved, key=lambda one: one.cpu)[len(moved) // 2]._replace(body=None)  # the median
             samples = changed.samples
             per_sample = changed.cpu / samples * 1e6
             for what, one in (
@@ -340,21 +367,27 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int) 
                 ("again at once (the same)", polled_again),
             ):
                 print(
-                    f"/metrics {what}: {samples:,} samples, {len(one.body) / 1e6:.0f} MB in {one.seconds:.2f} s; "
-                    f"its CPU {one.cpu:.3f} s, {one.cpu / samples * 1e6:.3f} µs a sample (the process's above idle "
-                    f"{one.process_cpu:.2f} s, {one.process_cpu / samples * 1e6:.3f} µs); longest hold of the event "
-                    f"loop {one.longest_hold * 1000:.1f} ms, and {one.collections:.0f} garbage collections held it "
-                    f"{one.collected * 1000:.0f} ms in all; longest /healthz wait {one.longest_wait * 1000:.1f} ms"
+                    f"/metrics {what}: {one.samples:,} samples, {one.size / 1e6:.0f} MB in {one.seconds:.2f} s; "
+                    f"its CPU {one.cpu:.3f} s, {one.cpu / one.samples * 1e6:.3f} µs a sample (the process's above "
+                    f"idle {one.process_cpu:.2f} s, {one.process_cpu / one.samples * 1e6:.3f} µs); longest hold of the "
+                    f"event loop {one.longest_hold * 1000:.1f} ms, and {one.collections:.0f} garbage collections held "
+                    f"it {one.collected * 1000:.0f} ms in all; longest /healthz wait {one.longest_wait * 1000:.1f} ms"
                 )
-            families = changed.body.count(b"# TYPE ")
-            floor = join_floor(changed.body, groups * families) / samples * 1e6
-            writer = prometheus_client_seconds(changed.body) / samples * 1e6
+            body = moved[-1].body
+            assert body is not None
+            families = body.count(b"# TYPE ")
+            floor = join_floor(body, groups * families) / moved[-1].samples * 1e6
+            writer_seconds, written = prometheus_client_seconds(body)
+            moved[-1] = moved[-1]._replace(body=None)  # a body of a million group-partitions is nearly 1 GB
+            del body
+            writer = writer_seconds / written * 1e6
             print(
                 f"floor, bytes.join of a piece per group and family: {floor:.3f} µs a sample "
                 f"({per_sample / floor:.0f}x it)"
             )
             print(
-                f"prometheus_client writing the same samples (its text format alone): {writer:.3f} µs a sample "
+                f"prometheus_client writing the same samples (its text format alone, {written:,} of them): "
+                f"{writer:.3f} µs a sample "
                 f"({writer / per_sample:.1f}x kagent's whole scrape)"
             )
             checks.append(
@@ -374,7 +407,18 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int) 
             )
 
             if live:
-                with Prometheus(targets=[worker.url], interval=SCRAPE_INTERVAL, workdir=workdir / "prometheus") as prom:
+                config = Prometheus.make_config(targets=[worker.url], interval=SCRAPE_INTERVAL)
+                config["global"]["scrape_timeout"] = f"{SCRAPE_TIMEOUT:g}s"
+                if keep_partitions < mix.group_partitions:  # too many series for this machine's Prometheus to hold
+                    config["scrape_configs"][0]["metric_relabel_configs"] = [
+                        {"source_labels": ["__name__"], "regex": PER_PARTITION, "action": "drop"}
+                    ]
+                    print(
+                        f"Prometheus drops the per-partition series at ingest ({mix.group_partitions:,} "
+                        f"group-partitions, over --prometheus-partitions {keep_partitions:,}); it still fetches and "
+                        "parses every sample"
+                    )
+                with Prometheus(config, workdir=workdir / "prometheus") as prom:
 
                     def scraped_after(moment: float) -> bool:
                         last = prom.query('timestamp(up{job="kagent"} == 1)')
@@ -448,7 +492,13 @@ if __name__ == "__main__":
         help="the topics: bench_ingest's (full, default) or bench_hold's (half)",
     )
     parser.add_argument("--seed", type=int, default=36, help="the mix's seed (default 36)")
-    parser.add_argument("--live-rounds", type=int, default=2, help="live commit rounds (default 2; 0: none)")
+    parser.add_argument("--live-rounds", type=int, default=8, help="live commit rounds (default 8; 0: none)")
+    parser.add_argument(
+        "--prometheus-partitions",
+        type=int,
+        default=250_000,
+        help="above this many group-partitions, Prometheus drops the per-partition series at ingest (default 250,000)",
+    )
     args = parser.parse_args()
     chosen = TOPIC_PARTITIONS if args.pool == "full" else POOL
-    sys.exit(asyncio.run(main(args.groups, chosen, args.seed, args.live_rounds)))
+    sys.exit(asyncio.run(main(args.groups, chosen, args.seed, args.live_rounds, args.prometheus_partitions)))
