@@ -1,7 +1,7 @@
 """What a Prometheus scrape costs a worker holding a large cluster, and whether it keeps up while scraped.
 
     python benchmarks/bench_scrape.py [--groups N] [--pool full|half] [--seed N] [--live-rounds N]
-                                      [--prometheus-partitions N]
+                                      [--scrape-interval S] [--prometheus-partitions N]
 
 The default is the issue's mix: ``bench_ingest.py``'s 5,000 groups of 1-20
 members on its 24 topics (552 partitions), about 198,000 group-partitions,
@@ -41,7 +41,8 @@ printed idle beside it). The scrapes:
 - **live, scraped by a real Prometheus**: ``--live-rounds`` commit rounds by
   every group, each member committing all its partitions every 5 s (the Java
   consumer's auto-commit pace, as ``bench_ingest.py``'s live line), with a
-  real Prometheus scraping ``/metrics`` every 15 s (timeout 10 s; above
+  real Prometheus scraping ``/metrics`` every 15 s (``--scrape-interval``;
+  its timeout as long; above
   ``--prometheus-partitions`` group-partitions it drops the per-partition
   series at ingest, which it cannot hold in this machine's memory, but still
   fetches and parses every sample): the most
@@ -91,7 +92,8 @@ from tests.support.worker import Worker, metric_total, running_workers
 
 TARGET_CPU_US = 1.0
 TARGET_STALL = 0.020
-SCRAPE_INTERVAL, SCRAPE_TIMEOUT = 15.0, 10.0
+SCRAPE_INTERVAL = 15.0
+"""Seconds between end-offset polls: Prometheus' usual scrape interval."""
 HEALTH_EVERY = 0.005
 SCRAPES = 3
 """Scrapes after every group committed a new position; the median's figures are printed."""
@@ -277,7 +279,9 @@ PER_PARTITION = "kafka_consumergroup_group_(offset|lag|lag_seconds)"
 memory on: about 5 KB a series, 17 GB at a million group-partitions)."""
 
 
-async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int, keep_partitions: int) -> int:
+async def main(
+    groups: int, pool: tuple[int, ...], seed: int, live_rounds: int, keep_partitions: int, every: float
+) -> int:
     print(
         f"a worker's /metrics on the embedded broker (Tansu), {platform.python_implementation()} "
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
@@ -375,6 +379,8 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int, 
                 )
             body = moved[-1].body
             assert body is not None
+            for line in [line for line in worker.log().splitlines() if "held the event loop" in line][:10]:
+                print(f"  the worker's log: {line}")
             families = body.count(b"# TYPE ")
             floor = join_floor(body, groups * families) / moved[-1].samples * 1e6
             writer_seconds, written = prometheus_client_seconds(body)
@@ -407,8 +413,8 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int, 
             )
 
             if live:
-                config = Prometheus.make_config(targets=[worker.url], interval=SCRAPE_INTERVAL)
-                config["global"]["scrape_timeout"] = f"{SCRAPE_TIMEOUT:g}s"
+                config = Prometheus.make_config(targets=[worker.url], interval=every)
+                config["global"]["scrape_timeout"] = f"{every:g}s"
                 if keep_partitions < mix.group_partitions:  # too many series for this machine's Prometheus to hold
                     config["scrape_configs"][0]["metric_relabel_configs"] = [
                         {"source_labels": ["__name__"], "regex": PER_PARTITION, "action": "drop"}
@@ -421,12 +427,11 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int, 
                 with Prometheus(config, workdir=workdir / "prometheus") as prom:
 
                     def scraped_after(moment: float) -> bool:
-                        last = prom.query('timestamp(up{job="kagent"} == 1)')
+                        """Whether Prometheus has tried a scrape (whether it succeeded or not) since ``moment``."""
+                        last = prom.query('timestamp(up{job="kagent"})')
                         return bool(last) and float(last[0]["value"][1]) > moment
 
-                    wait_until(
-                        lambda: scraped_after(0), 4 * SCRAPE_INTERVAL, "Prometheus' first scrape", detail=prom.log_tail
-                    )
+                    wait_until(lambda: scraped_after(0), 4 * every, "Prometheus' first scrape", detail=prom.log_tail)
                     began = time.time()
                     applied = counters(worker)["kagent_derived_events_total"]
                     log_from = len(worker.log())
@@ -448,25 +453,27 @@ async def main(groups: int, pool: tuple[int, ...], seed: int, live_rounds: int, 
                         )
                         done_at = time.time()
                         caught_up = done_at - acknowledged
-                        wait_until(lambda: scraped_after(done_at), 4 * SCRAPE_INTERVAL, "a scrape after the traffic")
+                        wait_until(lambda: scraped_after(done_at), 4 * every, "a scrape after the traffic")
                         longest = probe.reset()
                     window = f"{int(time.time() - began) + 1}s"
                     ups = prom.query(f"count_over_time(up[{window}])")
-                    downs = prom.query(f"count_over_time((up == 0)[{window}:{int(SCRAPE_INTERVAL)}s])")
+                    downs = prom.query(f"count_over_time((up == 0)[{window}:{int(every)}s])")
                     durations = prom.query(f"max_over_time(scrape_duration_seconds[{window}])")
                     holds = prom.query(f"max_over_time(kagent_scrape_longest_hold_seconds[{window}])")
                     hold = float(holds[0]["value"][1]) if holds else float("nan")
                     scrapes = int(float(ups[0]["value"][1])) if ups else 0
                     failed = int(float(downs[0]["value"][1])) if downs else 0
                     slowest = float(durations[0]["value"][1]) if durations else float("nan")
+                    errors = {target.get("lastError") for target in prom.targets()} - {"", None}
                     lost = SESSION_LOST.findall(worker.log()[log_from:])
                     print(
                         f"live, {len(live):,} commits at {rate:,.0f}/s with a real Prometheus scraping every "
-                        f"{SCRAPE_INTERVAL:g} s: at most {behind:,} records behind, every record applied "
+                        f"{every:g} s (timeout as long): at most {behind:,} records behind, every record applied "
                         f"{caught_up:.1f} s after the last was acknowledged; {scrapes} scrapes, {failed} failed, "
                         f"the slowest {slowest:.2f} s, holding the event loop {hold * 1000:.1f} ms at most; "
                         f"longest /healthz wait {longest * 1000:.0f} ms; "
                         f"{len(lost)} session losses in the worker's log"
+                        + (f"; Prometheus' last scrape error: {', '.join(sorted(errors))}" if errors else "")
                     )
                     checks.append(
                         (
@@ -494,6 +501,9 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=36, help="the mix's seed (default 36)")
     parser.add_argument("--live-rounds", type=int, default=8, help="live commit rounds (default 8; 0: none)")
     parser.add_argument(
+        "--scrape-interval", type=float, default=15.0, help="Prometheus' scrape interval and timeout, s (default 15)"
+    )
+    parser.add_argument(
         "--prometheus-partitions",
         type=int,
         default=250_000,
@@ -501,4 +511,8 @@ if __name__ == "__main__":
     )
     args = parser.parse_args()
     chosen = TOPIC_PARTITIONS if args.pool == "full" else POOL
-    sys.exit(asyncio.run(main(args.groups, chosen, args.seed, args.live_rounds, args.prometheus_partitions)))
+    sys.exit(
+        asyncio.run(
+            main(args.groups, chosen, args.seed, args.live_rounds, args.prometheus_partitions, args.scrape_interval)
+        )
+    )

@@ -13,6 +13,8 @@ the loop at once.
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Protocol
@@ -30,6 +32,11 @@ group-partitions takes seconds in all, never more than this at a time."""
 
 BLOCK = 1 << 20
 """Bytes of text joined before they are handed to the client."""
+
+LOGGED_HOLD = 0.05
+"""Seconds a scrape may hold the event loop at once (the collector's pauses left out) before it is logged."""
+
+log = logging.getLogger(__name__)
 
 
 class LoopHold:
@@ -51,12 +58,24 @@ class LoopHold:
         self._since = (time.perf_counter(), time.thread_time(), self._pauses.seconds)
 
     def let_go(self) -> None:
-        """The scrape lets others run from now (it awaits)."""
+        """The scrape lets others run from now (it awaits). A stretch longer than :data:`LOGGED_HOLD` is
+        logged, naming where it ended."""
         if self._since is not None:
             wall, cpu, collected = self._since
-            self.longest = max(self.longest, time.perf_counter() - wall - (self._pauses.seconds - collected))
+            held = time.perf_counter() - wall - (self._pauses.seconds - collected)
+            self.longest = max(self.longest, held)
             self.cpu += time.thread_time() - cpu
             self._since = None
+            if held > LOGGED_HOLD:
+                caller = sys._getframe(1)
+                if caller.f_code.co_name == "pause":
+                    caller = caller.f_back or caller
+                log.warning(
+                    "a /metrics scrape held the event loop %.0f ms at once, up to %s (line %d)",
+                    held * 1000,
+                    caller.f_code.co_qualname,
+                    caller.f_lineno,
+                )
 
     async def pause(self) -> None:
         """Let others run once, and take the loop back."""

@@ -37,7 +37,7 @@ from kagent.settings import Settings
 from kagent.tools.embedded import EmbeddedBroker, free_port
 from kagent.worker.admin_api import GroupPoller
 from kagent.worker.metrics import Metrics
-from tests.support.answer_rewriter import AnswerRewriter
+from tests.support.answer_rewriter import AnswerRewriter, rewritten_broker
 from tests.support.coordinator import produce
 from tests.support.topics import TopicReader
 from tests.support.waiting import wait_until_async
@@ -199,13 +199,8 @@ async def test_an_unreachable_cluster_is_counted_and_logged_not_raised(caplog: p
 @pytest.fixture
 async def rewriting_broker(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedBroker, AnswerRewriter]]:
     """A broker of its own behind an :class:`AnswerRewriter` (which it advertises), with nothing rewritten yet."""
-    port = free_port()
-    with EmbeddedBroker(advertised=f"127.0.0.1:{port}", log_dir=tmp_path) as broker:
-        relay = await AnswerRewriter(port, broker.port).start()
-        try:
-            yield broker, relay
-        finally:
-            await relay.stop()
+    async with rewritten_broker(tmp_path) as pair:
+        yield pair
 
 
 def offset_events(events: DerivedEventsReader, group: str) -> list[tuple[str, int, int | None]]:

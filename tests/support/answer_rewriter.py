@@ -10,7 +10,9 @@ What Tansu 0.6 (as the tests run it) never answers, measured:
   keeps what clients commit, and a client cannot commit one;
 - a group on the consumer protocol (KIP-848): it has no
   ConsumerGroupHeartbeat (API 68), so no client can join one, and its
-  ListGroups v5 gives every group the type ``classic``.
+  ListGroups v5 gives every group the type ``classic``;
+- a Produce answer refusing a topic's batches (an ACL that forgot the topic,
+  say): it takes every write.
 
 So this relay stands between a real worker process and the real broker, and
 is the narrowest seam such an answer can be made at: it passes every byte as
@@ -29,21 +31,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from io import BytesIO
+from pathlib import Path
 from typing import Any
 
+from aiokafka.protocol import produce
 from aiokafka.protocol.api import Response
 from aiokafka.protocol.commit import OffsetFetchResponse_v1, OffsetFetchResponse_v2, OffsetFetchResponse_v3
 from aiokafka.protocol.types import String, TaggedFields
 
 from kagent.core.list_groups import ListGroupsResponse_v5
+from kagent.tools.embedded import EmbeddedBroker, free_port
 
-__all__ = ["AnswerRewriter"]
+__all__ = ["AnswerRewriter", "rewritten_broker"]
 
 HOST = "127.0.0.1"
-OFFSET_FETCH, LIST_GROUPS = 9, 16
+PRODUCE, OFFSET_FETCH, LIST_GROUPS = 0, 9, 16
+_PRODUCE_RESPONSES: dict[int, type[Response]] = {
+    version: getattr(produce, f"ProduceResponse_v{version}") for version in range(2, 9)
+}
 _OFFSET_FETCH_RESPONSES: dict[int, type[Response]] = {
     1: OffsetFetchResponse_v1,
     2: OffsetFetchResponse_v2,
@@ -65,6 +73,9 @@ class AnswerRewriter:
     """(group, topic, partition) -> the offset OffsetFetch answers for it instead of the broker's."""
     consumer_protocol_groups: set[str] = field(default_factory=set)
     """Groups ListGroups v5 types ``consumer`` (KIP-848) instead of ``classic``."""
+    produce_errors: dict[str, int] = field(default_factory=dict)
+    """Topic -> the error code Produce answers (v2-v8) for each of its partitions: the batch refused. The
+    broker has written it; its client is told it did not."""
     rewritten: dict[str, int] = field(default_factory=dict)
     """How many answers of each API were rewritten (``OffsetFetch``, ``ListGroups``)."""
     _server: asyncio.Server | None = None
@@ -136,6 +147,8 @@ class AnswerRewriter:
                 return self._list_groups(frame)
             if api_key == OFFSET_FETCH and group is not None:
                 return self._offset_fetch(frame, _OFFSET_FETCH_RESPONSES[version], group)
+            if api_key == PRODUCE and version in _PRODUCE_RESPONSES and self.produce_errors:
+                return self._produce(frame, _PRODUCE_RESPONSES[version])
         except (ValueError, struct.error):
             pass
         return frame
@@ -171,6 +184,18 @@ class AnswerRewriter:
         self._count("OffsetFetch")
         return frame[:4] + response_type(**{**_fields(response), "topics": topics}).encode()
 
+    def _produce(self, frame: bytes, response_type: type[Response]) -> bytes:
+        response = response_type.decode(BytesIO(frame[4:]))
+        topics = []
+        for topic, partitions in response.topics:  # type: ignore[attr-defined]
+            code = self.produce_errors.get(topic)
+            refused = list(partitions) if code is None else [(p[0], code, -1, *p[3:]) for p in partitions]
+            topics.append((topic, refused))
+        if topics == [(t, list(p)) for t, p in response.topics]:  # type: ignore[attr-defined]
+            return frame
+        self._count("Produce")
+        return frame[:4] + response_type(**{**_fields(response), "topics": topics}).encode()
+
     def _count(self, api: str) -> None:
         self.rewritten[api] = self.rewritten.get(api, 0) + 1
 
@@ -178,3 +203,16 @@ class AnswerRewriter:
 def _fields(response: Response) -> dict[str, Any]:
     """A decoded response's fields by name, as its constructor takes them."""
     return {name: getattr(response, name) for name in response.SCHEMA.names}
+
+
+@contextlib.asynccontextmanager
+async def rewritten_broker(log_dir: Path) -> AsyncIterator[tuple[EmbeddedBroker, AnswerRewriter]]:
+    """A broker of its own behind an :class:`AnswerRewriter` (which it advertises, so that every client goes
+    through it), with nothing rewritten yet."""
+    port = free_port()
+    with EmbeddedBroker(advertised=f"{HOST}:{port}", log_dir=log_dir) as broker:
+        relay = await AnswerRewriter(port, broker.port).start()
+        try:
+            yield broker, relay
+        finally:
+            await relay.stop()
