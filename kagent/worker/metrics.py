@@ -152,8 +152,8 @@ class Metrics:
         )
         self.scrape_longest_hold = Gauge(
             "kagent_scrape_longest_hold_seconds",
-            "The longest the last /metrics scrape held the event loop at once (rendering or writing a block), "
-            "the garbage collector's pauses in it left out (kagent_gc_pause_seconds)",
+            "The longest the last full /metrics scrape (not one by name[]) held the event loop at once (rendering "
+            "or writing a block), the garbage collector's pauses in it left out (kagent_gc_pause_seconds)",
             registry=r,
         )
         self.group_gauges = GroupGauges()

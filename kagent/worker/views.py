@@ -56,5 +56,6 @@ class Views(Stage):
                     hold.let_go()
                     metrics.scrapes.inc()
                     metrics.scrape_cpu.inc(hold.cpu)
-                    metrics.scrape_longest_hold.set(hold.longest)
+                    if not names:  # a scrape of a few names by name[] would hide the last full one's
+                        metrics.scrape_longest_hold.set(hold.longest)
                 return response  # type: ignore[return-value]  # aiohttp serves a prepared StreamResponse as it is
