@@ -1,19 +1,24 @@
 """The HTTP API and the dashboard with 10,000 groups held by two workers.
 
-    python benchmarks/bench_api.py [--groups N] [--requests N]
+    python benchmarks/bench_api.py [--groups N] [--requests N] [--live | --no-live]
 
 Starts an embedded broker (Tansu) and two real worker processes, as the integration tests do, with the
 default intervals (evaluation and end offsets every 5 s). 10,000 consumer groups (``--groups``), each of
 2 members on one of 20 topics of 8 partitions with lag on every partition, are published to
 ``__consumer_offsets`` in large batches, and the benchmark waits until both workers list all of them.
 
+Live traffic (``--live``, the default): while the requests are timed, another process publishes offset
+commits at the groups' auto-commit pace (every group-partition every 5 s, 16,000 commits/s at 10,000
+groups), each moving its partition's committed offset, so the workers apply commits and evaluate changed
+groups meanwhile, as a cluster's would. The live line says how many commits were published and applied.
+
 API. ``GET /api/groups`` asked of one worker, one request at a time from this process (aiohttp):
 the whole list (every group: the worker asks the other for its half and merges) and the dashboard's
 page (``sort=skew&limit=50``). Median and p99 latency over ``--requests`` requests each. The baseline,
-in the same run, is the same handler's pure work in this process on the same 10,000 summaries kept as a
-worker keeps them: paging them (:func:`kagent.core.group_listing.page_listed`) and writing the page
-(:func:`~kagent.core.group_listing.page_json`), the work a worker does with no HTTP, no second worker
-and no parsing.
+in the same run (before the live traffic), is the same handler's pure work in this process on the same
+10,000 summaries kept as a worker keeps them: paging them (:func:`kagent.core.group_listing.page_listed`)
+and writing the page (:func:`~kagent.core.group_listing.page_json`), the work a worker does with no
+HTTP, no second worker and no parsing.
 
 Dashboard. Debian's Chromium, headless (Playwright, the system browser): from navigation to ``/`` to the
 first group row drawn, a fresh page each time, median and max of 5 loads.
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
+import os
 import random
 import statistics
 import sys
@@ -41,6 +48,7 @@ from aiokafka.structs import TopicPartition
 from kagent.core.api_records import GroupSort, GroupsPage, WorkerAnswer
 from kagent.core.group_listing import ListedGroup, listed_from_answer, page_json, page_listed
 from kagent.tools.embedded import EmbeddedBroker
+from kagent.tools.simulator import coordinator_records
 from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
@@ -49,10 +57,13 @@ from tests.support.coordinator import (
     produce,
     publish,
 )
+from tests.support.processes import cpu_seconds
 from tests.support.waiting import wait_until_async
-from tests.support.worker import Worker, running_workers
+from tests.support.worker import Worker, metric_total, running_workers
 
 TOPICS, PARTITIONS, RECORDS = 20, 8, 40
+COMMIT_INTERVAL = 5.0
+"""Seconds between a consumer's commits of a partition: Kafka's ``auto.commit.interval.ms`` default."""
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -85,6 +96,41 @@ async def populate(broker: EmbeddedBroker, groups: int) -> list[str]:
         records += [offset_commit(group, topic, p, rng.randrange(RECORDS)) for p in range(PARTITIONS)]
     await publish(bootstrap, records, by_group=True, batched=True)
     return names
+
+
+def live_commits(bootstrap: str, groups: int, seconds: float, sent: multiprocessing.Value) -> None:  # type: ignore[valid-type]
+    """In a process of its own: for ``seconds``, every group-partition's commit once per
+    :data:`COMMIT_INTERVAL`, each a step on from its last (within the topic's records), published at that
+    pace (``bench_ingest``'s paced publisher); ``sent`` counts them."""
+    from bench_ingest import publish_paced
+
+    rng = random.Random(11)
+    rounds = max(1, round(seconds / COMMIT_INTERVAL))
+    commits = []
+    for round_ in range(rounds):
+        for g in range(groups):
+            group, topic = f"bench-api-group-{g:05d}", f"bench-api-topic-{g % TOPICS}"
+            for p in range(PARTITIONS):
+                offset = (rng.randrange(RECORDS) + round_) % (RECORDS + 1)
+                commits.append(
+                    coordinator_records.offsets_topic_message(
+                        offset_commit(group, topic, p, offset), OFFSETS_TOPIC_PARTITIONS
+                    )
+                )
+    count = [0]
+    asyncio.run(publish_paced(bootstrap, commits, groups * PARTITIONS / COMMIT_INTERVAL, count))
+    sent.value = count[0]
+
+
+def applied(workers: list[Worker]) -> float:
+    """The derived events both workers have applied (commits turned into table updates)."""
+    total = 0.0
+    for worker in workers:
+        samples = worker.metrics("kagent_derived_events_total", timeout=30)
+        if samples is None:
+            raise RuntimeError(f"the worker at {worker.url} did not answer /metrics")
+        total += metric_total(samples, "kagent_derived_events_total")
+    return total
 
 
 async def timed_gets(session: aiohttp.ClientSession, url: str, count: int) -> tuple[list[float], bytes]:
@@ -142,6 +188,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="commits meanwhile")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp, EmbeddedBroker() as broker:
         started = time.perf_counter()
@@ -168,16 +215,51 @@ async def main() -> None:
                 await wait_until_async(all_listed, 600, "both workers to list every group", interval=1.0)
                 print(f"both workers list {args.groups:,} groups {time.perf_counter() - started:.0f} s after the start")
                 asker = workers[0]
+                # The baseline first, on the summaries the workers hold, while nothing else runs.
+                _, first = await timed_gets(session, asker.url + "api/groups", 1)
+                everything = GroupsPage.model_validate_json(first)
+                kept = [listed_from_answer(summary) for summary in orjson.loads(first)["groups"]]
+                pure_whole = pure_work(kept, everything.workers, args.requests, None)
+                pure_page = pure_work(kept, everything.workers, args.requests, 50)
+                spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no copy of this one's loop
+                publisher, sent = None, spawn.Value("q", 0)
+                before = await asyncio.to_thread(applied, workers)
+                if args.live:
+                    seconds = 60.0  # enough for both series of requests; it stops when they are done
+                    publisher = spawn.Process(
+                        target=live_commits, args=(broker.bootstrap_servers, args.groups, seconds, sent), daemon=True
+                    )
+                    publisher.start()
+
+                    async def flowing() -> bool:
+                        return await asyncio.to_thread(applied, workers) > before + 1000
+
+                    await wait_until_async(flowing, 120, "the live commits to reach the workers", interval=0.5)
+                    before = await asyncio.to_thread(applied, workers)
+                cpu_before, wall_before = [cpu_seconds(w.pid) for w in workers], time.perf_counter()
                 whole, body = await timed_gets(session, asker.url + "api/groups", args.requests)
                 paged, _ = await timed_gets(session, asker.url + "api/groups?sort=skew&limit=50", args.requests)
+                wall = time.perf_counter() - wall_before
+                busy = [(cpu_seconds(w.pid) - cpu) / wall for w, cpu in zip(workers, cpu_before, strict=True)]
+                print(
+                    f"the workers' CPU while the requests ran: {', '.join(f'{b:.2f}' for b in busy)} cores "
+                    f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+                )
+                if publisher is not None:
+                    still_live = publisher.is_alive()
+                    newly = await asyncio.to_thread(applied, workers) - before
+                    publisher.terminate()
+                    publisher.join()
+                    print(
+                        f"live: commits at {args.groups * PARTITIONS / COMMIT_INTERVAL:,.0f}/s throughout the "
+                        f"requests: {'yes' if still_live else 'NO, the publisher ended first'}; "
+                        f"{newly:,.0f} derived events applied meanwhile"
+                    )
             everything = GroupsPage.model_validate_json(body)
             held = Counter(g.worker for g in everything.groups)
             per_worker = ", ".join(f"{n:,}" for n in sorted(held.values()))
             print(f"groups per worker: {per_worker}; the whole answer is {len(body):,} bytes")
             print(f"{'GET /api/groups, one request at a time':<58}{'median ms':>10}{'p99 ms':>10}")
-            kept = [listed_from_answer(summary) for summary in orjson.loads(body)["groups"]]
-            pure_whole = pure_work(kept, everything.workers, args.requests, None)
-            pure_page = pure_work(kept, everything.workers, args.requests, 50)
             print(row(f"baseline: page + serialize {args.groups:,} summaries in-process", pure_whole))
             print(row("kagent: the whole list, from two workers", whole))
             print(row("baseline: page of 50 by skew + serialize, in-process", pure_page))

@@ -40,7 +40,15 @@ from kagent.core.api_records import (
     newest_recommendations,
     summarize,
 )
-from kagent.core.group_listing import ListedGroup, listed_from_answer, page_json, page_listed
+from kagent.core.group_listing import (
+    LISTING,
+    ListedGroup,
+    listed_from_answer,
+    listed_from_listing,
+    listing_body,
+    page_json,
+    page_listed,
+)
 from kagent.core.member_lag import current_skew, member_lags
 from kagent.core.openapi import openapi_document
 from kagent.core.policy import EvaluationPolicy
@@ -49,12 +57,11 @@ from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupStateReader, OpenIncidentsReader
 from kagent.worker.readiness import Readiness
 from kagent.worker.recommendation_history import RecommendationHistory
-from kagent.worker.routing import FORWARDED, ClusterRouter, Forwarded
+from kagent.worker.routing import FORWARDED, JSON, ClusterRouter, Forwarded
 from kagent.worker.stage import Stage
 
 __all__ = ["ClusterApi"]
 
-JSON = "application/json"
 DEFAULT_RECOMMENDATIONS = 20
 MAX_RECOMMENDATIONS = 1000
 
@@ -151,8 +158,9 @@ class ClusterApi(Stage):
         self, *, sort: GroupSort, order: Literal["asc", "desc"], offset: int, limit: int | None, query: str
     ) -> tuple[list[ListedGroup], int]:
         """The page of the groups held here, and how many matched."""
-        return page_listed(
-            self._overview.listed(self._groups.held_groups()),
+        return self._overview.page(
+            held=self._groups.held_partitions(),
+            holding=self._groups.holding,
             sort=sort,
             order=order,
             offset=offset,
@@ -269,6 +277,8 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
             text = query.get("q", "")
             if scope == "local" or request.headers.get(FORWARDED):
                 groups, total = api.local_groups(sort=sort, order=order, offset=offset, limit=limit, query=text)
+                if request.headers.get(FORWARDED) and LISTING in request.headers.get("Accept", ""):
+                    return self.bytes(listing_body(groups, total), content_type=LISTING)
                 body = page_json(
                     groups,
                     total=total,
@@ -285,7 +295,7 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
             if wanted is not None:
                 params["limit"] = str(wanted)
             own, total = api.local_groups(sort=sort, order=order, offset=0, limit=wanted, query=text)
-            answers = await router.ask_others("/api/groups", params)
+            answers = await router.ask_others("/api/groups", params, accept=LISTING)
             merged: dict[str, ListedGroup] = {g.group: g for g in own}
             workers = [router.own_answer()]
             for answer in answers:
@@ -412,10 +422,16 @@ def _parse(model: type[M], answer: Forwarded) -> M | None:
 
 
 def _listed(answer: Forwarded) -> tuple[list[ListedGroup], int] | None:
-    """Another worker's page of groups, read as plain JSON (its summaries checked for what a page reads of
-    them, not validated again through the models); None when it is not one."""
+    """Another worker's page of groups: a listing, or (from a worker of an earlier version) plain JSON,
+    its summaries checked for what a page reads of them, not validated again through the models; None
+    when it is neither."""
     if answer.status != 200:
         return None
+    if answer.content_type == LISTING:
+        try:
+            return listed_from_listing(answer.body)
+        except ValueError:
+            return None
     try:
         page = orjson.loads(answer.body)
         total = page["total"]

@@ -2,12 +2,13 @@
 skew over the last hour.
 
 The evaluator records a :class:`~kagent.core.api_records.GroupSummary` after each evaluation
-(:meth:`GroupOverview.record`); the HTTP API lists them (``GET /api/groups``) without measuring anything,
-each as its JSON and sort figures (:class:`~kagent.core.group_listing.ListedGroup`), made at the first
-listing after the summary was recorded and kept until the next: listing thousands of groups costs a
-join, and an evaluation round pays nothing for a list nobody asks for. The skew history is kept per
-minute (the largest skew measured in it), 60 minutes, in two arrays of floats per group (about 1 KB a
-group).
+(:meth:`GroupOverview.record`), kept as its JSON and sort figures
+(:class:`~kagent.core.group_listing.ListedGroup`, about 5 µs to make, once per evaluation); the HTTP API
+pages them (``GET /api/groups``, :meth:`GroupOverview.page`) without measuring anything, from the held
+groups in each order asked for, sorted once per change (a recorded summary, a group forgotten, this
+worker's partitions moving) and kept until the next: between evaluations, a page of thousands of groups is
+a slice and a join. The skew history is kept per minute (the largest skew measured in it), 60 minutes,
+in two arrays of floats per group (about 1 KB a group).
 
 In memory only: a worker that takes a group over lists it from its first evaluation there, and its
 history starts then.
@@ -16,10 +17,11 @@ history starts then.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable
+from typing import Literal
 
-from kagent.core.api_records import GroupSummary, SkewPoint
-from kagent.core.group_listing import ListedGroup, listed
+from kagent.core.api_records import GroupSort, GroupSummary, SkewPoint
+from kagent.core.group_listing import ListedGroup, listed, page_listed
 
 __all__ = ["GroupOverview", "SkewHistory"]
 
@@ -66,15 +68,22 @@ class GroupOverview:
 
     def __init__(self, window: float = HOUR) -> None:
         self._window = window
-        self._summaries: dict[str, GroupSummary] = {}
         self._listed: dict[str, ListedGroup] = {}
-        """Group -> its latest summary as lists show it, once a list asked for it."""
+        """Group -> its latest summary as lists show it."""
         self._histories: dict[str, SkewHistory] = {}
+        self._orders: dict[tuple[GroupSort, str], tuple[frozenset[int], list[ListedGroup]]] = {}
+        """(sort, order) -> the held partitions it was made at, and the held groups in that order; emptied
+        by every change, so no summary outlives its replacement here."""
+        self._held: tuple[frozenset[int], list[str]] | None = None
+        """The held partitions and the groups of :attr:`_listed` held then, by name; None when a group
+        came or went since."""
 
     def record(self, summary: GroupSummary) -> None:
         """Keep ``summary`` as its group's latest, and its skew (when measured) in the group's history."""
-        self._summaries[summary.group] = summary
-        self._listed.pop(summary.group, None)
+        if summary.group not in self._listed:
+            self._held = None
+        self._listed[summary.group] = listed(summary)
+        self._orders.clear()
         if summary.skew is not None:
             history = self._histories.get(summary.group)
             if history is None:
@@ -83,22 +92,39 @@ class GroupOverview:
 
     def forget(self, group: str) -> None:
         """Drop ``group`` (deleted, or no longer held)."""
-        self._summaries.pop(group, None)
-        self._listed.pop(group, None)
+        if self._listed.pop(group, None) is not None:
+            self._orders.clear()
+            self._held = None
         self._histories.pop(group, None)
 
-    def listed(self, groups: Iterable[str]) -> list[ListedGroup]:
-        """The latest summaries of those of ``groups`` evaluated here as lists show them, in the order given."""
-        found = []
-        for group in groups:
-            entry = self._listed.get(group)
-            if entry is None:
-                summary = self._summaries.get(group)
-                if summary is None:
-                    continue
-                entry = self._listed[group] = listed(summary)
-            found.append(entry)
-        return found
+    def page(
+        self,
+        *,
+        held: frozenset[int],
+        holding: Callable[[], Callable[[str], bool]],
+        sort: GroupSort,
+        order: Literal["asc", "desc"],
+        offset: int,
+        limit: int | None,
+        query: str = "",
+    ) -> tuple[list[ListedGroup], int]:
+        """The page of the groups held here (``held``: the partitions this worker holds now; ``holding``
+        makes the test of whether it holds a group) as :func:`~kagent.core.group_listing.page_listed`
+        cuts it, and how many matched. A group evaluated here but no longer held (until the evaluator
+        forgets it) is left out."""
+        kept = self._orders.get((sort, order))
+        if kept is None or kept[0] != held:
+            if self._held is None or self._held[0] != held:
+                holds = holding()
+                self._held = held, sorted(group for group in self._listed if holds(group))
+            ours = [self._listed[group] for group in self._held[1]]  # in name order: page_listed's first pass is linear
+            kept = self._orders[sort, order] = held, page_listed(ours, sort=sort, order=order, offset=0, limit=None)[0]
+        ordered = kept[1]
+        if query:
+            needle = query.casefold()
+            ordered = [g for g in ordered if needle in g.folded]
+        end = None if limit is None else offset + limit
+        return ordered[offset:end], len(ordered)
 
     def history(self, group: str, now: float) -> list[SkewPoint]:
         """``group``'s skew per minute over the last hour before ``now``, oldest first."""

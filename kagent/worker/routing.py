@@ -23,10 +23,11 @@ from yarl import URL
 from kagent.core.api_records import WorkerAnswer
 from kagent.core.table_keys import partition_of_group
 
-__all__ = ["FORWARDED", "ClusterRouter", "Forwarded"]
+__all__ = ["FORWARDED", "JSON", "ClusterRouter", "Forwarded"]
 
 FORWARDED = "X-Kagent-Forwarded"
 """Header of a request one worker makes of another on a client's behalf."""
+JSON = "application/json"
 
 ASK_TIMEOUT = 5.0
 """Seconds a worker waits for another's answer before it answers without it (saying so)."""
@@ -40,8 +41,10 @@ class Forwarded:
     status: int | None
     """None when it did not answer (``error`` says why)."""
     body: bytes = b""
-    """The JSON it answered (any status)."""
+    """What it answered (any status)."""
     error: str | None = None
+    content_type: str = JSON
+    """``body``'s media type: JSON, or the one asked for in its place."""
 
     @property
     def answer(self) -> WorkerAnswer:
@@ -88,26 +91,30 @@ class ClusterRouter:
     def is_own(self, url: str | None) -> bool:
         return url is not None and URL(url) == URL(self.own_url)
 
-    async def ask(self, url: str, path: str, params: Mapping[str, str] | None = None) -> Forwarded:
-        """GET ``path`` of the worker at ``url`` (marked :data:`FORWARDED`); never raises for its sake."""
+    async def ask(self, url: str, path: str, params: Mapping[str, str] | None = None, accept: str = JSON) -> Forwarded:
+        """GET ``path`` of the worker at ``url`` (marked :data:`FORWARDED`), preferring ``accept`` to JSON;
+        never raises for its sake. An answer in neither is no answer."""
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout))
+        headers = {FORWARDED: "1", "Accept": accept if accept == JSON else f"{accept}, {JSON};q=0.5"}
         try:
             async with self._session.get(
-                URL(url).with_path(path, encoded=True), params=params or {}, headers={FORWARDED: "1"}
+                URL(url).with_path(path, encoded=True), params=params or {}, headers=headers
             ) as response:
                 body = await response.read()
-                if response.content_type != "application/json":
+                if response.content_type not in (accept, JSON):
                     return Forwarded(url, None, error=f"answered {response.status} with {response.content_type}")
-                return Forwarded(url, response.status, body)
+                return Forwarded(url, response.status, body, content_type=response.content_type)
         except TimeoutError:
             return Forwarded(url, None, error=f"no answer within {self._timeout:g} s")
         except aiohttp.ClientError as exc:
             return Forwarded(url, None, error=str(exc) or type(exc).__name__)
 
-    async def ask_others(self, path: str, params: Mapping[str, str] | None = None) -> list[Forwarded]:
+    async def ask_others(
+        self, path: str, params: Mapping[str, str] | None = None, accept: str = JSON
+    ) -> list[Forwarded]:
         """Ask every other worker at once; their answers in :meth:`workers` order."""
-        return list(await asyncio.gather(*(self.ask(url, path, params) for url in self.workers()[1:])))
+        return list(await asyncio.gather(*(self.ask(url, path, params, accept) for url in self.workers()[1:])))
 
     async def close(self) -> None:
         if self._session is not None:

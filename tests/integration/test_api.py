@@ -11,16 +11,20 @@ answer is checked against the OpenAPI description the worker serves.
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 import jsonschema
+import orjson
 import pytest
 from aiokafka.structs import TopicPartition
 
+from kagent.core.group_listing import LISTING, listed_from_listing
 from kagent.core.table_keys import partition_of_group
 from kagent.tools.embedded import EmbeddedBroker
+from kagent.worker.routing import FORWARDED, JSON
 from tests.support.coordinator import group_metadata, offset_commit, produce, publish
 from tests.support.waiting import wait_until_async
 from tests.support.web import get_answer, wait_json
@@ -149,6 +153,17 @@ async def test_either_worker_answers_for_every_group(
     assert from_first[SKEWED]["skew"] == pytest.approx(2.0)  # peak-to-mean: 3000 against a mean of 1500
     even_name = even[0]
     assert from_first[even_name]["total_lag"] == 200 and from_first[even_name]["skew"] == pytest.approx(1.0)
+
+    # Between workers a page travels as a listing: the same summaries, byte for byte, with their figures.
+    local = "api/groups?scope=local&q=api-&sort=group&order=asc"
+    request = urllib.request.Request(first.url + local, headers={FORWARDED: "1", "Accept": f"{LISTING}, {JSON}"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.headers.get_content_type() == LISTING
+        entries, total = listed_from_listing(response.read())
+    _, page = ask(first, local)
+    assert [orjson.loads(entry.json) for entry in entries] == page["groups"] and total == page["total"]
+    first_holds = {g for g, s in from_first.items() if s["worker"] == first.url.rstrip("/")}
+    assert {entry.group for entry in entries} == first_holds
 
     status, openapi_body = ask(first, "/api/openapi.json")
     assert status == 200 and openapi_body["openapi"].startswith("3.1")

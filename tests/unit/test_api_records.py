@@ -3,11 +3,14 @@ the recent-recommendations table value, and the OpenAPI description generated fr
 
 from __future__ import annotations
 
+from typing import Any
+
 import jsonschema
 import pytest
 from aiokafka.structs import TopicPartition
 
 from kagent.core.api_records import (
+    GroupSort,
     GroupSummary,
     group_detail,
     newest_recommendations,
@@ -209,16 +212,59 @@ def test_the_skew_history_keeps_each_minutes_largest_skew_for_an_hour() -> None:
     assert len(points) == 60 and points[0].skew == 10.0 and points[-1].skew == 69.0
 
 
+def _page(overview: GroupOverview, held: frozenset[int] = frozenset({0}), holds: set[str] | None = None) -> list:
+    return overview.page(
+        held=held,
+        holding=lambda: lambda group: holds is None or group in holds,
+        sort=GroupSort.SKEW,
+        order="desc",
+        offset=0,
+        limit=None,
+    )[0]
+
+
 def test_the_overview_forgets_a_group_and_keeps_no_history_without_a_skew() -> None:
     overview = GroupOverview()
     overview.record(summary_of(skew=None))
-    assert overview.listed(["g", "other"]) == [listed(summary_of(skew=None))]
+    assert _page(overview) == [listed(summary_of(skew=None))]
     assert overview.history("g", NOW) == []
     overview.record(summary_of())
     assert [p.skew for p in overview.history("g", NOW)] == [1.5]
-    assert overview.listed(["g"]) == [listed(summary_of())]  # the newest summary, not the one listed before
+    assert _page(overview) == [listed(summary_of())]  # the newest summary, not the one listed before
     overview.forget("g")
-    assert overview.listed(["g"]) == [] and overview.history("g", NOW) == []
+    assert _page(overview) == [] and overview.history("g", NOW) == []
+
+
+def test_the_overview_pages_the_groups_held_in_order_and_sorts_again_only_after_a_change() -> None:
+    overview = GroupOverview()
+    for group, skew in (("a", 1.0), ("b", 3.0), ("c", 2.0)):
+        overview.record(summary_of(skew=skew).model_copy(update={"group": group}))
+    asked = []
+
+    def holding(holds: set[str]) -> object:
+        asked.append(holds)
+        return lambda group: group in holds
+
+    def page(held: frozenset[int], holds: set[str], **query: object) -> tuple[list[str], int]:
+        paging: dict[str, Any] = {"offset": 0, "limit": None, **query}
+        found, total = overview.page(
+            held=held, holding=lambda: holding(holds), sort=GroupSort.SKEW, order="desc", **paging
+        )
+        return [g.group for g in found], total
+
+    assert page(frozenset({0}), {"a", "b", "c"}) == (["b", "c", "a"], 3)
+    assert page(frozenset({0}), {"a", "b", "c"}, offset=1, limit=1) == (["c"], 3)
+    assert len(asked) == 1  # the order kept: no look at what is held, no sort
+    assert page(frozenset({1}), {"a", "c"}) == (["c", "a"], 2)  # partitions moved: b is no longer held
+    assert page(frozenset({1}), {"a", "c"}, query="A") == (["a"], 1)
+    assert len(asked) == 2
+    overview.record(summary_of(skew=9.0).model_copy(update={"group": "a"}))
+    assert page(frozenset({1}), {"a", "c"}) == (["a", "c"], 2)  # sorted again: a's figure changed
+    assert len(asked) == 2  # the same groups: what is held is not looked at again
+    overview.record(summary_of(skew=5.0).model_copy(update={"group": "d"}))
+    assert page(frozenset({1}), {"a", "c", "d"}) == (["a", "d", "c"], 3) and len(asked) == 3
+    overview.forget("a")
+    assert page(frozenset({1}), {"a", "c", "d"}) == (["d", "c"], 2) and len(asked) == 4
 
 
 def test_the_openapi_description_is_valid_and_every_reference_resolves() -> None:

@@ -9,7 +9,15 @@ import orjson
 import pytest
 
 from kagent.core.api_records import GroupSort, GroupsPage, GroupSummary, IncidentRef, WorkerAnswer
-from kagent.core.group_listing import ListedGroup, listed, listed_from_answer, page_json, page_listed
+from kagent.core.group_listing import (
+    ListedGroup,
+    listed,
+    listed_from_answer,
+    listed_from_listing,
+    listing_body,
+    page_json,
+    page_listed,
+)
 from kagent.core.incidents import IncidentKind, Severity
 from tests.unit.test_api_records import named
 
@@ -107,3 +115,38 @@ def test_an_answer_that_is_not_a_summary_is_refused_naming_what(value: object, e
 
 def test_unknown_and_nan_figures_sort_as_unknown() -> None:
     assert listed(named("n", math.nan)).figures == listed(named("n", None)).figures
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_a_listing_reads_back_as_the_groups_it_lists(count: int) -> None:
+    groups = [listed(s) for s in _summaries()][:count]
+    groups += [listed(named("line\nbreak", math.nan))] if count else []
+    found, total = listed_from_listing(listing_body(groups, 17))
+    assert found == groups and total == 17
+    assert [g.json for g in found] == [g.json for g in groups]  # each summary's JSON as kept, cut out whole
+
+
+def _body(head: dict[str, object], rest: bytes = b"") -> bytes:
+    return orjson.dumps(head) + b"\n" + rest
+
+
+GOOD = {"total": 1, "group": ["g"], "evaluated_at": [1.0], "figures": [[None]] * 5, "lengths": [2]}
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b'{"total": 1}', "no line break"),
+        (b"[1,\n", "head is not JSON"),
+        (_body({**GOOD, "total": "1"}, b"{}"), "total is an integer"),
+        (_body({**GOOD, "group": [1]}, b"{}"), "group holds \\['int'\\]"),
+        (_body({**GOOD, "evaluated_at": []}, b"{}"), "evaluated_at is a list with a value per group"),
+        (_body({**GOOD, "figures": [[None]]}, b"{}"), "5 columns"),
+        (_body({**GOOD, "figures": [["high"]] * 5}, b"{}"), "figures of skew holds \\['str'\\]"),
+        (_body(GOOD, b"{}{}"), "2 bytes by its head, not 4"),
+        (_body({**GOOD, "lengths": [-1]}, b""), "not negative"),
+    ],
+)
+def test_a_body_that_is_not_a_listing_is_refused_naming_what(body: bytes, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        listed_from_listing(body)
