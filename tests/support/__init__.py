@@ -10,7 +10,9 @@ coordinator records on ``__consumer_offsets``, and the traffic whose lag they me
 - ``faults``: faults the embedded broker cannot cause;
 - ``s3_broker``: Tansu on moto's S3 server, whose data survives a restart;
 - ``tls``: a certificate authority made in a test;
-- ``security_front``: TLS and SASL in front of the embedded broker, which cannot serve them itself.
+- ``security_front``: TLS and SASL in front of the embedded broker, which cannot serve them itself;
+- ``routes``: the paths a worker's web server serves;
+- ``kubernetes``: deploy/kubernetes rendered by kustomize and validated against the API's schemas.
 
 The benchmarks, run as ``python benchmarks/NAME.py``, put the repository root on ``sys.path``
 themselves to import this package; the tests get it from pytest's ``python -m`` run.
