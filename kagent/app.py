@@ -244,7 +244,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
         broker_session_timeout=settings.session_timeout,
         broker_heartbeat_interval=settings.heartbeat_interval,
         topic_partitions=settings.topic_partitions,
-        topic_replication_factor=1,
+        topic_replication_factor=settings.topic_replication_factor,
         consumer_auto_offset_reset="earliest",
         # Faust's default waits at shutdown until every event its streams took is acknowledged,
         # unbounded: a SIGTERM under load hung there (and Robinhood's own apps turned it off,

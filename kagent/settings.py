@@ -97,6 +97,12 @@ class Settings(BaseModel):
     topic_partitions: int = Field(default=8, ge=1, le=10_000)
     """Partitions of kagent's own topics and table changelogs (they must all match to co-partition)."""
 
+    topic_replication_factor: int = Field(default=1, ge=1, le=32_767)
+    """Replication factor of the topics kagent creates (its own topics, the tables' changelogs, Faust's
+    assignor topic): 1 suits the embedded broker and a one-broker cluster; a production cluster wants its
+    usual 3 (some, Confluent Cloud among them, refuse anything else). Topics that already exist are
+    left as they are."""
+
     data_dir: Path = Path(".kagent")
     """Where the worker keeps local table state."""
 

@@ -191,7 +191,11 @@ def run(broker: str | None, simulate: bool | None, log_level: str) -> None:
                 embedded = EmbeddedBroker().start()
                 settings = _settings_or_exit({"KAGENT_BROKER": embedded.bootstrap_servers})
                 click.echo(f"broker: {embedded.bootstrap_servers} (embedded Tansu, pid {embedded.pid})")
-            asyncio.run(create_topics(settings.kafka, _own_topics(settings)))
+            asyncio.run(
+                create_topics(
+                    settings.kafka, _own_topics(settings), replication_factor=settings.topic_replication_factor
+                )
+            )
             log_path = settings.data_dir / "worker.log"
             with log_path.open("ab") as log:
                 worker = subprocess.Popen(

@@ -126,8 +126,10 @@ def die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-async def create_topics(kafka: KafkaConnection, topics: Mapping[str, int], timeout: float = 10.0) -> None:
-    """Create each topic with its partition count (replication 1); existing ones are left alone.
+async def create_topics(
+    kafka: KafkaConnection, topics: Mapping[str, int], timeout: float = 10.0, replication_factor: int = 1
+) -> None:
+    """Create each topic with its partition count and ``replication_factor``; existing ones are left alone.
 
     Raises :class:`BrokerError` naming the topic for any other error the broker returns.
     """
@@ -135,7 +137,7 @@ async def create_topics(kafka: KafkaConnection, topics: Mapping[str, int], timeo
     await admin.start()
     try:
         response = await admin.create_topics(
-            [NewTopic(name, partitions, 1) for name, partitions in topics.items()],
+            [NewTopic(name, partitions, replication_factor) for name, partitions in topics.items()],
             timeout_ms=int(timeout * 1000),
         )
     finally:

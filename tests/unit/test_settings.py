@@ -86,3 +86,14 @@ def test_a_threshold_that_could_never_rearm_is_refused() -> None:
         "peak-to-mean skew (its least value is 1), or a group could never re-arm"
     )
     assert load_settings({"KAGENT_SKEW_THRESHOLD": "1.1", "KAGENT_SKEW_METRIC": "gini"}).skew_threshold == 1.1
+
+
+def test_the_topics_kagent_creates_take_the_replication_factor_set() -> None:
+    from kagent.app import create_app  # the Faust app, built without I/O
+
+    assert load_settings({}).topic_replication_factor == 1
+    settings = load_settings({"KAGENT_TOPIC_REPLICATION_FACTOR": "3"})
+    app, _ = create_app(settings)
+    assert app.conf.topic_replication_factor == 3
+    with pytest.raises(SettingsError, match="KAGENT_TOPIC_REPLICATION_FACTOR"):
+        load_settings({"KAGENT_TOPIC_REPLICATION_FACTOR": "0"})
