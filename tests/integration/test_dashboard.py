@@ -445,7 +445,7 @@ def test_a_scale_recommendation_says_how_many_members_the_group_needs(page: Page
         worker="http://stand-in",
     )
     with StandInApi(
-        groups=[summary], details={"g": group_detail(summary, EVEN_SNAPSHOT, POLICY.lag_unit, recommendation, ())}
+        groups=[summary], details={"g": group_detail(summary, EVEN_SNAPSHOT, POLICY.lag_unit, recommendation, (), {})}
     ) as api:
         page.goto(api.url + "groups/g")
         expect(page.get_by_test_id("no-moves")).to_have_text(
@@ -531,7 +531,7 @@ def measured(
         incidents=(),
         worker="http://stand-in",
     )
-    return summary, group_detail(summary, snapshot, LagUnit.MESSAGES, None, ())
+    return summary, group_detail(summary, snapshot, LagUnit.MESSAGES, None, (), {})
 
 
 def three_members(group: str, committed: tuple[int, int, int], log_end: int, now: float) -> GroupSnapshot:
