@@ -74,9 +74,12 @@ __all__ = [
     "Drain",
     "DrainState",
     "GroupDrain",
+    "drain_text",
+    "duration_text",
     "group_drain",
     "member_drain",
     "partition_drain",
+    "rate_text",
     "slowest",
 ]
 
@@ -200,3 +203,36 @@ def group_drain(
         row.member_id: member_drain(row.offset_lag, [throughput.get(tp) for tp in row.partitions]) for row in rows
     }
     return GroupDrain(group=slowest(members.values()), members=members, partitions=partitions)
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: ``45 s``, ``4 min``, ``2 h 5 min``, ``3 d 4 h`` (rounded to the unit
+    shown; under a second reads ``1 s``)."""
+    if seconds < 59.5:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(round(seconds / 3600), 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def rate_text(rate: float) -> str:
+    """Records/s as a person reads it: ``120/s``, ``1,250/s``, one decimal below 10 (``4.5/s``)."""
+    return f"{rate:,.0f}/s" if rate >= 9.95 else f"{rate:.1f}/s"
+
+
+def drain_text(drain: Drain) -> str:
+    """``caught up``, ``catches up in 4 min``, ``falling behind at 120/s`` (``not catching up`` when the lag
+    holds steady), or ``unknown``: how every interface says a :class:`Drain`."""
+    if drain.state is DrainState.CAUGHT_UP:
+        return "caught up"
+    if drain.state is DrainState.CATCHING_UP and drain.seconds is not None:
+        return f"catches up in {duration_text(drain.seconds)}"
+    if drain.state is DrainState.FALLING_BEHIND:
+        rate = drain.falling_behind_rate or 0.0
+        return f"falling behind at {rate_text(rate)}" if rate >= 0.05 else "not catching up"
+    return "unknown"

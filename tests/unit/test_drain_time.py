@@ -10,9 +10,12 @@ from aiokafka.structs import TopicPartition
 from kagent.core.drain_time import (
     Drain,
     DrainState,
+    drain_text,
+    duration_text,
     group_drain,
     member_drain,
     partition_drain,
+    rate_text,
     slowest,
 )
 from kagent.core.group_health import CommitObservation, CommitWindow
@@ -55,6 +58,7 @@ def test_an_idle_partition_read_to_its_end_is_caught_up_and_an_idle_one_with_lag
     # Producers stopped, the consumer committed the same offset over the whole window with lag: STALL.
     stalled = partition_drain(500, rates(0.0, 0.0, busy=True))
     assert stalled == falling_behind(0.0)
+    assert drain_text(stalled) == "not catching up"
 
 
 def test_a_busy_partition_that_reads_slower_than_its_producers_falls_behind_by_the_difference() -> None:
@@ -191,3 +195,27 @@ def test_group_drain_gives_every_partition_member_and_the_group_from_the_same_fi
     assert drains.members == {"a": catching_up(1000 / (150.0 - 100.0)), "b": falling_behind(40.0), "c": UNKNOWN}
     assert drains.group == falling_behind(40.0)
     assert group_drain(rows[:1], lags, throughput).group == catching_up(20.0)
+
+
+# -- how it reads ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.2, "1 s"), (45, "45 s"), (59.4, "59 s"), (59.6, "1 min"), (240, "4 min"), (3599, "1 h"), (7500, "2 h 5 min")],
+)
+def test_durations_read_in_the_unit_a_person_would_use(seconds: float, text: str) -> None:
+    assert duration_text(seconds) == text
+
+
+def test_long_durations_read_in_days_and_rates_with_a_decimal_only_when_small() -> None:
+    assert duration_text(3 * 86400 + 4 * 3600) == "3 d 4 h"
+    assert duration_text(2 * 86400) == "2 d"
+    assert rate_text(120.0) == "120/s" and rate_text(1250.4) == "1,250/s" and rate_text(4.54) == "4.5/s"
+
+
+def test_every_state_reads_as_the_issue_words_it() -> None:
+    assert drain_text(catching_up(240.0)) == "catches up in 4 min"
+    assert drain_text(falling_behind(120.0)) == "falling behind at 120/s"
+    assert drain_text(CAUGHT_UP) == "caught up"
+    assert drain_text(UNKNOWN) == "unknown"
