@@ -47,7 +47,7 @@ import faust
 from faust.types import TopicT
 
 from kagent.core.api_records import summarize
-from kagent.core.drain_time import member_drain
+from kagent.core.drain_time import member_drain, slowest
 from kagent.core.evaluation import EvaluationState, evaluate
 from kagent.core.group_health import GroupStatus, group_status
 from kagent.core.incidents import Incident, IncidentObservation
@@ -421,6 +421,8 @@ class Evaluator(Stage, OpenIncidentsReader):
             recommendation=recommendation or resent,
             health=health,
             falls_behind=scale is not None,
+            drain=slowest(drains.values()),
+            member_drain=drains,
         )
         for transition in await self._incidents.observe(observation, now):
             log.info(
