@@ -410,11 +410,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         observation = IncidentObservation(
             group=group,
             lag_unit=unit,
-            member_lag={
-                row.member_id: value
-                for row in [*rows, *([rest] if rest is not None else [])]
-                if (value := unit_lag(row, unit)) is not None
-            },
+            member_lag={row.member_id: value for row in every_row if (value := unit_lag(row, unit)) is not None},
             gone=False,
             skew=skew,
             rearm_below=self._policy.rearm_below,
