@@ -35,6 +35,7 @@ from urllib.parse import quote
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from kagent.core.drain_time import drain_text
 from kagent.core.incidents import CulpritPartition, Incident, IncidentAction, IncidentKind, IncidentTransition
 from kagent.core.policy import LagUnit
 from kagent.core.recommendation import PartitionMove
@@ -159,16 +160,23 @@ def culprit_line(culprit: CulpritPartition) -> str:
 
 
 def description(incident: Incident) -> str:
-    """Several lines on ``incident``: its members' lag, then its moves (``lag-skew``) or its culprit partitions.
+    """Several lines on ``incident``: its members' lag, its drain time, then its moves (``lag-skew``) or its
+    culprit partitions.
 
     The first line gives the group's lag added up, the number of members and
-    the :data:`TOP_MEMBERS` most lagging. For ``lag-skew`` the next gives the
+    the :data:`TOP_MEMBERS` most lagging, each with its drain time when the
+    incident has one (``catches up in 4 min``, ``falling behind at 120/s``,
+    :func:`kagent.core.drain_time.drain_text`); the next, the group's drain
+    time (when its slowest member catches up), when the incident has one
+    (records of workers that did not measure it have none). For ``lag-skew`` the next gives the
     skew before -> after, the metric, the threshold, the recommendation and
     its strategy, followed by one :func:`move_line` per move; for a health
     kind, one :func:`culprit_line` per partition. At most :data:`MAX_LINES`
     moves or partitions are listed; a last line counts the others.
     """
     lines = [_member_lag_line(incident)]
+    if incident.drain is not None:
+        lines.append(f"Drain time at today's rates: {drain_text(incident.drain)} (when its slowest member catches up)")
     skew = incident.skew
     if skew is not None:
         count = len(skew.moves)
@@ -191,7 +199,11 @@ def _member_lag_line(incident: Incident) -> str:
     if not lags:
         return f"Member lag ({unit.value}): no members"
     total = math.fsum(lags.values())
-    top = ", ".join(f"{member} {_lag(lag, unit)}" for member, lag in list(lags.items())[:TOP_MEMBERS])
+    drains = incident.member_drain
+    top = ", ".join(
+        f"{member} {_lag(lag, unit)}" + (f" ({drain_text(drains[member])})" if member in drains else "")
+        for member, lag in list(lags.items())[:TOP_MEMBERS]
+    )
     count = len(lags)
     return (
         f"Member lag ({unit.value}): {_lag(total, unit)} over {count} member{'' if count == 1 else 's'}; largest: {top}"
@@ -296,7 +308,8 @@ def pagerduty_event(transition: IncidentTransition, *, routing_key: str, cluster
     ``component`` the consumer group, ``class`` the kind, and
     ``custom_details``: the incident id, action, reason, times, lag unit,
     member count, total lag and the :data:`PAGERDUTY_MEMBERS` most lagging
-    members' lag; for ``lag-skew`` the recommendation (id, strategy, metric,
+    members' lag, the group's drain time (``drain``, when the incident has
+    one); for ``lag-skew`` the recommendation (id, strategy, metric,
     threshold, skew before and after) and its moves, for a health kind its
     culprit partitions (:data:`PAGERDUTY_LINES` lines at most). ``client``,
     ``client_url`` and ``links`` point to the group's page.
@@ -314,6 +327,8 @@ def pagerduty_event(transition: IncidentTransition, *, routing_key: str, cluster
         "total_lag": math.fsum(lags.values()),
         "member_lag": dict(list(lags.items())[:PAGERDUTY_MEMBERS]),
     }
+    if incident.drain is not None:
+        details["drain"] = drain_text(incident.drain)
     if incident.resolved_at is not None:
         details["resolved_at"] = rfc3339(incident.resolved_at)
     skew = incident.skew
@@ -454,7 +469,7 @@ def webhook_context(transition: IncidentTransition, *, cluster: str, web_url: st
     ``transition`` and ``incident`` (the records, as in the ``json`` format),
     each of the incident's fields by name (``id``, ``kind``, ``severity``,
     ``group``, ``opened_at``, ``updated_at``, ``resolved_at``, ``lag_unit``,
-    ``member_lag``, ``skew``, ``culprits``), ``action`` (``open``, ``update``
+    ``member_lag``, ``drain``, ``member_drain``, ``skew``, ``culprits``), ``action`` (``open``, ``update``
     or ``resolve``), ``resolved`` (a resolve), ``reason``, ``cluster``,
     ``group_url`` (:func:`group_url`), ``alertname`` (:data:`ALERTNAME`),
     ``summary`` (:func:`summary`), ``description`` (:func:`description`),

@@ -13,13 +13,14 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Literal
 
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
+from kagent.core.drain_time import Drain, group_drain
 from kagent.core.evaluation import EvaluationState
 from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
@@ -28,6 +29,7 @@ from kagent.core.member_lag import MemberLag, member_lags, unit_lag
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import PartitionMove, Recommendation, RecommendationKind
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
+from kagent.core.throughput import PartitionThroughput
 
 __all__ = [
     "ApiError",
@@ -177,6 +179,10 @@ class PartitionView(_Record):
     flags: tuple[LagFlag, ...] = ()
     polled_at: float | None
     """Seconds since the epoch of the end-offset poll behind these figures; None before one answered."""
+    drain: Drain = Drain()
+    """When its offset lag closes at the rates measured over the rate window: its production rate against
+    the group's consumption on it (:mod:`kagent.core.drain_time`); ``unknown`` when the lag or a rate is
+    not measured."""
 
 
 class MemberView(_Record):
@@ -200,6 +206,10 @@ class MemberView(_Record):
     recommended_lag: float | None = None
     """The lag those partitions have now, in ``lag_unit``: what it would hold if the recommendation applied;
     None without a recommendation or when one of those partitions has no measured lag."""
+    drain: Drain = Drain()
+    """When its offset lag closes at today's rates: its consumption less the production of the partitions
+    it holds (:mod:`kagent.core.drain_time`); ``unknown`` when its lag or one of those rates is not
+    measured (just after a rebalance its pace is not yet)."""
 
 
 class RecommendationRef(_Record):
@@ -246,6 +256,9 @@ class GroupDetail(_Record):
     recommendation: RecommendationRef | None
     skew_history: tuple[SkewPoint, ...]
     """The last hour, oldest first; it starts empty on a worker that just took the group over."""
+    drain: Drain = Drain()
+    """When the group catches up at today's rates: when its slowest member does (``falling-behind`` when
+    one member is; ``unknown`` when one member's drain is and none falls behind)."""
 
 
 class HeldGroup(_Record):
@@ -414,16 +427,25 @@ def group_detail(
     lag_unit: LagUnit,
     recommendation: Recommendation | None,
     history: Sequence[SkewPoint],
+    throughput: Mapping[TopicPartition, PartitionThroughput],
 ) -> GroupDetail:
     """One group measured now: ``summary`` is the group's summary from ``snapshot``, ``recommendation`` its
-    latest (None without one), ``history`` its skew over the last hour.
+    latest (None without one), ``history`` its skew over the last hour, ``throughput`` each partition's rates
+    over the rate window (one missing has unknown rates).
 
     Each member's figures are :func:`kagent.core.member_lag.member_lags`' (unknown when one of its
     partitions is), ``lag`` in ``lag_unit``. ``recommended_lag`` adds up, the same way, the lag the
     partitions the recommendation gives the member have now: what it would hold had the group applied it.
+    Every ``drain`` (each partition's, member's, the partitions no member holds', the group's) is
+    :func:`kagent.core.drain_time.group_drain`'s from the same lag and ``throughput``.
     """
     recommended = {m.member_id: m.recommended for m in recommendation.members} if recommendation else {}
     rows, rest = member_lags(snapshot)
+    drains = group_drain(
+        [*rows, *([rest] if rest is not None else [])],
+        {tp: figures.offset_lag for tp, figures in snapshot.lag.items()},
+        throughput,
+    )
     owners: dict[TopicPartition, str] = {}
     for member in sorted(snapshot.assignment.members, key=lambda m: m.member_id):
         for ref in member.partitions:
@@ -444,6 +466,7 @@ def group_detail(
             partitions_unknown=row.unknown,
             recommended_partitions=target,
             recommended_lag=None if target is None else _target_lag(snapshot, target, lag_unit),
+            drain=drains.members[row.member_id],
         )
 
     members = [view(row) for row in rows]
@@ -460,6 +483,7 @@ def group_detail(
             time_lag=figures.time_lag,
             flags=figures.flags,
             polled_at=figures.polled_at,
+            drain=drains.partitions[tp],
         )
         for tp, figures in sorted(snapshot.lag.items())
     )
@@ -488,4 +512,5 @@ def group_detail(
         partitions=partitions,
         recommendation=reference,
         skew_history=tuple(history),
+        drain=drains.group,
     )

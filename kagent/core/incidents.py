@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kagent.core.drain_time import Drain
 from kagent.core.group_health import GroupHealth, PartitionStatus
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import PartitionMove, Recommendation
@@ -168,7 +169,7 @@ class CulpritPartition(_Record):
 class Incident(_Record):
     """One incident of one group, as of its latest transition.
 
-    ``member_lag`` and the kind's detail (``skew`` for ``lag-skew``,
+    ``member_lag``, the drain times and the kind's detail (``skew`` for ``lag-skew``,
     ``culprits`` for the health kinds) describe the group at ``updated_at``
     (at ``resolved_at`` in a resolve); they are not refreshed between
     transitions.
@@ -188,6 +189,11 @@ class Incident(_Record):
     lag_unit: LagUnit
     member_lag: dict[str, float]
     """Each current member's lag, by member id, in ``lag_unit``."""
+    drain: Drain | None = None
+    """When the group catches up at today's rates (its slowest member's drain time,
+    :mod:`kagent.core.drain_time`); None in records of workers that did not measure it."""
+    member_drain: dict[str, Drain] = {}
+    """Each current member's drain time, by member id (the partitions no member holds as ``unknown``)."""
     skew: SkewDetail | None = None
     """``lag-skew`` only: the latest recommendation."""
     culprits: tuple[CulpritPartition, ...] = ()
@@ -268,6 +274,11 @@ class IncidentObservation(NamedTuple):
     falls_behind: bool = False
     """No assignment of the members keeps up with the producers (the evaluation's scale evidence): a
     ``lag-skew`` incident stays open while it holds, whatever the skew."""
+    drain: Drain | None = None
+    """The group's drain time (:func:`kagent.core.drain_time.slowest` of ``member_drain``); None when not
+    measured."""
+    member_drain: Mapping[str, Drain] | None = None
+    """Each member's drain time, by member id; None when not measured."""
 
 
 def incident_id(group: str, kind: IncidentKind, opened_at: float, serial: int) -> str:
@@ -305,7 +316,7 @@ def step(
 
     Transitions come resolves first, then opens and updates, each in
     :class:`IncidentKind` order. Every transition's incident carries
-    ``observation.member_lag``. Times: ``now``, except that a ``lag-skew``
+    ``observation.member_lag`` and its drain times. Times: ``now``, except that a ``lag-skew``
     open or update takes the recommendation's ``time`` (so that a
     recommendation re-sent after a failover opens an incident with the same
     id). Stepping the returned state with the same observation emits nothing.
@@ -320,6 +331,7 @@ def step(
     if observation.group != group or (recommendation is not None and recommendation.group != group):
         raise ValueError(f"observation of {observation.group!r} for the incidents of {group!r}")
     member_lag = dict(observation.member_lag)
+    drains = {"drain": observation.drain, "member_drain": dict(observation.member_drain or {})}
     is_new = recommendation is not None and recommendation.id != state.last_recommendation_id
     health_kind = HEALTH_KINDS.get(observation.health.status)
     culprits = tuple(
@@ -363,6 +375,7 @@ def step(
                     "resolved_at": now,
                     "lag_unit": observation.lag_unit,
                     "member_lag": member_lag,
+                    **drains,
                 }
             )
             resolves.append(IncidentTransition(action=IncidentAction.RESOLVE, incident=resolved, reason=reason))
@@ -391,6 +404,8 @@ def step(
                     updated_at=at,
                     lag_unit=observation.lag_unit,
                     member_lag=member_lag,
+                    drain=observation.drain,
+                    member_drain=drains["member_drain"],
                     skew=skew_detail,
                     culprits=() if skew_detail is not None else culprits,
                 )
@@ -402,6 +417,7 @@ def step(
                         "updated_at": at,
                         "lag_unit": observation.lag_unit,
                         "member_lag": member_lag,
+                        **drains,
                         **({"skew": skew_detail} if skew_detail is not None else {"culprits": culprits}),
                     }
                 )

@@ -21,6 +21,7 @@ from kagent.core.api_records import (
     PartitionView,
     RecommendationRef,
 )
+from kagent.core.drain_time import Drain, DrainState, drain_text
 from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
 from kagent.core.policy import LagUnit
@@ -220,6 +221,7 @@ def group_view(detail: GroupDetail, now: float) -> Group:
             ),
         ),
         ("skew", Text(f"{_skew(summary.skew)} ({summary.skew_metric.value}, member lag in {unit.value})")),
+        ("drain time", _drain(detail.drain, " (its slowest member, at the rates of the rate window)")),
         ("open incidents", Text(incidents or "none")),
         ("recommendation", Text(_recommendation_ref(detail.recommendation, now))),
         ("evaluated", Text(f"{format_age(now - summary.evaluated_at)} ago, by {summary.worker}")),
@@ -231,6 +233,15 @@ def group_view(detail: GroupDetail, now: float) -> Group:
         parts.append(moves_table(detail.recommendation.moves, unit, "moves of the latest recommendation"))
     parts.append(partitions_table(detail.partitions))
     return Group(*parts)
+
+
+_DRAIN_STYLE = {DrainState.FALLING_BEHIND: "bold red", DrainState.UNKNOWN: "dim"}
+
+
+def _drain(drain: Drain, note: str = "") -> Text:
+    """A drain time as :func:`kagent.core.drain_time.drain_text` says it; falling behind in red, unknown dimmed."""
+    known = drain.state is not DrainState.UNKNOWN
+    return Text(drain_text(drain) + (note if known else ""), style=_DRAIN_STYLE.get(drain.state, ""))
 
 
 def _recommendation_ref(ref: RecommendationRef | None, now: float) -> str:
@@ -255,6 +266,7 @@ def members_table(members: Sequence[MemberView], unit: LagUnit) -> Table:
     table.add_column("time lag s", justify="right")
     table.add_column("recommended partitions", overflow="fold")
     table.add_column("lag if applied", justify="right")
+    table.add_column("drain time")
     for member in members:
         recommended = member.recommended_partitions
         table.add_row(
@@ -267,6 +279,7 @@ def members_table(members: Sequence[MemberView], unit: LagUnit) -> Table:
             format_seconds(member.time_lag),
             "-" if recommended is None else format_partitions(recommended),
             format_lag(member.recommended_lag, unit),
+            _drain(member.drain),
         )
     return table
 
@@ -296,6 +309,7 @@ def partitions_table(partitions: Sequence[PartitionView]) -> Table:
     table.add_column("member", overflow="fold")
     for name in ("committed", "log end", "lag", "time lag s"):
         table.add_column(name, justify="right")
+    table.add_column("drain time")
     table.add_column("flags")
     for view in partitions:
         table.add_row(
@@ -306,6 +320,7 @@ def partitions_table(partitions: Sequence[PartitionView]) -> Table:
             format_count(view.log_end),
             format_offset_lag(view),
             format_seconds(view.time_lag),
+            _drain(view.drain),
             Text(", ".join(flag.value for flag in view.flags), style="yellow") if view.flags else "-",
         )
     return table

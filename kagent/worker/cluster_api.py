@@ -192,7 +192,14 @@ class ClusterApi(Stage):
             summary = summary.model_copy(
                 update={"last_recommendation_id": latest.id, "last_recommendation_at": latest.time}
             )
-        return group_detail(summary, snapshot, self._policy.lag_unit, latest, self._overview.history(group, now))
+        return group_detail(
+            summary,
+            snapshot,
+            self._policy.lag_unit,
+            latest,
+            self._overview.history(group, now),
+            self._groups.throughput(snapshot, self._policy.rate_window),
+        )
 
     def held(self) -> HeldGroups:
         """Every group held here, measured now: each member's offset lag (None when unknown), the partitions

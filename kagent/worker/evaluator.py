@@ -47,6 +47,7 @@ import faust
 from faust.types import TopicT
 
 from kagent.core.api_records import summarize
+from kagent.core.drain_time import member_drain, slowest
 from kagent.core.evaluation import EvaluationState, evaluate
 from kagent.core.group_health import GroupStatus, group_status
 from kagent.core.incidents import Incident, IncidentObservation
@@ -59,7 +60,7 @@ from kagent.worker.channel import Channel
 from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader, OpenIncidentsReader
 from kagent.worker.incident_log import IncidentLog
-from kagent.worker.metrics import Metrics
+from kagent.worker.metrics import MemberDrain, Metrics
 from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.stage import Stage
 
@@ -367,12 +368,11 @@ class Evaluator(Stage, OpenIncidentsReader):
             resent = state.pending_recommendation
             state = await self._publish(group, state)
         with self._metrics.evaluation_seconds.time():
-            throughput = (
-                self._groups.throughput(snapshot, self._policy.rate_window)
-                if self._policy.scale_headroom is not None
-                else None
+            # Measured whether or not scaling is judged: the members' drain times need the rates too.
+            throughput = self._groups.throughput(snapshot, self._policy.rate_window)
+            new_state, recommendation, skew, proposal, scale = evaluate(
+                snapshot, state, self._policy, now, throughput if self._policy.scale_headroom is not None else None
             )
-            new_state, recommendation, skew, proposal, scale = evaluate(snapshot, state, self._policy, now, throughput)
         self._metrics.evaluations.inc()
         if recommendation is not None:
             new_state = new_state.model_copy(update={"pending_recommendation": recommendation})
@@ -393,20 +393,32 @@ class Evaluator(Stage, OpenIncidentsReader):
         gauges.set_recommended_members(self._cluster, group, needed if judged else None)
         unit = self._policy.lag_unit
         rows, rest = member_lags(snapshot)
+        every_row = [*rows, *([rest] if rest is not None else [])]
+        drains = {
+            row.member_id: member_drain(row.offset_lag, [throughput.get(tp) for tp in row.partitions])
+            for row in every_row
+        }
+        gauges.set_member_drain(
+            self._cluster,
+            group,
+            [
+                MemberDrain(row.client_host, row.member_id, row.client_id, seconds)
+                for row in every_row
+                if (seconds := drains[row.member_id].metric_value) is not None
+            ],
+        )
         observation = IncidentObservation(
             group=group,
             lag_unit=unit,
-            member_lag={
-                row.member_id: value
-                for row in [*rows, *([rest] if rest is not None else [])]
-                if (value := unit_lag(row, unit)) is not None
-            },
+            member_lag={row.member_id: value for row in every_row if (value := unit_lag(row, unit)) is not None},
             gone=False,
             skew=skew,
             rearm_below=self._policy.rearm_below,
             recommendation=recommendation or resent,
             health=health,
             falls_behind=scale is not None,
+            drain=slowest(drains.values()),
+            member_drain=drains,
         )
         for transition in await self._incidents.observe(observation, now):
             log.info(

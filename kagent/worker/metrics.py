@@ -7,17 +7,18 @@ series (:class:`~kagent.worker.lag_exporter.LagExporter`): :mod:`kagent.worker.s
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Collection, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kagent.core.exposition import go_float, labels_text
 from kagent.core.incidents import IncidentKind
-from kagent.core.lag_series import Family, Level
+from kagent.core.lag_series import MEMBER_LABELS, Family, Level
 from kagent.worker.scrape import SLICE, LoopHold
 
-__all__ = ["GROUP_GAUGE_FAMILIES", "GroupGauges", "Metrics"]
+__all__ = ["GROUP_GAUGE_FAMILIES", "GroupGauges", "MemberDrain", "Metrics"]
 
 
 @dataclass
@@ -202,13 +203,14 @@ class _GroupFigures:
     """The per-group gauges' values of one group (None: never set, no series), and their rendered text
     (None until rendered after the last change)."""
 
-    __slots__ = ("members", "open_incidents", "rendered", "skew", "status")
+    __slots__ = ("drain", "members", "open_incidents", "rendered", "skew", "status")
 
     def __init__(self) -> None:
         self.status: float | None = None
         self.skew: float | None = None
         self.members: float | None = None
         self.open_incidents: frozenset[str] | None = None
+        self.drain: tuple[MemberDrain, ...] = ()
         self.rendered: tuple[bytes, ...] | None = None
 
 
@@ -239,8 +241,25 @@ OPEN_INCIDENTS = Family(
     (*GROUP_LABELS, "kind"),
     Level.ALWAYS,
 )
-GROUP_GAUGE_FAMILIES = (GROUP_STATUS, RECOMMENDED_SKEW, RECOMMENDED_MEMBERS, OPEN_INCIDENTS)
+MEMBER_DRAIN = Family(
+    "kagent_group_member_drain_seconds",
+    "Seconds the member's offset lag takes to close at the rates of the rate window: its consumption less "
+    "the production of its partitions (+Inf when it falls behind; none when a rate or its lag is unknown)",
+    MEMBER_LABELS,
+    Level.ALWAYS,
+)
+GROUP_GAUGE_FAMILIES = (GROUP_STATUS, RECOMMENDED_SKEW, RECOMMENDED_MEMBERS, OPEN_INCIDENTS, MEMBER_DRAIN)
 """The per-group gauges' families, in exposition order."""
+
+
+class MemberDrain(NamedTuple):
+    """One member's ``kagent_group_member_drain_seconds`` sample: its labels and its value."""
+
+    member_host: str
+    consumer_id: str
+    client_id: str
+    seconds: float
+    """:attr:`kagent.core.drain_time.Drain.metric_value`: ``+Inf`` when it falls behind."""
 
 
 class GroupGauges:
@@ -259,7 +278,15 @@ class GroupGauges:
     - ``kagent_group_recommended_members`` [cluster_name, group]: the members the group needs, when the
       last evaluation could measure its members' lag (no series otherwise);
     - ``kagent_group_open_incidents`` [cluster_name, group, kind]: 1 for each kind of incident open,
-      0 for the others, once the incident log has looked at the group.
+      0 for the others, once the incident log has looked at the group;
+    - ``kagent_group_member_drain_seconds`` [cluster_name, group, member_host, consumer_id, client_id]:
+      each member's drain time at the last evaluation (:mod:`kagent.core.drain_time`; ``+Inf`` when it
+      falls behind), the partitions no member holds as member ``unknown``; no series for a member whose
+      drain is unknown. It is set here, at each evaluation, rather than rendered with the lag series at
+      each scrape: it needs each partition's rates, read from the commit windows and end-offset histories
+      (:meth:`~kagent.worker.group_state.GroupStateReader.throughput`), which the scrape path does not read
+      and should not (a lagging group is rendered again at every scrape), and rates over a window of
+      minutes move no faster than the evaluations.
     """
 
     families = GROUP_GAUGE_FAMILIES
@@ -292,6 +319,10 @@ class GroupGauges:
     def set_open_incidents(self, cluster_name: str, group: str, kinds: Iterable[IncidentKind]) -> None:
         """The kinds of incident open for ``group`` now (every other kind is exported as 0)."""
         self._set(cluster_name, group, "open_incidents", frozenset(kind.value for kind in kinds))
+
+    def set_member_drain(self, cluster_name: str, group: str, members: Sequence[MemberDrain]) -> None:
+        """Each member's drain time whose drain is known (a member left out has no series)."""
+        self._set(cluster_name, group, "drain", tuple(members))
 
     def forget(self, cluster_name: str, group: str) -> None:
         self._groups.pop((cluster_name, group), None)
@@ -333,9 +364,24 @@ def _render(cluster_name: str, group: str, figures: _GroupFigures) -> tuple[byte
             f"{'1.0' if kind in figures.open_incidents else '0.0'}\n"
             for kind in _KINDS
         ).encode()
+    drain = "".join(
+        f"{MEMBER_DRAIN.name}{{{labels_text(_member_pairs(cluster_name, group, member))}}} {go_float(member.seconds)}\n"
+        for member in figures.drain
+    ).encode()
     return (
         line(GROUP_STATUS, figures.status),
         line(RECOMMENDED_SKEW, figures.skew),
         line(RECOMMENDED_MEMBERS, figures.members),
         incidents,
+        drain,
+    )
+
+
+def _member_pairs(cluster_name: str, group: str, member: MemberDrain) -> tuple[tuple[str, str], ...]:
+    return (
+        ("cluster_name", cluster_name),
+        ("group", group),
+        ("member_host", member.member_host),
+        ("consumer_id", member.consumer_id),
+        ("client_id", member.client_id),
     )

@@ -22,7 +22,7 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,6 +40,7 @@ from kagent.core.member_lag import current_skew
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import RecommendationKind, skew
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
+from kagent.core.throughput import PartitionThroughput
 from kagent.core.time_lag import partition_lag_values
 from kagent.tools.embedded import EmbeddedBroker
 from tests.support import REPO
@@ -445,7 +446,7 @@ def test_a_scale_recommendation_says_how_many_members_the_group_needs(page: Page
         worker="http://stand-in",
     )
     with StandInApi(
-        groups=[summary], details={"g": group_detail(summary, EVEN_SNAPSHOT, POLICY.lag_unit, recommendation, ())}
+        groups=[summary], details={"g": group_detail(summary, EVEN_SNAPSHOT, POLICY.lag_unit, recommendation, (), {})}
     ) as api:
         page.goto(api.url + "groups/g")
         expect(page.get_by_test_id("no-moves")).to_have_text(
@@ -516,10 +517,13 @@ def members_holding(group: str, *held: tuple[str, list[int]], generation: int = 
 
 
 def measured(
-    snapshot: GroupSnapshot, status: GroupStatus = GroupStatus.OK, min_total_lag: float = 1000
+    snapshot: GroupSnapshot,
+    status: GroupStatus = GroupStatus.OK,
+    min_total_lag: float = 1000,
+    throughput: Mapping[TopicPartition, PartitionThroughput] | None = None,
 ) -> tuple[GroupSummary, GroupDetail]:
     """The group's summary and page as the API answers them when ``snapshot`` is measured (skew as the
-    evaluation computes it)."""
+    evaluation computes it), with each partition's rates ``throughput`` (none: every rate unknown)."""
     summary = summarize(
         snapshot,
         status=status,
@@ -531,7 +535,7 @@ def measured(
         incidents=(),
         worker="http://stand-in",
     )
-    return summary, group_detail(summary, snapshot, LagUnit.MESSAGES, None, ())
+    return summary, group_detail(summary, snapshot, LagUnit.MESSAGES, None, (), throughput or {})
 
 
 def three_members(group: str, committed: tuple[int, int, int], log_end: int, now: float) -> GroupSnapshot:
@@ -672,12 +676,16 @@ def test_unknown_figures_read_unknown_and_an_estimate_is_marked_as_one(page: Pag
         hatched = page.locator('[data-member="a"] .track.unknown').evaluate("t => getComputedStyle(t).backgroundImage")
         assert "gradient" in hatched
         expect(page.locator('[data-member="a"] .member-name')).to_contain_text("2 partitions (1 not measured) now")
-        # topic, partition, member, committed, log end, offset lag, time lag, end polled, flags
+        # topic, partition, member, committed, log end, offset lag, time lag, drain, end polled, flags
         rows = {int(cells[1]): cells for cells in screen["partitions"]}
-        assert rows[0][3:7] == ["100", "600", "500", "unknown"]  # no end-offset history here: time lag unknown
-        assert rows[1][3:] == ["50", "unknown", "unknown", "unknown", "unknown", "not-polled"]
-        assert rows[2][3:6] == ["none", "120", "~120 (estimate)"] and rows[2][8] == "no-commit"
-        assert rows[3][5] == "unknown" and rows[3][8] == "stale-end-offset"
+        assert rows[0][3:8] == ["100", "600", "500", "unknown", "unknown"]  # no rates here: drain unknown
+        assert rows[1][3:] == ["50", "unknown", "unknown", "unknown", "unknown", "unknown", "not-polled"]
+        assert rows[2][3:6] == ["none", "120", "~120 (estimate)"] and rows[2][9] == "no-commit"
+        assert rows[3][5] == "unknown" and rows[3][9] == "stale-end-offset"
+        # A drain time kagent cannot state reads "unknown" beside the lag, never "caught up" or 0.
+        for member in ("a", "b", "unknown"):
+            expect(page.locator(f'[data-member="{member}"]').get_by_test_id("member-drain")).to_have_text("unknown")
+        expect(facts.get_by_test_id("group-drain")).to_have_text("unknown")
         assert rows[4][2:6] == ["unknown", "70", "100", "30"]
         expect(page.get_by_test_id("partition-row").nth(1).locator("td").last).to_have_attribute(
             "title", re.compile("^not-polled: no end-offset poll of this worker has answered")
@@ -693,6 +701,35 @@ def test_unknown_figures_read_unknown_and_an_estimate_is_marked_as_one(page: Pag
         expect(only).to_have_attribute("data-unassigned", "true")
         expect(only.get_by_test_id("member-lag-now-value")).to_have_text("unknown")
         expect(only.get_by_test_id("member-lag-now")).to_be_hidden()
+
+
+def test_each_members_drain_time_is_beside_its_lag_and_the_groups_is_its_slowest_members(page: Page) -> None:
+    """x catches up (120/s read of 40/s written, 9,600 records: 2 min), y falls behind (read 40/s of 160/s), z
+    has no lag; each partition's drain in its row, the group's (falling behind) in its headline."""
+    now = time.time()
+    snapshot = three_members("draining", (400, 8000, 10_000), 10_000, now)
+    rates = {
+        TopicPartition("t", 0): PartitionThroughput(production_rate=40.0, consumption_rate=120.0, busy=True),
+        TopicPartition("t", 1): PartitionThroughput(production_rate=160.0, consumption_rate=40.0, busy=True),
+        TopicPartition("t", 2): PartitionThroughput(production_rate=0.0, consumption_rate=0.0, busy=False),
+    }
+    summary, detail = measured(snapshot, throughput=rates)
+    with StandInApi(groups=[summary], details={"draining": detail}) as api:
+        page.goto(api.url + "groups/draining")
+        drains = {member: page.locator(f'[data-member="{member}"]').get_by_test_id("member-drain") for member in "xyz"}
+        expect(drains["x"]).to_have_text("catches up in 2 min")
+        expect(drains["y"]).to_have_text("falling behind at 120/s")
+        expect(drains["z"]).to_have_text("caught up")
+        expect(drains["y"]).to_have_attribute("data-state", "falling-behind")
+        # Beside the lag: in the same row as the member's "now" bar, after its figure.
+        row = page.locator('[data-member="x"] .bar-row.now')
+        expect(row.get_by_test_id("member-lag-now-value")).to_have_text("9,600 records")
+        expect(row.get_by_test_id("member-drain")).to_have_text("catches up in 2 min")
+        expect(page.get_by_test_id("group-drain")).to_have_text("falling behind at 120/s")
+        cells = page.get_by_test_id("partition-drain")
+        expect(cells).to_have_text(["catches up in 2 min", "falling behind at 120/s", "caught up"])
+        colour = drains["y"].evaluate("node => getComputedStyle(node).color")
+        assert colour != drains["x"].evaluate("node => getComputedStyle(node).color")  # falling behind stands out
 
 
 def test_bars_figures_and_headline_are_one_measurements_and_say_its_time(page: Page) -> None:

@@ -129,11 +129,16 @@ def test_group_shows_its_members_the_recommendations_moves_and_its_partitions(cl
     ]
     assert detail.recommendation is not None and detail.recommendation.moves
     assert all(m.recommended_partitions is not None for m in detail.members)
+    # Its commits were published once, with lag: no member's pace is measured, so no drain time is stated
+    # (unknown, not 0 nor "caught up"), and the group's neither.
+    assert {m.drain.state.value for m in detail.members} == {"unknown"} and detail.drain.state.value == "unknown"
 
     table = kagent(cluster, "group", GROUP)
     assert table.returncode == 0, table.stderr
     for expected in (GROUP, "members", "moves of the latest recommendation", f"{GROUP}-0", detail.recommendation.id):
         assert expected in table.stdout
+    [drain_line] = [line for line in table.stdout.splitlines() if line.startswith("drain time")]
+    assert drain_line.split()[2:] == ["unknown"]
 
 
 def test_an_unknown_group_is_one_line_and_exit_1(cluster: Cluster) -> None:

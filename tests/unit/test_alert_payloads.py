@@ -32,6 +32,7 @@ from kagent.core.alert_payloads import (
     rfc3339,
     summary,
 )
+from kagent.core.drain_time import Drain, DrainState, slowest
 from kagent.core.group_health import GroupHealth, PartitionHealth, PartitionStatus, group_status
 from kagent.core.incidents import (
     SEVERITY,
@@ -198,6 +199,49 @@ def test_the_description_gives_member_lag_the_top_members_the_skew_and_the_moves
         "orders-0: consumer-1-aaa -> consumer-2-bbb",
         "orders-1: consumer-1-aaa -> consumer-2-bbb",
     ]
+
+
+MEMBER_DRAIN = {
+    "consumer-1-aaa": Drain(state=DrainState.FALLING_BEHIND, falling_behind_rate=120.0),
+    "consumer-2-bbb": Drain(state=DrainState.CATCHING_UP, seconds=240.0),
+    "consumer-3-ccc": Drain(state=DrainState.CAUGHT_UP, seconds=0.0),
+}
+
+
+def test_every_lag_alert_says_when_the_group_and_its_members_catch_up_or_how_fast_they_fall_behind() -> None:
+    drained = observe(rec=recommendation("r1", T0, GROUP))._replace(
+        drain=slowest(MEMBER_DRAIN.values()), member_drain=MEMBER_DRAIN
+    )
+    _, [opened] = step(IncidentsState(group=GROUP), drained, T0)
+    assert opened.incident.drain == Drain(state=DrainState.FALLING_BEHIND, falling_behind_rate=120.0)
+    text = alertmanager_alert(opened, cluster=CLUSTER, web_url=WEB, now=T0, ends_after=300)["annotations"][
+        "description"
+    ]
+    lines = text.splitlines()
+    assert lines[0] == (
+        "Member lag (messages): 9,300 over 3 members; largest: consumer-1-aaa 9,000 (falling behind at 120/s), "
+        "consumer-2-bbb 300 (catches up in 4 min), consumer-3-ccc 0 (caught up)"
+    )
+    assert lines[1] == "Drain time at today's rates: falling behind at 120/s (when its slowest member catches up)"
+    event = pagerduty_event(opened, routing_key="R" * 32, cluster=CLUSTER, web_url=WEB)
+    assert event["payload"]["custom_details"]["drain"] == "falling behind at 120/s"
+    # A health incident's description says it too, and so does the re-send of an open one.
+    stop = drained._replace(recommendation=None, health=health(PartitionStatus.STOP))
+    _, [stopped] = step(IncidentsState(group=GROUP), stop, T0)
+    assert "Drain time at today's rates: falling behind at 120/s" in description(stopped.incident)
+    resent = alertmanager_open_alert(opened.incident, cluster=CLUSTER, web_url=WEB, now=T0 + 60, ends_after=300)
+    assert "(catches up in 4 min)" in resent["annotations"]["description"]
+
+
+def test_an_incident_without_drain_times_says_nothing_of_them_rather_than_unknown_or_zero() -> None:
+    opened = skew_lifecycle()[0]
+    assert opened.incident.drain is None and opened.incident.member_drain == {}
+    text = description(opened.incident)
+    assert "Drain" not in text and "catches up" not in text and "unknown" not in text
+    assert (
+        "drain"
+        not in pagerduty_event(opened, routing_key="R" * 32, cluster=CLUSTER, web_url=WEB)["payload"]["custom_details"]
+    )
 
 
 def test_an_update_keeps_the_labels_and_a_resolve_ends_the_alert_at_resolved_at() -> None:

@@ -16,6 +16,7 @@ from kagent.core.api_records import (
     newest_recommendations,
     summarize,
 )
+from kagent.core.drain_time import Drain, DrainState
 from kagent.core.evaluation import EvaluationState
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.group_health import GroupStatus
@@ -24,6 +25,7 @@ from kagent.core.openapi import openapi_document
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.core.recommendation import MemberRecommendation, RecentRecommendations
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
+from kagent.core.throughput import PartitionThroughput
 from kagent.worker.group_overview import GroupOverview, SkewHistory
 from tests.support.incidents import recommendation
 
@@ -131,7 +133,7 @@ def test_a_group_known_only_by_its_commits_has_an_unknown_state_and_generation()
     )
     summary = summary_of(undescribed)
     assert (summary.state, summary.generation, summary.total_lag) == ("Unknown", None, 60)
-    detail = group_detail(summary, undescribed, LagUnit.MESSAGES, None, [])
+    detail = group_detail(summary, undescribed, LagUnit.MESSAGES, None, [], {})
     assert detail.members == ()
     assert detail.unassigned is not None
     assert (detail.unassigned.member_id, detail.unassigned.offset_lag, detail.unassigned.lag) == ("unknown", 60, 60)
@@ -155,7 +157,7 @@ def test_the_detail_shows_each_members_lag_now_and_under_the_recommendation() ->
             ),
         }
     )
-    detail = group_detail(summary_of(), SNAPSHOT, LagUnit.MESSAGES, latest, [])
+    detail = group_detail(summary_of(), SNAPSHOT, LagUnit.MESSAGES, latest, [], {})
     a, b = detail.members
     assert (a.member_id, a.offset_lag, a.lag, a.time_lag) == ("a", 1500, 1500, None)  # partition 1's is unknown
     assert a.recommended_lag == 1000 and [p.partition for p in a.recommended_partitions or ()] == [0, 2]
@@ -176,8 +178,37 @@ def test_the_detail_shows_each_members_lag_now_and_under_the_recommendation() ->
 def test_a_recommendation_for_an_older_generation_is_not_current() -> None:
     latest = recommendation("r0", group="g")  # generation 4 in the helper
     older = latest.model_copy(update={"generation": 2})
-    detail = group_detail(summary_of(), SNAPSHOT, LagUnit.MESSAGES, older, [])
+    detail = group_detail(summary_of(), SNAPSHOT, LagUnit.MESSAGES, older, [], {})
     assert detail.recommendation is not None and not detail.recommendation.current
+
+
+def test_the_detail_gives_each_partition_member_and_the_group_a_drain_time_from_the_same_figures() -> None:
+    throughput = {
+        TopicPartition("t", 0): PartitionThroughput(production_rate=10.0, consumption_rate=60.0, busy=True),
+        TopicPartition("t", 1): PartitionThroughput(production_rate=10.0, consumption_rate=10.0, busy=True),
+        TopicPartition("t", 2): PartitionThroughput(production_rate=0.0, consumption_rate=0.0, busy=False),
+    }
+    detail = group_detail(summary_of(), SNAPSHOT, LagUnit.MESSAGES, None, [], throughput)
+    drains = {p.partition: p.drain for p in detail.partitions}
+    assert drains[0] == Drain(state=DrainState.CATCHING_UP, seconds=1000 / 50.0)
+    assert drains[1] == Drain(state=DrainState.FALLING_BEHIND, falling_behind_rate=0.0)
+    assert drains[2] == Drain(state=DrainState.CAUGHT_UP, seconds=0.0)
+    assert drains[3] == Drain()  # no commit: its lag, and so its drain, is unknown
+    a, b = detail.members
+    # a reads 70/s of the 20/s its partitions get: its 1,500 records drain in 30 s.
+    assert a.drain == Drain(state=DrainState.CATCHING_UP, seconds=30.0)
+    assert b.drain == Drain()
+    assert detail.drain == Drain()  # b's is unknown and no member falls behind
+    as_json = detail.model_dump(mode="json")
+    assert as_json["members"][0]["drain"] == {"state": "catching-up", "seconds": 30.0, "falling_behind_rate": None}
+    assert as_json["drain"] == {"state": "unknown", "seconds": None, "falling_behind_rate": None}
+    without_rates = group_detail(summary_of(), SNAPSHOT, LagUnit.MESSAGES, None, [], {})
+    assert [p.drain.state for p in without_rates.partitions] == [
+        DrainState.UNKNOWN,
+        DrainState.UNKNOWN,
+        DrainState.CAUGHT_UP,  # no lag: caught up, whatever the rates
+        DrainState.UNKNOWN,
+    ]
 
 
 def named(group: str, skew: float | None, max_lag: float | None = None) -> GroupSummary:

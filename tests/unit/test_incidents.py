@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from kagent.core.contracts import schemas
+from kagent.core.drain_time import Drain, DrainState
 from kagent.core.group_health import GroupHealth, PartitionHealth, PartitionStatus, group_status
 from kagent.core.incidents import (
     INCIDENT_NAMESPACE,
@@ -328,3 +329,23 @@ def test_any_sequence_keeps_one_open_per_kind_and_stable_ids(
             assert open_ids == {}
         again, repeated = step(state, observation, now + 1)
         assert repeated == [] and again is state
+
+
+def test_every_transition_carries_the_drain_times_observed_at_it_and_they_alone_make_no_transition() -> None:
+    behind = Drain(state=DrainState.FALLING_BEHIND, falling_behind_rate=40.0)
+    catching = Drain(state=DrainState.CATCHING_UP, seconds=90.0)
+    state, [opened] = step(
+        IncidentsState(group="g"),
+        observe(rec=recommendation("r1", 100.0))._replace(drain=behind, member_drain={"a": behind}),
+        100.0,
+    )
+    assert (opened.incident.drain, opened.incident.member_drain) == (behind, {"a": behind})
+    # The drain changing alone is no transition: the incident keeps what its last transition saw.
+    same, nothing = step(state, observe()._replace(drain=catching, member_drain={"a": catching}), 160.0)
+    assert nothing == [] and same == state
+    _, [resolved] = step(state, observe(skew=1.0)._replace(drain=catching, member_drain={"a": catching}), 220.0)
+    assert resolved.action is IncidentAction.RESOLVE
+    assert (resolved.incident.drain, resolved.incident.member_drain) == (catching, {"a": catching})
+    # Unmeasured: none, never a made-up figure.
+    _, [bare] = step(IncidentsState(group="g"), observe(rec=recommendation("r2", 300.0)), 300.0)
+    assert bare.incident.drain is None and bare.incident.member_drain == {}

@@ -28,7 +28,7 @@ from kagent.settings import MetricsGranularity
 from kagent.worker.garbage_collection import CollectorPauses
 from kagent.worker.group_state import LagClock
 from kagent.worker.lag_exporter import LagExporter
-from kagent.worker.metrics import Metrics
+from kagent.worker.metrics import MemberDrain, Metrics
 from kagent.worker.scrape import LoopHold, RenderedSeries, scrape_body
 from tests.support.lag_oracle import group_lag_of, oracle_exposition, partition_offsets_of
 from tests.support.metric_names import exported_metric_names
@@ -745,6 +745,7 @@ def test_exported_metric_names_covers_a_scrape_with_every_metric_set() -> None:
     metrics.group_gauges.set_recommended_members(CLUSTER, "orders", 3)
     metrics.group_gauges.set_status(CLUSTER, "orders", 4)
     metrics.group_gauges.set_open_incidents(CLUSTER, "orders", [IncidentKind.STOP])
+    metrics.group_gauges.set_member_drain(CLUSTER, "orders", [MemberDrain("h", "a", "c", math.inf)])
     metrics.incident_transitions.labels("stop", "open").inc()
     metrics.alert_deliveries.labels("slack", "accepted").inc()
     metrics.alert_delivery_seconds.labels("slack").observe(0.3)
@@ -800,6 +801,11 @@ def test_the_group_gauges_are_written_as_prometheus_client_writes_labelled_gauge
     gauges.set_recommended_members(CLUSTER, "c\\d", 12_000_000)
     gauges.set_open_incidents(CLUSTER, 'a"b', [IncidentKind.STOP])
     gauges.set_open_incidents(CLUSTER, "c\\d", [])
+    gauges.set_member_drain(
+        CLUSTER,
+        'a"b',
+        [MemberDrain("/10.0.0.1", "m-1", 'c"1', 240.0), MemberDrain("unknown", "unknown", "unknown", math.inf)],
+    )
 
     oracle = CollectorRegistry()
     made = {family.name: Gauge(family.name, family.help, family.labels, registry=oracle) for family in gauges.families}
@@ -809,8 +815,23 @@ def test_the_group_gauges_are_written_as_prometheus_client_writes_labelled_gauge
     for group, open_kinds in (('a"b', {"stop"}), ("c\\d", set())):
         for kind in IncidentKind:
             made["kagent_group_open_incidents"].labels(CLUSTER, group, kind.value).set(kind.value in open_kinds)
+    made["kagent_group_member_drain_seconds"].labels(CLUSTER, 'a"b', "/10.0.0.1", "m-1", 'c"1').set(240.0)
+    made["kagent_group_member_drain_seconds"].labels(CLUSTER, 'a"b', "unknown", "unknown", "unknown").set(math.inf)
 
     assert body([gauges]) == generate_latest(oracle)
+    assert b'consumer_id="unknown",group="a\\"b",member_host="unknown"} +Inf\n' in body([gauges])
+
+
+def test_a_member_drain_set_again_replaces_the_groups_series_and_an_unknown_one_has_none() -> None:
+    metrics = Metrics()
+    gauges = metrics.group_gauges
+    gauges.set_member_drain(CLUSTER, "orders", [MemberDrain("h", "a", "c", 30.0), MemberDrain("h", "b", "c", 60.0)])
+    assert sorted(scrape_gauges(metrics)["kagent_group_member_drain_seconds"].values()) == [30.0, 60.0]
+    gauges.set_member_drain(CLUSTER, "orders", [MemberDrain("h", "b", "c", math.inf)])  # a's drain now unknown
+    series = scrape_gauges(metrics)["kagent_group_member_drain_seconds"]
+    assert [(dict(key)["consumer_id"], value) for key, value in series.items()] == [("b", math.inf)]
+    metrics.forget_group(CLUSTER, "orders")
+    assert "kagent_group_member_drain_seconds" not in scrape_gauges(metrics)
 
 
 _names = st.text(alphabet=st.sampled_from('ab-_."\\\n\u00e9'), min_size=1, max_size=6)

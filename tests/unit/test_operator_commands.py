@@ -29,6 +29,7 @@ from kagent.core.api_records import (
     RecommendationRef,
     WorkerAnswer,
 )
+from kagent.core.drain_time import Drain, DrainState
 from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
 from kagent.core.incidents import IncidentKind, Severity
@@ -119,6 +120,7 @@ def detail(group: str) -> GroupDetail:
                 lag=9000,
                 recommended_partitions=(p0,),
                 recommended_lag=6000,
+                drain=Drain(state=DrainState.CATCHING_UP, seconds=240.0),
             ),
             MemberView(
                 member_id="b-1",
@@ -130,6 +132,7 @@ def detail(group: str) -> GroupDetail:
                 lag=100,
                 recommended_partitions=(p1, p2),
                 recommended_lag=3100,
+                drain=Drain(state=DrainState.FALLING_BEHIND, falling_behind_rate=120.0),
             ),
         ),
         partitions=(
@@ -144,6 +147,7 @@ def detail(group: str) -> GroupDetail:
                 time_lag=None,
                 flags=(LagFlag.STALE_END_OFFSET,),
                 polled_at=NOW,
+                drain=Drain(state=DrainState.CATCHING_UP, seconds=45.0),
             ),
             PartitionView(
                 topic="orders",
@@ -317,6 +321,27 @@ def test_a_group_shows_its_summary_members_moves_and_partitions() -> None:
     assert "1,234,500" in p2 and "2.5" in p2 and "b-1" in p2
     assert any("no-commit" in line and "3,000" in line for line in shown.splitlines())
     assert any("stale-end-offset" in line and "7,000" in line for line in shown.splitlines())
+
+
+def test_a_group_shows_the_drain_time_of_the_group_each_member_and_each_partition() -> None:
+    shown = text(
+        group_view(
+            detail("payments").model_copy(
+                update={"drain": Drain(state=DrainState.FALLING_BEHIND, falling_behind_rate=120.0)}
+            ),
+            NOW,
+        )
+    )
+    lines = shown.splitlines()
+    [fact] = [line for line in lines if line.startswith("drain time")]
+    assert "falling behind at 120/s (its slowest member" in fact
+    assert "drain time" in next(line for line in lines if "lag if applied" in line)
+    [member_a] = [line for line in lines if "a-1" in line and "/10.0.0.1" in line]
+    [member_b] = [line for line in lines if "b-1" in line and "/10.0.0.2" in line]
+    assert "catches up in 4 min" in member_a and "falling behind at 120/s" in member_b
+    [p0] = [line for line in lines if "stale-end-offset" in line]
+    [p1] = [line for line in lines if "no-commit" in line]
+    assert "catches up in 45 s" in p0 and "unknown" in p1
 
 
 def test_a_recommendation_line_and_table_and_view_say_what_it_changes() -> None:

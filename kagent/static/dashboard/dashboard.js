@@ -92,6 +92,54 @@
     return `${Math.floor(s / 86400)} d ${two((s % 86400) / 3600)} h`;
   }
 
+  /**
+   * A drain time (kagent.core.drain_time.Drain) in the words kagent.core.drain_time.drain_text uses, which the
+   * terminal and the alerts say too: "caught up", "catches up in 4 min", "falling behind at 120/s" (or "not
+   * catching up" when the lag holds steady), "unknown".
+   */
+  function drainText(drain) {
+    const d = drain || { state: "unknown" };
+    if (d.state === "caught-up") return "caught up";
+    if (d.state === "catching-up" && known(d.seconds)) return `catches up in ${drainDuration(d.seconds)}`;
+    if (d.state === "falling-behind") {
+      const rate = d.falling_behind_rate || 0;
+      if (rate < 0.05) return "not catching up";
+      const text = rate >= 9.95 ? INTEGER.format(rate) : rate.toFixed(1);
+      return `falling behind at ${text}/s`;
+    }
+    return UNKNOWN;
+  }
+
+  /** Seconds as kagent.core.drain_time.duration_text says them: "45 s", "4 min", "2 h 5 min", "3 d 4 h". */
+  function drainDuration(seconds) {
+    if (seconds < 59.5) return `${Math.max(1, Math.round(seconds))} s`;
+    const minutes = Math.round(seconds / 60);
+    if (minutes < 60) return `${minutes} min`;
+    if (minutes < 24 * 60) {
+      const [hours, rest] = [Math.floor(minutes / 60), minutes % 60];
+      return rest ? `${hours} h ${rest} min` : `${hours} h`;
+    }
+    const allHours = Math.round(seconds / 3600);
+    const [days, hours] = [Math.floor(allHours / 24), allHours % 24];
+    return hours ? `${days} d ${hours} h` : `${days} d`;
+  }
+
+  /** Show a drain time in ``node``: its words, its state as a class (falling behind stands out), its figures
+   * in the title. */
+  function showDrain(node, drain) {
+    const d = drain || { state: "unknown" };
+    setText(node, drainText(d));
+    node.dataset.state = d.state;
+    node.className = `drain drain-${d.state}`;
+    const why = {
+      "caught-up": "no lag",
+      "catching-up": "its lag over its consumption less its production, at the rates of the rate window",
+      "falling-behind": "its consumption is not above its production: the lag does not shrink at these rates",
+      unknown: "its lag or a rate it needs is not measured (just after a rebalance, its pace is not yet)",
+    }[d.state];
+    setAttr(node, "title", why || null);
+  }
+
   /** A lag in a member lag unit: records as a count, seconds as a duration. */
   function lagIn(unit, value) {
     if (!known(value)) return UNKNOWN;
@@ -635,6 +683,7 @@
           h("span", { class: "bar-label", text: kind === "now" ? "now" : "recommended" }),
           h("span", { class: "track" }, h("span", { class: `bar ${kind}`, testid: `member-lag-${kind}` })),
           h("span", { class: "bar-value num", testid: `member-lag-${kind}-value` }),
+          kind === "now" ? h("span", { class: "drain", testid: "member-drain" }) : h("span"),
         );
       const nameRow = () => h("div", { class: "member-name" }, h("span", { class: "id" }), h("span", { class: "host" }));
       /** Draw one bar: kind "known" (value, scaled), "unknown" (hatched, no bar) or "none" (nothing to draw). */
@@ -674,6 +723,7 @@
             setText(name.children[1], `${m.client_host} · ${held} now${moved}`);
           }
           fill(now, m.lag, known(m.lag) ? "known" : "unknown", lagIn(unit, m.lag), m.partitions);
+          showDrain(now.children[3], m.drain);
           // The partitions no member holds have no recommended share of their own: no second bar.
           rec.hidden = Boolean(m.unassigned);
           if (m.unassigned) return;
@@ -760,6 +810,7 @@
             num(),
             num(),
             num(),
+            h("td", { testid: "partition-drain" }),
             num(),
             flags,
           );
@@ -779,11 +830,12 @@
           c[5].classList.toggle("estimate", estimate);
           setAttr(c[5], "title", estimate ? "where auto.offset.reset would start the group: not counted as lag" : null);
           setText(c[6], duration(p.time_lag));
-          setText(c[7], clock(p.polled_at));
-          setAttr(c[7], "title", known(p.polled_at) ? iso(p.polled_at) : "no end-offset poll has answered for it");
+          showDrain(c[7], p.drain);
+          setText(c[8], clock(p.polled_at));
+          setAttr(c[8], "title", known(p.polled_at) ? iso(p.polled_at) : "no end-offset poll has answered for it");
           const flags = p.flags || [];
-          setText(c[8], flags.join(", "));
-          setAttr(c[8], "title", flags.length ? flagTitle(flags) : null);
+          setText(c[9], flags.join(", "));
+          setAttr(c[9], "title", flags.length ? flagTitle(flags) : null);
           setAttr(tr, "class", flags.length ? "flagged" : null);
         },
       );
@@ -807,6 +859,7 @@
       notFound.hidden = true;
       main.hidden = false;
       renderFacts(detail.summary);
+      showDrain(field("drain"), detail.drain);
       renderIncidents(detail.summary.open_incidents || []);
       renderHistory(detail.skew_history || []);
       renderMembers(detail);
