@@ -272,8 +272,9 @@ class IncidentObservation(NamedTuple):
     """The recommendation the evaluation emitted this round, if any."""
     health: GroupHealth
     falls_behind: bool = False
-    """No assignment of the members keeps up with the producers (the evaluation's scale evidence): a
-    ``lag-skew`` incident stays open while it holds, whatever the skew."""
+    """No assignment of the members keeps up with the producers (the evaluation's scale evidence), or a
+    partition is hot (no member keeps up with it): a ``lag-skew`` incident stays open while it holds,
+    whatever the skew."""
     drain: Drain | None = None
     """The group's drain time (:func:`kagent.core.drain_time.slowest` of ``member_drain``); None when not
     measured."""
