@@ -51,9 +51,11 @@ from dataclasses import dataclass
 
 from aiokafka.structs import TopicPartition
 
+from kagent.core.drain_time import rate_text
+from kagent.core.recommendation import HotPartitionEvidence
 from kagent.core.throughput import PartitionThroughput, group_throughput
 
-__all__ = ["HotPartition", "HotPartitions", "hot_partitions"]
+__all__ = ["HotPartition", "HotPartitions", "hot_partition_text", "hot_partitions"]
 
 
 @dataclass(frozen=True)
@@ -105,3 +107,15 @@ def hot_partitions(
             if rate > holder.consumption_rate and rate > best:
                 hot.append(HotPartition(tp, member_id, rate, holder.consumption_rate))
     return HotPartitions(best_capacity=best, partitions=tuple(sorted(hot, key=lambda h: h.partition)))
+
+
+def hot_partition_text(evidence: HotPartitionEvidence) -> str:
+    """How every interface says a recommendation's hot partitions: ``hot partition orders-0 written at 300/s
+    (its member a reads 100/s); the fastest member reads 100/s``, partitions joined by ``, ``."""
+    partitions = ", ".join(
+        f"{hot.topic}-{hot.partition} written at {rate_text(hot.production_rate)} "
+        f"(its member {hot.member_id} reads {rate_text(hot.member_capacity)})"
+        for hot in evidence.partitions
+    )
+    plural = "s" if len(evidence.partitions) > 1 else ""
+    return f"hot partition{plural} {partitions}; the fastest member reads {rate_text(evidence.best_capacity)}"

@@ -106,3 +106,37 @@ def test_hot_partition_recommendations_validate_and_read_back_without_the_new_fi
     del earlier["hot"]
     assert Recommendation.model_validate(earlier).hot is None
     assert not list(validator.iter_errors(earlier))
+
+
+def test_the_api_the_terminal_and_every_text_name_the_partition_its_rate_and_the_fastest_members() -> None:
+    from kagent.core.api_records import group_detail, summarize
+    from kagent.core.group_health import GroupStatus
+    from kagent.core.hot_partitions import hot_partition_text
+    from kagent.core.policy import LagUnit, SkewMetric
+    from kagent.tools.terminal_views import recommendation_line
+
+    rec = run(HOT_ALONE, HOT_ALONE_RATES)[2]
+    assert rec is not None and rec.hot is not None
+    text = hot_partition_text(rec.hot)
+    assert text == "hot partition t-0 written at 300/s (its member a reads 100/s); the fastest member reads 100/s"
+    assert f"no moves: {text}" in recommendation_line(rec)
+    rebalance = run(HOT_AND_SKEW, HOT_AND_SKEW_RATES)[2]
+    assert rebalance is not None
+    line = recommendation_line(rebalance)
+    assert f"{len(rebalance.moves)} move" in line and "t-0 written at 300/s" in line and "(left where it is)" in line
+
+    summary = summarize(
+        HOT_ALONE,
+        status=GroupStatus.WARN,
+        skew=None,
+        skew_metric=SkewMetric.PEAK_TO_MEAN,
+        lag_unit=LagUnit.MESSAGES,
+        min_total_lag=1000,
+        state=None,
+        incidents=(),
+        worker="http://w1:6066",
+    )
+    detail = group_detail(summary, HOT_ALONE, LagUnit.MESSAGES, rec, [], HOT_ALONE_RATES)
+    assert detail.recommendation is not None
+    assert detail.recommendation.kind is RecommendationKind.HOT_PARTITION
+    assert detail.recommendation.hot == rec.hot and detail.recommendation.moves == ()
