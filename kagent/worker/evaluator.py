@@ -417,7 +417,8 @@ class Evaluator(Stage, OpenIncidentsReader):
             rearm_below=self._policy.rearm_below,
             recommendation=recommendation or resent,
             health=health,
-            falls_behind=scale is not None or hot is not None,
+            falls_behind=scale is not None,
+            hot=hot is not None,
             drain=slowest(drains.values()),
             member_drain=drains,
         )

@@ -140,3 +140,43 @@ def test_the_api_the_terminal_and_every_text_name_the_partition_its_rate_and_the
     assert detail.recommendation is not None
     assert detail.recommendation.kind is RecommendationKind.HOT_PARTITION
     assert detail.recommendation.hot == rec.hot and detail.recommendation.moves == ()
+
+
+def test_a_hot_partition_recommendation_opens_a_hot_partition_incident_alerted_as_kagent_hot_partition() -> None:
+    from kagent.core.alert_payloads import alertmanager_alert, description, incident_summary
+    from kagent.core.group_health import group_status
+    from kagent.core.incidents import IncidentAction, IncidentKind, IncidentObservation, IncidentsState, step
+    from kagent.core.policy import LagUnit
+
+    rec = run(HOT_ALONE, HOT_ALONE_RATES)[2]
+    assert rec is not None
+
+    def observe(recommendation: Recommendation | None, hot: bool, skew: float | None = 2.9) -> IncidentObservation:
+        return IncidentObservation(
+            group="g",
+            lag_unit=LagUnit.MESSAGES,
+            member_lag={"a": 5000.0, "b": 20.0, "c": 20.0},
+            gone=False,
+            skew=skew,
+            rearm_below=1.2,
+            recommendation=recommendation,
+            health=group_status({}, group_gone_or_empty=False),
+            hot=hot,
+        )
+
+    state, [opened] = step(IncidentsState(group="g"), observe(rec, True), 10.0)
+    incident = opened.incident
+    assert opened.action is IncidentAction.OPEN and incident.kind is IncidentKind.HOT_PARTITION
+    assert incident.skew is not None and incident.skew.hot == rec.hot
+    assert "hot partition t-0 written at 300/s" in opened.reason and "moves nothing" in opened.reason
+    alert = alertmanager_alert(opened, cluster="c", web_url="http://kagent", now=10.0, ends_after=300.0)
+    assert alert["labels"]["alertname"] == "KagentHotPartition"
+    assert alert["labels"]["kind"] == "hot-partition" and alert["labels"]["severity"] == "warning"
+    assert "the fastest member reads 100/s" in alert["annotations"]["hot_partitions"]
+    assert HOT_PARTITION_REMEDY in description(incident)
+    assert "t-0 written at 300/s" in incident_summary(incident)
+    # Open while the partition is hot, or while the lag is not measured; resolved once no partition is hot.
+    assert step(state, observe(None, True), 20.0) == (state, [])
+    assert step(state, observe(None, False, skew=None), 20.0) == (state, [])
+    _, [resolved] = step(state, observe(None, False), 30.0)
+    assert resolved.action is IncidentAction.RESOLVE and resolved.incident.id == incident.id
