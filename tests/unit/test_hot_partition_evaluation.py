@@ -180,3 +180,16 @@ def test_a_hot_partition_recommendation_opens_a_hot_partition_incident_alerted_a
     assert step(state, observe(None, False, skew=None), 20.0) == (state, [])
     _, [resolved] = step(state, observe(None, False), 30.0)
     assert resolved.action is IncidentAction.RESOLVE and resolved.incident.id == incident.id
+
+
+def test_a_rest_that_falls_behind_too_gets_scale_judged_without_the_hot_partition() -> None:
+    # t-0 hot as above; b and c read 80/s each over t-1..t-4, written at 60/s each: 240/s with 20 % headroom
+    # is 288/s against 240/s of capacity (a, holding only the hot partition, counts the typical 80/s).
+    snapshot = group({"a": [5000], "b": [3000, 3000], "c": [3000, 3000]})
+    rates = figures([(300.0, 100.0, True)] + [(60.0, 40.0, True)] * 4)
+    rec = run(snapshot, rates)[2]
+    assert rec is not None and rec.kind is RecommendationKind.SCALE
+    assert rec.hot is not None and [p.partition for p in rec.hot.partitions] == [0]
+    assert rec.scale is not None
+    assert (rec.scale.partitions, rec.scale.production_rate, rec.scale.capacity) == (4, 240.0, 240.0)
+    assert rec.scale.members_needed == 4 and rec.moves == ()
