@@ -406,6 +406,8 @@ def recommendation_view(recommendation: Recommendation, now: float) -> Group:
         ),
         ("skew", f"{r.skew_before:.2f} -> {r.skew_after:.2f} ({t.metric.value})"),
         ("lower bound", f"{format_lag(r.lower_bound, unit)} {unit.value} (largest member lag, count-balanced)"),
+        ("asks for", _asks(r)),
+        *((("remedy", r.hot.remedy),) if r.hot is not None else ()),
     ):
         facts.add_row(label, Text(value))
     members = Table(title=f"members (lag in {unit.value})", title_justify="left")

@@ -193,3 +193,17 @@ def test_a_rest_that_falls_behind_too_gets_scale_judged_without_the_hot_partitio
     assert rec.scale is not None
     assert (rec.scale.partitions, rec.scale.production_rate, rec.scale.capacity) == (4, 240.0, 240.0)
     assert rec.scale.members_needed == 4 and rec.moves == ()
+
+
+def test_kagent_recommendations_show_says_what_it_asks_for_and_the_remedy() -> None:
+    from rich.console import Console
+
+    from kagent.tools.terminal_views import recommendation_view
+
+    rec = run(HOT_ALONE, HOT_ALONE_RATES)[2]
+    assert rec is not None
+    console = Console(width=400, record=True)
+    console.print(recommendation_view(rec, 20.0))
+    shown = console.export_text()
+    assert "no moves: hot partition t-0 written at 300/s" in shown
+    assert HOT_PARTITION_REMEDY in shown
