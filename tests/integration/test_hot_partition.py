@@ -102,7 +102,9 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
     hot = rec["hot"]
     [partition] = hot["partitions"]
     assert (partition["topic"], partition["partition"]) == (TOPIC, 0)
-    assert partition["member_id"].startswith(f"{GROUP}-c0")
+    # Its member: c0 once all four have joined (round robin); whoever held it, if a generation on the way
+    # lasted long enough to be judged.
+    assert partition["member_id"].startswith(f"{GROUP}-c")
     # Its producers, as kagent measured them, beside what the traffic sends it; and faster than any member.
     assert partition["production_rate"] == pytest.approx(RATE * HOT_SHARE, rel=0.3)
     assert partition["production_rate"] > hot["best_capacity"] >= partition["member_capacity"] > 0
@@ -111,7 +113,7 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
     # It moves nothing, and no rebalance (nor scale) was recommended for the group.
     assert rec["moves"] == [] and all(m["recommended"] == m["current"] for m in rec["members"])
     kinds = [r["kind"] for r in recommendations(worker)]
-    assert "rebalance" not in kinds and "scale" not in kinds, kinds
+    assert set(kinds) == {"hot-partition"}, kinds
     # The group's page in the API shows it, with the partition and its rate.
     assert detail is not None and detail["recommendation"]["kind"] == "hot-partition"
     assert detail["recommendation"]["hot"]["partitions"][0]["partition"] == 0
