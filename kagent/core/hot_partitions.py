@@ -30,7 +30,9 @@ over the rate window):
      measured: a member with no measured pace is not judged);
   3. the partition is busy: the group had lag at every commit of the window
      on it (a burst the member absorbed, catching up at some commit, is
-     not hot, whatever its rate over the window);
+     not hot, whatever its rate over the window; a burst it is still
+     working off counts at its rate over the window, which spreads it over
+     the whole window, and the evaluation's hold asks for it to last);
   4. its production rate is above the holding member's capacity, and above
      the best capacity (strictly: a partition written exactly at the best
      capacity is not hot; one member can just keep up with it).
