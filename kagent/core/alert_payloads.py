@@ -36,6 +36,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kagent.core.drain_time import drain_text
+from kagent.core.hot_partitions import hot_partition_text
 from kagent.core.incidents import CulpritPartition, Incident, IncidentAction, IncidentKind, IncidentTransition
 from kagent.core.policy import LagUnit
 from kagent.core.recommendation import PartitionMove
@@ -66,6 +67,7 @@ ALERTNAME: Mapping[IncidentKind, str] = {
     IncidentKind.STOP: "KagentConsumerStopped",
     IncidentKind.STALL: "KagentConsumerStalled",
     IncidentKind.REWIND: "KagentConsumerRewound",
+    IncidentKind.HOT_PARTITION: "KagentHotPartition",
 }
 """The Alertmanager ``alertname`` (and the webhooks' title) of each kind."""
 
@@ -133,6 +135,10 @@ def incident_summary(incident: Incident) -> str:
     names the kind, the number of culprit partitions and the first one's reason.
     """
     group, skew = incident.group, incident.skew
+    if skew is not None and incident.kind is IncidentKind.HOT_PARTITION and skew.hot is not None:
+        return _one_line(
+            f"{group}: {hot_partition_text(skew.hot)}: recommendation {skew.recommendation_id} moves nothing"
+        )
     if skew is not None:
         return _one_line(
             f"{group}: skew {skew.skew_before:.3g} ({skew.metric.value}) at or above {skew.threshold:.3g}: "
@@ -178,7 +184,11 @@ def description(incident: Incident) -> str:
     if incident.drain is not None:
         lines.append(f"Drain time at today's rates: {drain_text(incident.drain)} (when its slowest member catches up)")
     skew = incident.skew
-    if skew is not None:
+    if skew is not None and skew.hot is not None:
+        lines.append(f"{hot_partition_text(skew.hot).capitalize()}. {skew.hot.remedy}")
+    if skew is not None and incident.kind is IncidentKind.HOT_PARTITION:
+        lines.append(f"Recommendation {skew.recommendation_id} moves nothing.")
+    elif skew is not None:
         count = len(skew.moves)
         lines.append(
             f"Skew {skew.skew_before:.3g} -> {skew.skew_after:.3g} ({skew.metric.value}, threshold "
@@ -278,6 +288,8 @@ def _alert(
             "skew_after": f"{skew.skew_after:.6g}",
             "moves": "\n".join(move_line(move) for move in skew.moves),
         }
+    if skew is not None and skew.hot is not None:
+        annotations["hot_partitions"] = hot_partition_text(skew.hot)
     return {
         "labels": {
             "alertname": ALERTNAME[incident.kind],
@@ -342,6 +354,8 @@ def pagerduty_event(transition: IncidentTransition, *, routing_key: str, cluster
             "skew_after": skew.skew_after,
             "moves": _bounded([move_line(move) for move in skew.moves], PAGERDUTY_LINES),
         }
+        if skew.hot is not None:
+            details["hot_partitions"] = hot_partition_text(skew.hot)
     else:
         details["culprits"] = _bounded([culprit_line(culprit) for culprit in incident.culprits], PAGERDUTY_LINES)
     return {

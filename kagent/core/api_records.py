@@ -27,7 +27,7 @@ from kagent.core.group_health import GroupStatus
 from kagent.core.incidents import Incident, IncidentKind, Severity
 from kagent.core.member_lag import MemberLag, member_lags, unit_lag
 from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import PartitionMove, Recommendation, RecommendationKind
+from kagent.core.recommendation import HotPartitionEvidence, PartitionMove, Recommendation, RecommendationKind
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 from kagent.core.throughput import PartitionThroughput
 
@@ -231,6 +231,9 @@ class RecommendationRef(_Record):
     """For kind ``scale``: the members the group needs (it has ``summary.members``)."""
     server_assignor: str | None = None
     """For a group on the consumer protocol (KIP-848): the broker assignor that fits better."""
+    hot: HotPartitionEvidence | None = None
+    """The group's hot partitions, their rates beside the fastest member's and the remedy: for kind
+    ``hot-partition``, and for a rebalance or scale of the rest that leaves them where they are."""
 
 
 class SkewPoint(_Record):
@@ -504,6 +507,7 @@ def group_detail(
             server_assignor=(
                 recommendation.server_assignor.recommended if recommendation.server_assignor is not None else None
             ),
+            hot=recommendation.hot,
         )
     return GroupDetail(
         summary=summary,

@@ -12,26 +12,31 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
+from kagent.core.hot_partitions import hot_partitions
 from kagent.core.member_lag import current_skew
 from kagent.core.policy import EvaluationPolicy
 from kagent.core.recommendation import (
+    HOT_PARTITION_REMEDY,
+    HotPartitionEvidence,
+    HotPartitionRate,
     MemberRate,
     PartitionRate,
     Proposal,
     Recommendation,
     ScaleEvidence,
     propose,
+    propose_around,
 )
 from kagent.core.snapshot import GroupSnapshot
 from kagent.core.throughput import PartitionThroughput, falls_behind, group_throughput
 
-__all__ = ["Evaluation", "EvaluationState", "evaluate", "scale_evidence", "triggers"]
+__all__ = ["Evaluation", "EvaluationState", "evaluate", "hot_partition_evidence", "scale_evidence", "triggers"]
 
 
 class EvaluationState(BaseModel):
@@ -75,7 +80,11 @@ class Evaluation(NamedTuple):
     """What the strategy would do, with each member's lag before and after; None for a group without members."""
     scale: ScaleEvidence | None
     """When no assignment of the group's members keeps up with its producers: the rates and the members
-    it needs (whether or not this evaluation sent a recommendation); None otherwise, or when not asked."""
+    it needs (whether or not this evaluation sent a recommendation); None otherwise, or when not asked.
+    With hot partitions, judged on the rest of the group (see :func:`evaluate`)."""
+    hot: HotPartitionEvidence | None = None
+    """The group's hot partitions (whether or not this evaluation sent a recommendation); None when none
+    is hot, when it cannot be judged, or without throughput."""
 
 
 def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
@@ -98,15 +107,23 @@ def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
 
 
 def scale_evidence(
-    proposal: Proposal, throughput: Mapping[TopicPartition, PartitionThroughput], policy: EvaluationPolicy
+    proposal: Proposal,
+    throughput: Mapping[TopicPartition, PartitionThroughput],
+    policy: EvaluationPolicy,
+    left_out: Collection[TopicPartition] = (),
 ) -> ScaleEvidence | None:
     """The evidence for a ``scale`` recommendation, when no assignment of the proposal's members keeps up
     (:func:`kagent.core.throughput.falls_behind`, with ``policy.scale_headroom``) given each partition's
-    ``throughput``; None when they can, when it cannot be told, or when ``scale_headroom`` is None."""
+    ``throughput``; None when they can, when it cannot be told, or when ``scale_headroom`` is None.
+
+    The partitions ``left_out`` (hot ones) are not counted: neither their rates, nor the consumption they
+    took from their members, nor among the partitions a new member could hold."""
     if policy.scale_headroom is None:
         return None
-    group = group_throughput(proposal.current, throughput)
-    partitions = sum(proposal.partitions.values())
+    current = {member: [tp for tp in tps if tp not in left_out] for member, tps in proposal.current.items()}
+    throughput = {tp: figures for tp, figures in throughput.items() if tp not in left_out}
+    group = group_throughput(current, throughput)
+    partitions = sum(proposal.partitions.values()) - len(set(left_out))
     needed = falls_behind(group, partitions, policy.scale_headroom)
     if needed is None:
         return None
@@ -128,6 +145,32 @@ def scale_evidence(
             MemberRate(member_id=member.member_id, consumption_rate=member.consumption_rate, saturated=member.saturated)
             for member in group.members
         ),
+    )
+
+
+def hot_partition_evidence(
+    proposal: Proposal, throughput: Mapping[TopicPartition, PartitionThroughput], policy: EvaluationPolicy
+) -> HotPartitionEvidence | None:
+    """The group's hot partitions (:func:`kagent.core.hot_partitions.hot_partitions` over the proposal's
+    current assignment and ``throughput``), with the best member's capacity and the remedy; None when none
+    is hot or the group cannot be judged (no member's pace measured)."""
+    judged = hot_partitions(proposal.current, throughput)
+    if judged is None or not judged.partitions:
+        return None
+    return HotPartitionEvidence(
+        partitions=tuple(
+            HotPartitionRate(
+                topic=hot.partition.topic,
+                partition=hot.partition.partition,
+                member_id=hot.member_id,
+                production_rate=hot.production_rate,
+                member_capacity=hot.member_capacity,
+            )
+            for hot in judged.partitions
+        ),
+        best_capacity=judged.best_capacity,
+        window=policy.rate_window,
+        remedy=HOT_PARTITION_REMEDY,
     )
 
 
@@ -175,6 +218,20 @@ def evaluate(
     hold is reached in such an evaluation, the recommendation is of kind
     ``scale``, with the evidence and the members needed, and no rebalance is
     recommended. Without ``throughput`` only the skew trigger counts.
+
+    Hot partitions. Given ``throughput``, a group with hot partitions
+    (:func:`hot_partition_evidence`: written faster than its member, and any
+    member of the group, reads) holds too, whatever the skew: it falls
+    behind on them whatever kagent moves. The rest of the group (without the
+    hot partitions' lag, rates and the consumption they took) is judged as
+    above: its scale evidence, and the skew trigger on
+    :func:`kagent.core.recommendation.propose_around` (the strategy's
+    assignment of the rest, every hot partition left with its member). When
+    the hold is reached: ``scale`` when the rest falls behind; else
+    ``rebalance`` of the rest when its trigger holds; else ``hot-partition``,
+    which moves nothing: the group's lag is explained by its hot partitions
+    alone. Each of them carries the hot partitions (``Recommendation.hot``),
+    and none ever moves a hot partition.
     """
     if state is None:
         state = EvaluationState(group=snapshot.group)
@@ -183,21 +240,33 @@ def evaluate(
     proposal = propose(snapshot, policy) if skew is not None else None
     if snapshot.assignment.members and (proposal is None or proposal.unknown):
         return Evaluation(state, None, skew, proposal, None)
-    scale = scale_evidence(proposal, throughput, policy) if proposal is not None and throughput is not None else None
+    hot = None
+    if proposal is not None and throughput is not None:
+        hot = hot_partition_evidence(proposal, throughput, policy)
+    kept = [TopicPartition(rate.topic, rate.partition) for rate in hot.partitions] if hot is not None else []
+    scale = None
+    if proposal is not None and throughput is not None:
+        scale = scale_evidence(proposal, throughput, policy, kept)
+    rebalance = propose_around(snapshot, policy, kept) if proposal is not None and kept else proposal
     armed, cleared = state.armed, state.cleared
     if not armed:
         cleared = cleared or (skew is not None and skew < policy.rearm_below)
         armed = cleared and now - (state.last_recommendation_at or 0.0) >= policy.cooldown
     held = state.held if state.generation == generation else 0
-    holds = proposal is not None and (scale is not None or triggers(proposal, policy))
+    rebalances = rebalance is not None and triggers(rebalance, policy)
+    holds = proposal is not None and (hot is not None or scale is not None or rebalances)
     held = held + 1 if armed and holds else 0
     recommendation = None
     last_at, last_id = state.last_recommendation_at, state.last_recommendation_id
-    if proposal is not None and held >= policy.hold_evaluations:
+    if proposal is not None and rebalance is not None and held >= policy.hold_evaluations:
         if scale is not None:
             recommendation = proposal.scale_recommendation(scale, policy.skew_threshold, held, now)
+        elif rebalances or hot is None:
+            recommendation = rebalance.recommendation(policy.skew_threshold, held, now)
         else:
-            recommendation = proposal.recommendation(policy.skew_threshold, held, now)
+            recommendation = proposal.hot_partition_recommendation(hot, policy.skew_threshold, held, now)
+        if hot is not None and recommendation.hot is None:
+            recommendation = recommendation.model_copy(update={"hot": hot})
         armed, cleared, held = False, False, 0
         last_at, last_id = now, recommendation.id
     next_state = EvaluationState(
@@ -209,4 +278,4 @@ def evaluate(
         last_recommendation_at=last_at,
         last_recommendation_id=last_id,
     )
-    return Evaluation(next_state, recommendation, skew, proposal, scale)
+    return Evaluation(next_state, recommendation, skew, proposal, scale, hot)

@@ -1,7 +1,7 @@
 """Incidents: when a group's skew or health deserves an alert, as a pure state machine.
 
 Each group has at most one open incident per :class:`IncidentKind`: ``lag-skew``,
-and one per health status above WARN (``stop``, ``stall``, ``rewind``). WARN
+one per health status above WARN (``stop``, ``stall``, ``rewind``), and ``hot-partition``. WARN
 opens no incident: it is a trend (the lag never fell over the window), not a
 failure, and Burrow's ``ERR`` statuses are the ones that page. An incident
 opens, may update, and resolves; each transition is one
@@ -29,6 +29,10 @@ these are the usual ones), one per kind (:data:`SEVERITY`):
   lag as ``stop``, and it hides behind live heartbeats.
 - ``rewind``: error. Records are read again (or skipped) and the consumer
   still moves: a correctness problem to look into, not an outage.
+- ``hot-partition``: warning. A partition is written faster than any member
+  reads (a ``hot-partition`` recommendation): its lag grows whatever kagent
+  moves, until its producers' keys are spread or its consumer is made faster.
+  Not a page: the group is consuming, as fast as it can.
 
 Pure: no I/O, no Faust.
 """
@@ -45,12 +49,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kagent.core.drain_time import Drain
 from kagent.core.group_health import GroupHealth, PartitionStatus
+from kagent.core.hot_partitions import hot_partition_text
 from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import PartitionMove, Recommendation
+from kagent.core.recommendation import HotPartitionEvidence, PartitionMove, Recommendation, RecommendationKind
 
 __all__ = [
     "HEALTH_KINDS",
     "INCIDENT_NAMESPACE",
+    "RECOMMENDATION_KINDS",
     "SEVERITY",
     "CulpritPartition",
     "Incident",
@@ -77,6 +83,9 @@ class IncidentKind(str, Enum):
     """The group's status is STALL."""
     REWIND = "rewind"
     """The group's status is REWIND."""
+    HOT_PARTITION = "hot-partition"
+    """A partition of the group is written faster than any member reads, and a ``hot-partition``
+    recommendation was sent."""
 
 
 class Severity(str, Enum):
@@ -93,6 +102,7 @@ SEVERITY: Mapping[IncidentKind, Severity] = {
     IncidentKind.STOP: Severity.CRITICAL,
     IncidentKind.STALL: Severity.CRITICAL,
     IncidentKind.REWIND: Severity.ERROR,
+    IncidentKind.HOT_PARTITION: Severity.WARNING,
 }
 """Each kind's severity (the module's docstring says why)."""
 
@@ -102,6 +112,13 @@ HEALTH_KINDS: Mapping[PartitionStatus, IncidentKind] = {
     PartitionStatus.REWIND: IncidentKind.REWIND,
 }
 """The group statuses that open an incident, and its kind; OK and WARN open none."""
+
+RECOMMENDATION_KINDS: Mapping[RecommendationKind, IncidentKind] = {
+    RecommendationKind.REBALANCE: IncidentKind.LAG_SKEW,
+    RecommendationKind.SCALE: IncidentKind.LAG_SKEW,
+    RecommendationKind.HOT_PARTITION: IncidentKind.HOT_PARTITION,
+}
+"""The incident each kind of recommendation opens or updates."""
 
 INCIDENT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:kagent:incident")
 """The UUID namespace of incident ids: a constant, the same for every app id and every worker."""
@@ -123,7 +140,8 @@ class _Record(BaseModel):
 
 
 class SkewDetail(_Record):
-    """A ``lag-skew`` incident's recommendation: the latest one sent for the group."""
+    """A ``lag-skew`` or ``hot-partition`` incident's recommendation: the latest one of its kind sent for
+    the group."""
 
     recommendation_id: str
     """The :class:`Recommendation`'s id, as on the recommendations topic."""
@@ -139,6 +157,8 @@ class SkewDetail(_Record):
     members_needed: int | None = None
     """For a ``scale`` recommendation (no assignment of the members keeps up): the members the group
     needs; None for a rebalance."""
+    hot: HotPartitionEvidence | None = None
+    """The recommendation's hot partitions, their rates and the remedy; None when it names none."""
 
     @classmethod
     def of(cls, recommendation: Recommendation) -> SkewDetail:
@@ -152,6 +172,7 @@ class SkewDetail(_Record):
             skew_after=recommendation.skew_after,
             moves=recommendation.moves,
             members_needed=recommendation.scale.members_needed if recommendation.scale is not None else None,
+            hot=recommendation.hot,
         )
 
 
@@ -195,7 +216,7 @@ class Incident(_Record):
     member_drain: dict[str, Drain] = {}
     """Each current member's drain time, by member id (the partitions no member holds as ``unknown``)."""
     skew: SkewDetail | None = None
-    """``lag-skew`` only: the latest recommendation."""
+    """``lag-skew`` and ``hot-partition`` only: the latest recommendation of its kind."""
     culprits: tuple[CulpritPartition, ...] = ()
     """Health kinds only: the partitions at the status, by topic and partition."""
 
@@ -203,10 +224,11 @@ class Incident(_Record):
     def _detail_fits_kind(self) -> Incident:
         if self.severity is not SEVERITY[self.kind]:
             raise ValueError(f"a {self.kind.value} incident is {SEVERITY[self.kind].value}, not {self.severity.value}")
-        if (self.kind is IncidentKind.LAG_SKEW) != (self.skew is not None):
-            raise ValueError("a lag-skew incident, and only one, has a skew detail")
-        if self.kind is IncidentKind.LAG_SKEW and self.culprits:
-            raise ValueError("a lag-skew incident has no culprits")
+        recommended = self.kind in RECOMMENDATION_KINDS.values()
+        if recommended != (self.skew is not None):
+            raise ValueError("a lag-skew or hot-partition incident, and only one, has a skew detail")
+        if recommended and self.culprits:
+            raise ValueError(f"a {self.kind.value} incident has no culprits")
         return self
 
     @property
@@ -272,11 +294,15 @@ class IncidentObservation(NamedTuple):
     """The recommendation the evaluation emitted this round, if any."""
     health: GroupHealth
     falls_behind: bool = False
-    """No assignment of the members keeps up with the producers (the evaluation's scale evidence): a
-    ``lag-skew`` incident stays open while it holds, whatever the skew."""
+    """No assignment of the members keeps up with the producers (the evaluation's scale evidence), or a
+    partition is hot (no member keeps up with it): a ``lag-skew`` incident stays open while it holds,
+    whatever the skew."""
     drain: Drain | None = None
     """The group's drain time (:func:`kagent.core.drain_time.slowest` of ``member_drain``); None when not
     measured."""
+    hot: bool = False
+    """The evaluation found a hot partition (:func:`kagent.core.evaluation.hot_partition_evidence`): a
+    ``hot-partition`` incident stays open while it does."""
     member_drain: Mapping[str, Drain] | None = None
     """Each member's drain time, by member id; None when not measured."""
 
@@ -305,7 +331,13 @@ def step(
       ``state.last_recommendation_id`` (seen already) does neither. It
       resolves when no recommendation came this round, the skew was
       measured below ``rearm_below``, and the members keep up with the
-      producers (not ``observation.falls_behind``).
+      producers (not ``observation.falls_behind``). It opens and updates on
+      ``rebalance`` and ``scale`` recommendations (:data:`RECOMMENDATION_KINDS`).
+    - ``hot-partition`` opens and updates, like ``lag-skew``, on a
+      ``hot-partition`` recommendation. It resolves when no such
+      recommendation came this round, the skew was measured (the group's lag
+      is known) and the evaluation found no hot partition (not
+      ``observation.hot``).
     - A health kind opens when the group's status is its status and none is
       open; updates when the set of culprit partitions changes (not when only
       their reasons or lags do, which change every round); resolves when the
@@ -365,6 +397,10 @@ def step(
                 and skew < observation.rearm_below
             ):
                 reason = f"skew {skew:.3g} below {observation.rearm_below:.3g} (threshold x hysteresis)"
+        elif kind is IncidentKind.HOT_PARTITION:
+            hot_again = recommendation is not None and RECOMMENDATION_KINDS[recommendation.kind] is kind
+            if not hot_again and not observation.hot and observation.skew is not None:
+                reason = "no partition is written faster than the group's members read"
         elif kind is not health_kind and observation.health.status is not PartitionStatus.UNKNOWN:
             reason = f"group status {observation.health.status.value}: {observation.health.reason}"
         if reason is not None:
@@ -384,8 +420,8 @@ def step(
         for kind in _ORDER:
             incident = opened.get(kind)
             skew_detail: SkewDetail | None = None
-            if kind is IncidentKind.LAG_SKEW:
-                if recommendation is None or not is_new:
+            if kind in RECOMMENDATION_KINDS.values():
+                if recommendation is None or not is_new or RECOMMENDATION_KINDS[recommendation.kind] is not kind:
                     continue
                 at, skew_detail = recommendation.time, SkewDetail.of(recommendation)
                 summary = _skew_summary(skew_detail, recommendation)
@@ -442,8 +478,13 @@ def _partitions(culprits: tuple[CulpritPartition, ...]) -> frozenset[tuple[str, 
 
 
 def _skew_summary(detail: SkewDetail, recommendation: Recommendation) -> str:
-    """The ``lag-skew`` incident's summary: what the recommendation asks for, and why."""
-    scale = recommendation.scale
+    """The ``lag-skew`` or ``hot-partition`` incident's summary: what the recommendation asks for, and why."""
+    scale, hot = recommendation.scale, recommendation.hot
+    if recommendation.kind is RecommendationKind.HOT_PARTITION and hot is not None:
+        return (
+            f"{hot_partition_text(hot)}: recommendation {detail.recommendation_id} moves nothing, as no "
+            f"assignment or member count helps"
+        )
     if scale is not None:
         return (
             f"the members cannot keep up ({scale.capacity:.4g} records/s read, {scale.production_rate:.4g}/s "

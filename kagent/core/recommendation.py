@@ -25,6 +25,7 @@ Pure: no I/O, no Faust.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Collection, Mapping
@@ -51,9 +52,12 @@ from kagent.core.skew import (
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
 
 __all__ = [
+    "HOT_PARTITION_REMEDY",
     "KEPT_RECOMMENDATIONS",
     "SERVER_ASSIGNORS",
     "Alternative",
+    "HotPartitionEvidence",
+    "HotPartitionRate",
     "MemberRate",
     "MemberRecommendation",
     "PartitionMove",
@@ -66,6 +70,7 @@ __all__ = [
     "ServerAssignorAdvice",
     "Trigger",
     "propose",
+    "propose_around",
     "skew",
 ]
 
@@ -160,6 +165,19 @@ class RecommendationKind(str, Enum):
     """Change the number of members: no assignment of the members the group has keeps up with its
     producers (``scale`` has the evidence and the count). Nothing is to be moved: each member's
     ``recommended`` equals its ``current``, and ``moves`` is empty."""
+    HOT_PARTITION = "hot-partition"
+    """Neither: some partition is written faster than any member reads (``hot`` names it, with its rate
+    beside the best member's capacity, and the remedy), and the group's lag is explained by it alone. No
+    assignment and no number of members fixes that, so nothing is to be moved: each member's
+    ``recommended`` equals its ``current``, and ``moves`` is empty."""
+
+
+HOT_PARTITION_REMEDY = (
+    "No assignment and no number of members fixes a hot partition: spread its keys over more partitions "
+    "(add partitions, and a key that splits the hot key's records), or make the consumer of that partition's "
+    "work faster."
+)
+"""What can fix a hot partition, as every ``hot-partition`` recommendation says it."""
 
 
 class PartitionRate(_Record):
@@ -208,6 +226,33 @@ class ScaleEvidence(_Record):
     """By member id."""
 
 
+class HotPartitionRate(_Record):
+    """One hot partition: written faster than its member, or any member of the group, reads."""
+
+    topic: str
+    partition: int = Field(ge=0)
+    member_id: str
+    """The member that holds it, and keeps it."""
+    production_rate: float = Field(ge=0)
+    """Records per second written to it over the window."""
+    member_capacity: float = Field(ge=0)
+    """Records per second its member read over the window, its partitions added up (while saturated)."""
+
+
+class HotPartitionEvidence(_Record):
+    """The partitions no member can keep up with (:mod:`kagent.core.hot_partitions`), and what fixes them."""
+
+    partitions: tuple[HotPartitionRate, ...]
+    """By topic and partition; at least one."""
+    best_capacity: float = Field(ge=0)
+    """Records per second: the fastest any member of the group read over the window. Each hot partition
+    is written faster than this."""
+    window: float = Field(ge=0)
+    """Seconds the rates were measured over."""
+    remedy: str
+    """What can fix it (:data:`HOT_PARTITION_REMEDY`)."""
+
+
 class ServerAssignorAdvice(_Record):
     """For a group on the consumer protocol (KIP-848), whose broker assigns: which of the broker's
     built-in assignors (``group.remote.assignor``) gives the lower skew for the group's current lag."""
@@ -224,14 +269,20 @@ class ServerAssignorAdvice(_Record):
 
 class Recommendation(_Record):
     """A recommendation for one group (the record on ``kagent-recommendations``, keyed by group): a
-    rebalance (``kind`` ``rebalance``) or a change in member count (``scale``).
+    rebalance (``kind`` ``rebalance``), a change in member count (``scale``), or a hot partition no
+    assignment fixes (``hot-partition``).
 
     ``id`` is the same for the same group, generation and recommended
-    assignment (and, for ``scale``, member count), so a subscriber can drop
-    repeats; everything else describes the group at ``time``.
+    assignment (and, for ``scale``, member count; for ``hot-partition``, the hot partitions), so a
+    subscriber can drop repeats; everything else describes the group at ``time``.
 
-    ``kind``, ``scale``, ``client_side`` and ``server_assignor`` came later than the other fields;
-    a record without them is a client-side rebalance, so readers of either shape read both.
+    ``kind``, ``scale``, ``client_side``, ``server_assignor`` and ``hot`` came later than the other
+    fields; a record without them is a client-side rebalance with no hot partition, so readers of either
+    shape read both.
+
+    When ``hot`` is set on a ``rebalance`` or ``scale``, the group has hot partitions and lag besides
+    theirs: the recommendation is for the rest, computed without the hot partitions' lag (its figures,
+    skew and moves leave them out), and leaves each hot partition with the member that holds it.
     """
 
     id: str
@@ -268,6 +319,10 @@ class Recommendation(_Record):
     ``server_assignor`` says which of its assignors fits better."""
     server_assignor: ServerAssignorAdvice | None = None
     """For a group on the consumer protocol: the broker's built-in assignor to choose; None otherwise."""
+    hot: HotPartitionEvidence | None = None
+    """The group's hot partitions, their rates and the remedy: for ``kind`` ``hot-partition``, and for a
+    ``rebalance`` or ``scale`` of the rest that leaves them where they are; None when none is hot (or
+    the group could not be judged)."""
 
 
 @dataclass(frozen=True)
@@ -411,6 +466,26 @@ class Proposal:
             client_side=not self.server_side,
         )
 
+    def hot_partition_recommendation(
+        self, evidence: HotPartitionEvidence, threshold: float, evaluations_held: int, time: float
+    ) -> Recommendation:
+        """The ``hot-partition`` recommendation to publish at ``time``: ``evidence`` names partitions no
+        member keeps up with, and nothing is moved: each member's recommended partitions are its current
+        ones."""
+        hot = [[rate.topic, rate.partition] for rate in evidence.partitions]
+        return self._record(
+            self._id(self.current, "hot-partition", hot),
+            self.current,
+            self.current_ticks,
+            self.skew_before,
+            (),
+            self._trigger(threshold, evaluations_held, 0.0),
+            time,
+            kind=RecommendationKind.HOT_PARTITION,
+            client_side=not self.server_side,
+            hot=evidence,
+        )
+
     def _trigger(self, threshold: float, evaluations_held: int, improvement: float) -> Trigger:
         """Why a recommendation of this proposal is sent: the skew now held ``evaluations_held`` times
         against ``threshold``; ``improvement`` is what the recommended assignment does to the largest lag."""
@@ -437,6 +512,7 @@ class Proposal:
         scale: ScaleEvidence | None = None,
         client_side: bool = True,
         server_assignor: ServerAssignorAdvice | None = None,
+        hot: HotPartitionEvidence | None = None,
     ) -> Recommendation:
         """The record, shared by both kinds: ``recommended`` with its ticks and skew, ``moved`` to get there."""
         assigned = self.snapshot.assignment
@@ -480,6 +556,7 @@ class Proposal:
             scale=scale,
             client_side=client_side,
             server_assignor=server_assignor,
+            hot=hot,
         )
 
 
@@ -543,6 +620,34 @@ def propose(snapshot: GroupSnapshot, policy: EvaluationPolicy) -> Proposal:
         skew_after=skew(policy.skew_metric, list(recommended_ticks.values())),
         lower_bound_ticks=balanced_lag_lower_bound(lag.values(), len(members)) if members else 0,
         moves=tuple(moves(current, recommended)),
+    )
+
+
+def propose_around(snapshot: GroupSnapshot, policy: EvaluationPolicy, kept: Collection[TopicPartition]) -> Proposal:
+    """:func:`propose` for the rest of a group: the partitions ``kept`` stay with the members that hold them.
+
+    The strategy runs on ``snapshot`` without the lag of the partitions ``kept`` (they count 0, as a
+    partition missing from the lag does); then each of them is taken from wherever the strategy put it
+    and given back to its member now (or left unassigned, when none holds it). Every figure of the
+    proposal (lags, skews, moves, the lower bound) is of the rest: the kept partitions' lag is left
+    out. No kept partition is ever among the moves.
+    """
+    kept = frozenset(kept)
+    rest = propose(
+        dataclasses.replace(snapshot, lag={tp: f for tp, f in snapshot.lag.items() if tp not in kept}), policy
+    )
+    holder = {tp: member_id for member_id, tps in rest.current.items() for tp in tps if tp in kept}
+    recommended: Assignment = {
+        member_id: sorted([tp for tp in tps if tp not in kept] + [tp for tp, m in holder.items() if m == member_id])
+        for member_id, tps in rest.recommended.items()
+    }
+    ticks = member_lag(recommended, rest.lag)
+    return dataclasses.replace(
+        rest,
+        recommended=recommended,
+        recommended_ticks=ticks,
+        skew_after=skew(policy.skew_metric, list(ticks.values())),
+        moves=tuple(moves(rest.current, recommended)),
     )
 
 

@@ -24,8 +24,9 @@ from kagent.core.api_records import (
 from kagent.core.drain_time import Drain, DrainState, drain_text
 from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
+from kagent.core.hot_partitions import hot_partition_text
 from kagent.core.policy import LagUnit
-from kagent.core.recommendation import PartitionMove, Recommendation
+from kagent.core.recommendation import PartitionMove, Recommendation, RecommendationKind
 
 __all__ = [
     "STATUS_STYLE",
@@ -248,9 +249,10 @@ def _recommendation_ref(ref: RecommendationRef | None, now: float) -> str:
     if ref is None:
         return "none"
     stale = "" if ref.current else f", made for generation {ref.generation}: the group rebalanced since"
+    hot = "" if ref.hot is None else f", {hot_partition_text(ref.hot)} (left where it is)"
     return (
         f"{ref.id} ({format_age(now - ref.time)} ago, {ref.strategy}): skew {ref.skew_before:.2f} -> "
-        f"{ref.skew_after:.2f}, {_moves(len(ref.moves))}{stale}"
+        f"{ref.skew_after:.2f}, {_moves(len(ref.moves))}{hot}{stale}"
     )
 
 
@@ -344,13 +346,15 @@ def recommendation_line(recommendation: Recommendation) -> str:
 
 
 def _asks(recommendation: Recommendation) -> str:
-    """What the recommendation asks for: its moves, or (kind ``scale``) the member count."""
-    scale = recommendation.scale
-    return (
-        f"scale {scale.members} -> {scale.members_needed} members"
-        if scale is not None
-        else _moves(len(recommendation.moves))
-    )
+    """What the recommendation asks for: its moves, or (kind ``scale``) the member count, or (kind
+    ``hot-partition``) nothing moved and the hot partitions' rates; a rebalance or scale that leaves hot
+    partitions where they are says so."""
+    scale, hot = recommendation.scale, recommendation.hot
+    if recommendation.kind is RecommendationKind.HOT_PARTITION and hot is not None:
+        return f"no moves: {hot_partition_text(hot)}"
+    asks = f"scale {scale.members} -> {scale.members_needed} members" if scale is not None else None
+    asks = asks or _moves(len(recommendation.moves))
+    return asks if hot is None else f"{asks}, {hot_partition_text(hot)} (left where it is)"
 
 
 def recommendations_table(found: Sequence[Recommendation], now: float) -> Table:
@@ -402,6 +406,8 @@ def recommendation_view(recommendation: Recommendation, now: float) -> Group:
         ),
         ("skew", f"{r.skew_before:.2f} -> {r.skew_after:.2f} ({t.metric.value})"),
         ("lower bound", f"{format_lag(r.lower_bound, unit)} {unit.value} (largest member lag, count-balanced)"),
+        ("asks for", _asks(r)),
+        *((("remedy", r.hot.remedy),) if r.hot is not None else ()),
     ):
         facts.add_row(label, Text(value))
     members = Table(title=f"members (lag in {unit.value})", title_justify="left")

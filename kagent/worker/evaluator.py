@@ -368,11 +368,12 @@ class Evaluator(Stage, OpenIncidentsReader):
             resent = state.pending_recommendation
             state = await self._publish(group, state)
         with self._metrics.evaluation_seconds.time():
-            # Measured whether or not scaling is judged: the members' drain times need the rates too.
+            # Hot partitions are judged from the rates, and scaling when the policy asks (scale_headroom);
+            # the members' drain times need them too.
             throughput = self._groups.throughput(snapshot, self._policy.rate_window)
-            new_state, recommendation, skew, proposal, scale = evaluate(
-                snapshot, state, self._policy, now, throughput if self._policy.scale_headroom is not None else None
-            )
+            evaluation = evaluate(snapshot, state, self._policy, now, throughput)
+            new_state, recommendation, skew = evaluation.state, evaluation.recommendation, evaluation.skew
+            proposal, scale, hot = evaluation.proposal, evaluation.scale, evaluation.hot
         self._metrics.evaluations.inc()
         if recommendation is not None:
             new_state = new_state.model_copy(update={"pending_recommendation": recommendation})
@@ -417,6 +418,7 @@ class Evaluator(Stage, OpenIncidentsReader):
             recommendation=recommendation or resent,
             health=health,
             falls_behind=scale is not None,
+            hot=hot is not None,
             drain=slowest(drains.values()),
             member_drain=drains,
         )
@@ -431,7 +433,9 @@ class Evaluator(Stage, OpenIncidentsReader):
             )
         open_incidents = self._incidents.open_incidents([group])
         sent = recommendation is not None or resent is not None
-        quiet_until = self._quiet_until_after(snapshot, new_state, sent, scale is not None, skew, now)
+        quiet_until = self._quiet_until_after(
+            snapshot, new_state, sent, scale is not None or hot is not None, skew, now
+        )
         if quiet_until is not None:
             self._quiet_until[group] = quiet_until
         self._overview.record(
@@ -459,7 +463,8 @@ class Evaluator(Stage, OpenIncidentsReader):
         now: float,
     ) -> float | None:
         """Until when an evaluation would find what this one found (``state`` after it; whether it
-        ``sent`` a recommendation; whether the group ``falls_behind``; its ``skew``), if nothing the group
+        ``sent`` a recommendation; whether the group ``falls_behind``: scale evidence or a hot partition; its
+        ``skew``), if nothing the group
         reads changes; None if the next one may differ anyway.
 
         Quiet: its skew measured (a group not yet measured is looked at again at its due time: its end

@@ -237,7 +237,7 @@ RECOMMENDED_MEMBERS = Family(
 )
 OPEN_INCIDENTS = Family(
     "kagent_group_open_incidents",
-    "1 while the group has an open incident of the kind (lag-skew, stop, stall, rewind), else 0",
+    "1 while the group has an open incident of the kind (lag-skew, stop, stall, rewind, hot-partition), else 0",
     (*GROUP_LABELS, "kind"),
     Level.ALWAYS,
 )

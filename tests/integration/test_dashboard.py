@@ -455,6 +455,43 @@ def test_a_scale_recommendation_says_how_many_members_the_group_needs(page: Page
         expect(page.get_by_test_id("move-row")).to_have_count(0)
 
 
+def test_a_hot_partition_recommendation_names_the_partition_its_rate_and_the_fastest_members(page: Page) -> None:
+    """A partition written faster than any member reads: its page says so, with the remedy, and moves nothing."""
+    from tests.unit.test_hot_partition_evaluation import HOT_ALONE, HOT_ALONE_RATES
+
+    state, recommendation, evaluation = None, None, None
+    for now in (0.0, 5.0, 10.0):
+        evaluation = evaluate(HOT_ALONE, state, POLICY, now, HOT_ALONE_RATES)
+        state, recommendation = evaluation.state, evaluation.recommendation or recommendation
+    assert evaluation is not None and recommendation is not None
+    assert recommendation.kind is RecommendationKind.HOT_PARTITION
+    summary = summarize(
+        HOT_ALONE,
+        status=GroupStatus.OK,
+        skew=evaluation.skew,
+        skew_metric=POLICY.skew_metric,
+        lag_unit=POLICY.lag_unit,
+        min_total_lag=POLICY.min_total_lag,
+        state=state,
+        incidents=(),
+        worker="http://stand-in",
+    )
+    detail = group_detail(summary, HOT_ALONE, POLICY.lag_unit, recommendation, (), HOT_ALONE_RATES)
+    with StandInApi(groups=[summary], details={"g": detail}) as api:
+        page.goto(api.url + "groups/g")
+        expect(page.get_by_test_id("no-moves")).to_have_text(
+            "No moves: no assignment and no number of members keeps up with a hot partition."
+        )
+        hot = page.get_by_test_id("recommendation-hot")
+        expect(hot).to_be_visible()
+        expect(hot).to_contain_text(
+            "Hot partition t-0 written at 300/s (its member a reads 100/s); the fastest member reads 100/s."
+        )
+        expect(hot).to_contain_text("spread its keys over more partitions")
+        expect(page.get_by_test_id("move-row")).to_have_count(0)
+        screenshot(page, "dashboard-hot-partition.png")
+
+
 # ---- what one screen shows: unknown figures, estimates, and one measurement with its time ----------------------
 #
 # Canned answers made by the API's own functions (summarize, group_detail) from snapshots whose partition figures

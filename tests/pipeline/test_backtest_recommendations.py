@@ -20,6 +20,9 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from kagent.core.recommendation import (
+    HOT_PARTITION_REMEDY,
+    HotPartitionEvidence,
+    HotPartitionRate,
     Recommendation,
     RecommendationKind,
     ScaleEvidence,
@@ -95,16 +98,32 @@ def _server_side(rec_id: str, group: str, time: float) -> Recommendation:
 
 
 def _new_shapes() -> list[Recommendation]:
-    """Of group "hot": a scale (then a re-send of it) and a later one; of "calm", a server-side rebalance;
-    of "elsewhere" (no snapshots), a client-side rebalance."""
+    """Of group "hot": a scale (then a re-send of it) and a later one; of "calm", a hot-partition one and
+    a later server-side rebalance; of "elsewhere" (no snapshots), a client-side rebalance."""
     first = _scale("s1", "hot", 1704067260.0, members_needed=3)
     return [
         first,
         first,
         _scale("s2", "hot", 1704067320.0, members_needed=4),
         _server_side("k1", "calm", 1704067230.0),
+        _hot_partition("h1", "calm", 1704067210.0),
         recommendation("e1", time=1704067200.0, group="elsewhere"),
     ]
+
+
+def _hot_partition(rec_id: str, group: str, time: float) -> Recommendation:
+    """A ``hot-partition`` recommendation: t-0 written at 300/s, its member's and the fastest pace 100/s."""
+    hot = HotPartitionEvidence(
+        partitions=(
+            HotPartitionRate(topic="t", partition=0, member_id="a", production_rate=300.0, member_capacity=100.0),
+        ),
+        best_capacity=100.0,
+        window=300.0,
+        remedy=HOT_PARTITION_REMEDY,
+    )
+    return recommendation(rec_id, time=time, group=group).model_copy(
+        update={"kind": RecommendationKind.HOT_PARTITION, "moves": (), "hot": hot}
+    )
 
 
 def _json_lines(path: Path) -> str:
@@ -120,7 +139,7 @@ def _rows(read: RecommendationsRead) -> pd.DataFrame:
 
 def _assert_shapes(rows: pd.DataFrame) -> None:
     """Both shapes, as the model reads them: the old one a client-side rebalance."""
-    assert sorted(rows.index) == sorted([OLD_ID, "s1", "s2", "k1", "e1"])  # the re-send of s1 once
+    assert sorted(rows.index) == sorted([OLD_ID, "s1", "s2", "k1", "h1", "e1"])  # the re-send of s1 once
     old = rows.loc[OLD_ID]
     assert (old["group"], old["kind"], old["client_side"], old["strategy"]) == ("hot", "rebalance", True, "lag-sticky")
     assert (old["generation"], old["moves"], old["members"]) == (7, 1, 2)
@@ -140,6 +159,8 @@ def _assert_shapes(rows: pd.DataFrame) -> None:
     )
     assert pd.isna(server["members_needed"])
     assert rows.loc["e1", "kind"] == "rebalance" and bool(rows.loc["e1", "client_side"])
+    hot = rows.loc["h1"]
+    assert (hot["kind"], hot["moves"]) == ("hot-partition", 0) and pd.isna(hot["members_needed"])
 
 
 def _snapshots(spark: SparkSession, path: Path) -> str:
@@ -190,12 +211,14 @@ def test_backtest_sets_them_beside_the_strategies(spark: SparkSession, tmp_path:
     assert pd.isna(hot["kagent_server_assignor"])
     assert pd.Timestamp(hot["kagent_latest"]) == pd.Timestamp("2024-01-01 00:02:00")
     assert (calm["kagent_rebalances"], calm["kagent_scales"], calm["kagent_moves"]) == (1, 0, 3)
+    assert (calm["kagent_hot_partitions"], hot["kagent_hot_partitions"]) == (1, 0)
     assert pd.isna(calm["kagent_members_needed"]) and calm["kagent_server_assignor"] == "range"
     written = spark.read.parquet(result.recommendation_summary).toPandas().set_index("group").sort_index()
     pd.testing.assert_frame_equal(written, kagent, check_dtype=False)
     report = Path(result.report).read_text()
     assert "<h2>kagent's recommendations</h2>" in report
-    assert "Rebalances: 2; scale recommendations: 2; groups with any: 2 of 2." in report
+    totals = "Rebalances: 2; scale recommendations: 2; hot-partition recommendations: 1; groups with any: 2 of 2."
+    assert totals in report
     assert "Records skipped (not recommendations): 2." in report
     cells = re.findall(r"<td>([^<]*)</td>", report)
     assert {"None", "NaN", "&lt;NA&gt;", "NaT"}.isdisjoint(cells) and "" in cells  # absent figures are blank
@@ -256,7 +279,10 @@ def test_the_topic_of_both_shapes(spark: SparkSession, kafka_broker: EmbeddedBro
     )
     assert cli.exit_code == 0, cli.output
     assert "reading kagent's recommendations" in cli.output
-    assert "kagent's recommendations for these groups: 2 rebalances, 2 scales; 2 records skipped" in cli.output
+    assert (
+        "kagent's recommendations for these groups: 2 rebalances, 2 scales, 1 hot partitions; 2 records skipped"
+        in cli.output
+    )
     assert f"recommendation_summary: {out}/recommendation_summary" in cli.output
     summary = spark.read.parquet(str(out / "recommendation_summary")).toPandas().set_index("group")
     assert summary.loc["hot", "kagent_scales"] == 2 and summary.loc["calm", "kagent_server_assignor"] == "range"

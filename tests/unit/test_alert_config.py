@@ -193,7 +193,8 @@ def test_an_unset_environment_variable_names_the_field_and_its_line() -> None:
         ),
         (
             ("kinds: [lag-skew, stop]", "kinds: [lag-skew, stopped]"),
-            "alerts.yaml:10: sinks[0].filter.kinds[1]: Input should be 'lag-skew', 'stop', 'stall' or 'rewind'",
+            "alerts.yaml:10: sinks[0].filter.kinds[1]: Input should be 'lag-skew', 'stop', 'stall', 'rewind' or "
+            "'hot-partition'",
         ),
         (
             ("kinds: [lag-skew, stop]", "kinds: []"),
@@ -334,7 +335,7 @@ def test_key_file_problems(tmp_path: Path) -> None:
 
 def incident(group: str, kind: IncidentKind) -> Incident:
     skew = None
-    if kind is IncidentKind.LAG_SKEW:
+    if kind in (IncidentKind.LAG_SKEW, IncidentKind.HOT_PARTITION):
         skew = SkewDetail(
             recommendation_id="r",
             strategy="lag-sticky",

@@ -213,8 +213,8 @@ def test_a_group_not_measured_keeps_its_state_as_it_was() -> None:
     holding, _ = run([SKEWED, SKEWED], [0, 5])
     assert holding is not None and holding.held == 2
     blind = unmeasured(SKEWED, 4)
-    state, recommendation, skew, proposal, scale = evaluate(blind, holding, POLICY, 10)
-    assert state == holding and (recommendation, skew, proposal, scale) == (None, None, None, None)
+    state, recommendation, skew, proposal, scale, hot = evaluate(blind, holding, POLICY, 10)
+    assert state == holding and (recommendation, skew, proposal, scale, hot) == (None, None, None, None, None)
     # A new generation while unmeasured does not start the hold again either: nothing was measured.
     assert (
         evaluate(

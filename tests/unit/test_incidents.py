@@ -33,7 +33,7 @@ from tests.support.incidents import recommendation
 
 _UNKNOWN, OK, WARN, STOP, STALL, REWIND = PartitionStatus
 OPEN, UPDATE, RESOLVE = IncidentAction.OPEN, IncidentAction.UPDATE, IncidentAction.RESOLVE
-SKEW, KIND_STOP, KIND_STALL, KIND_REWIND = IncidentKind
+SKEW, KIND_STOP, KIND_STALL, KIND_REWIND, KIND_HOT = IncidentKind
 
 
 def health(status: PartitionStatus = OK, partitions: Sequence[int] = (0,), gone: bool = False) -> GroupHealth:
@@ -246,7 +246,7 @@ def test_ids_are_the_same_on_any_worker_and_differ_per_incident() -> None:
     assert incident_id("g", KIND_STOP, 100, 0) == incident_id("g", KIND_STOP, 100.0, 0)
     assert incident_id("g", KIND_STOP, 100.0, 0) == str(uuid.uuid5(INCIDENT_NAMESPACE, '["g","stop",100.0,0]'))
     ids = {incident_id(g, k, t, n) for g in ("g", "h") for k in IncidentKind for t in (1.0, 2.0) for n in (0, 1)}
-    assert len(ids) == 2 * 4 * 2 * 2
+    assert len(ids) == 2 * len(IncidentKind) * 2 * 2
 
 
 def test_a_recommendation_re_sent_after_a_failover_opens_the_same_incident() -> None:

@@ -68,7 +68,9 @@ def test_a_balanced_group_whose_producers_outrun_every_member_is_told_to_scale_a
 
 
 def test_a_skewed_group_that_cannot_keep_up_anyway_gets_scale_not_rebalance() -> None:
-    results = run(SKEWED, every(SKEWED, (100.0, 30.0, True)))
+    # Each member reads 90/s over its 3 partitions; each partition is written at 50/s: one member could keep
+    # up with any one of them (none is hot), but 450/s outruns the 270/s of all three.
+    results = run(SKEWED, every(SKEWED, (50.0, 30.0, True)))
     rec = results[2]
     assert rec is not None and rec.kind is RecommendationKind.SCALE
     assert rec.scale is not None and rec.scale.members_needed > rec.scale.members
@@ -95,7 +97,7 @@ def test_without_throughput_or_with_scale_off_only_the_skew_trigger_counts() -> 
     assert run(BALANCED, None) == [None, None, None]
     off = dataclasses.replace(POLICY, scale_headroom=None)
     assert run(BALANCED, falling_behind, off) == [None, None, None]
-    rec = run(SKEWED, every(SKEWED, (100.0, 30.0, True)), off)[2]
+    rec = run(SKEWED, every(SKEWED, (50.0, 30.0, True)), off)[2]
     assert rec is not None and rec.kind is RecommendationKind.REBALANCE
 
 

@@ -110,6 +110,26 @@
     return UNKNOWN;
   }
 
+  /** Records/s as kagent.core.drain_time.rate_text says them: "120/s", "1,250/s", "4.5/s". */
+  function rateText(rate) {
+    return `${rate >= 9.95 ? INTEGER.format(rate) : rate.toFixed(1)}/s`;
+  }
+
+  /**
+   * A recommendation's hot partitions (kagent.core.recommendation.HotPartitionEvidence) in the words of
+   * kagent.core.hot_partitions.hot_partition_text: each partition's production rate beside its member's pace,
+   * then the fastest member's.
+   */
+  function hotPartitionText(hot) {
+    const parts = hot.partitions.map(
+      (p) =>
+        `${p.topic}-${p.partition} written at ${rateText(p.production_rate)} ` +
+        `(its member ${p.member_id} reads ${rateText(p.member_capacity)})`,
+    );
+    const plural = hot.partitions.length > 1 ? "s" : "";
+    return `Hot partition${plural} ${parts.join(", ")}; the fastest member reads ${rateText(hot.best_capacity)}`;
+  }
+
   /** Seconds as kagent.core.drain_time.duration_text says them: "45 s", "4 min", "2 h 5 min", "3 d 4 h". */
   function drainDuration(seconds) {
     if (seconds < 59.5) return `${Math.max(1, Math.round(seconds))} s`;
@@ -756,9 +776,14 @@
         const since = `the group has rebalanced since (now generation ${now})`;
         setText(stale, `Made for generation ${rec.generation}; ${since}.`);
       }
+      const hot = $("recommendation-hot");
+      hot.hidden = !rec.hot;
+      if (rec.hot) setText(hot, `${hotPartitionText(rec.hot)}. ${rec.hot.remedy}`);
       const unit = detail.summary.lag_unit;
       const noMoves =
-        rec.kind === "scale"
+        rec.kind === "hot-partition"
+          ? "No moves: no assignment and no number of members keeps up with a hot partition."
+          : rec.kind === "scale"
           ? `No moves: the members cannot keep up whatever their assignment; ` +
             `the group needs ${integer(rec.members_needed)} members (it has ${integer(detail.summary.members)}).`
           : rec.server_assignor

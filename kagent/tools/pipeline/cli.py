@@ -244,7 +244,8 @@ def backtest_command(
         kagent = result.recommendations
         click.echo(
             f"kagent's recommendations for these groups: {kagent['kagent_rebalances'].sum()} rebalances, "
-            f"{kagent['kagent_scales'].sum()} scales; {recommendations.skipped} records skipped (not recommendations)"
+            f"{kagent['kagent_scales'].sum()} scales, {kagent['kagent_hot_partitions'].sum()} hot partitions; "
+            f"{recommendations.skipped} records skipped (not recommendations)"
         )
     click.echo(f"snapshot_results: {result.snapshot_results}")
     click.echo(f"strategy_summary: {result.strategy_summary}")

@@ -157,7 +157,8 @@ def recommendation_summary(rows: DataFrame, groups: DataFrame) -> DataFrame:
     """Per group of ``groups`` (its column ``group``), kagent's recommendations among ``rows``
     (:data:`RECOMMENDATION_COLUMNS`), groups without any included:
 
-    ``kagent_rebalances`` and ``kagent_scales`` (counts by kind),
+    ``kagent_rebalances``, ``kagent_scales`` and ``kagent_hot_partitions`` (counts by kind, the last of
+    ``hot-partition`` recommendations: a partition no member keeps up with, which moves nothing),
     ``kagent_moves`` (the partitions its rebalances move, added up),
     ``kagent_members_needed`` (of its latest scale recommendation),
     ``kagent_server_assignor`` (of its latest recommendation naming one) and
@@ -167,9 +168,11 @@ def recommendation_summary(rows: DataFrame, groups: DataFrame) -> DataFrame:
     """
     rebalance = F.col("kind") == RecommendationKind.REBALANCE.value
     scale = F.col("kind") == RecommendationKind.SCALE.value
+    hot = F.col("kind") == RecommendationKind.HOT_PARTITION.value
     per_group = rows.groupBy("group").agg(
         F.count_if(rebalance).alias("kagent_rebalances"),
         F.count_if(scale).alias("kagent_scales"),
+        F.count_if(hot).alias("kagent_hot_partitions"),
         F.sum(F.when(rebalance, F.col("moves"))).alias("kagent_moves"),
         F.max_by("members_needed", F.when(scale, F.col("time"))).alias("kagent_members_needed"),
         F.max_by("server_assignor", F.when(F.col("server_assignor").isNotNull(), F.col("time"))).alias(
@@ -177,5 +180,5 @@ def recommendation_summary(rows: DataFrame, groups: DataFrame) -> DataFrame:
         ),
         F.max("time").alias("kagent_latest"),
     )
-    counts = ["kagent_rebalances", "kagent_scales", "kagent_moves"]
+    counts = ["kagent_rebalances", "kagent_scales", "kagent_hot_partitions", "kagent_moves"]
     return groups.select("group").distinct().join(per_group, "group", "left").fillna(0, subset=counts)

@@ -79,13 +79,14 @@ def render_report(
 
 def _kagent_section(kagent: pd.DataFrame, skipped: int) -> list[str]:
     """Totals by kind, then a table of the :data:`GROUPS_SHOWN` groups with the most recommendations."""
-    counts = kagent["kagent_rebalances"] + kagent["kagent_scales"]
+    counts = kagent["kagent_rebalances"] + kagent["kagent_scales"] + kagent["kagent_hot_partitions"]
     ranked = kagent.assign(total=counts)[counts > 0].sort_values(["total", "group"], ascending=[False, True])
     shown = ranked.drop(columns="total").head(GROUPS_SHOWN).astype({"kagent_members_needed": "Int64"})
     shown = shown.astype(object).where(shown.notna(), "")  # a figure kagent did not give is blank
     notes = [
         f"Rebalances: {int(kagent['kagent_rebalances'].sum())}; scale recommendations: "
-        f"{int(kagent['kagent_scales'].sum())}; groups with any: {len(ranked)} of {len(kagent)}."
+        f"{int(kagent['kagent_scales'].sum())}; hot-partition recommendations: "
+        f"{int(kagent['kagent_hot_partitions'].sum())}; groups with any: {len(ranked)} of {len(kagent)}."
     ]
     if len(ranked) > len(shown):
         notes.append(f"The {len(shown)} groups with the most are shown.")
