@@ -140,8 +140,9 @@ def incident_summary(incident: Incident) -> str:
             f"{group}: {hot_partition_text(skew.hot)}: recommendation {skew.recommendation_id} moves nothing"
         )
     if skew is not None:
+        above = "at or above" if skew.skew_before >= skew.threshold else "below"
         return _one_line(
-            f"{group}: skew {skew.skew_before:.3g} ({skew.metric.value}) at or above {skew.threshold:.3g}: "
+            f"{group}: skew {skew.skew_before:.3g} ({skew.metric.value}) {above} {skew.threshold:.3g}: "
             f"recommendation {skew.recommendation_id} moves {len(skew.moves)} partitions, "
             f"skew after {skew.skew_after:.3g}"
         )

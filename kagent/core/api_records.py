@@ -27,7 +27,13 @@ from kagent.core.group_health import GroupStatus
 from kagent.core.incidents import Incident, IncidentKind, Severity
 from kagent.core.member_lag import MemberLag, member_lags, unit_lag
 from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import HotPartitionEvidence, PartitionMove, Recommendation, RecommendationKind
+from kagent.core.recommendation import (
+    HotPartitionEvidence,
+    IsolationEvidence,
+    PartitionMove,
+    Recommendation,
+    RecommendationKind,
+)
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 from kagent.core.throughput import PartitionThroughput
 
@@ -234,6 +240,8 @@ class RecommendationRef(_Record):
     hot: HotPartitionEvidence | None = None
     """The group's hot partitions, their rates beside the fastest member's and the remedy: for kind
     ``hot-partition``, and for a rebalance or scale of the rest that leaves them where they are."""
+    isolated: IsolationEvidence | None = None
+    """For a rebalance: the heavy partitions it leaves each alone on a member, with their rates."""
 
 
 class SkewPoint(_Record):
@@ -508,6 +516,7 @@ def group_detail(
                 recommendation.server_assignor.recommended if recommendation.server_assignor is not None else None
             ),
             hot=recommendation.hot,
+            isolated=recommendation.isolated,
         )
     return GroupDetail(
         summary=summary,

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
+from kagent.core.heavy_partitions import heavy_partitions, isolation_evidence
 from kagent.core.hot_partitions import hot_partitions
 from kagent.core.member_lag import current_skew
 from kagent.core.policy import EvaluationPolicy
@@ -32,6 +33,7 @@ from kagent.core.recommendation import (
     ScaleEvidence,
     propose,
     propose_around,
+    propose_isolating,
 )
 from kagent.core.snapshot import GroupSnapshot
 from kagent.core.throughput import PartitionThroughput, falls_behind, group_throughput
@@ -232,6 +234,17 @@ def evaluate(
     which moves nothing: the group's lag is explained by its hot partitions
     alone. Each of them carries the hot partitions (``Recommendation.hot``),
     and none ever moves a hot partition.
+
+    Heavy partitions. Given ``throughput``, the group's heavy partitions
+    (:func:`kagent.core.heavy_partitions.heavy_partitions`: within a member's
+    pace, but not with any other producing partition beside them) get a
+    member of their own in every rebalance: the skew trigger is judged on
+    :func:`kagent.core.recommendation.propose_isolating` instead (when the
+    group has a member left for the rest; otherwise as above). A heavy
+    partition that is *crowded* (its member falls behind on it and another)
+    holds too, whatever the skew: when the hold is reached and the rest does
+    not fall behind, the recommendation is that ``rebalance``, and it names
+    the partitions it isolates (``Recommendation.isolated``).
     """
     if state is None:
         state = EvaluationState(group=snapshot.group)
@@ -248,21 +261,29 @@ def evaluate(
     if proposal is not None and throughput is not None:
         scale = scale_evidence(proposal, throughput, policy, kept)
     rebalance = propose_around(snapshot, policy, kept) if proposal is not None and kept else proposal
+    heavy = (heavy_partitions(proposal.current, throughput) if proposal is not None and throughput else None) or ()
+    isolating = propose_isolating(snapshot, policy, kept, [h.partition for h in heavy]) if heavy else None
+    if isolating is not None:
+        rebalance = isolating
+    crowded = isolating is not None and any(h.crowded for h in heavy)
     armed, cleared = state.armed, state.cleared
     if not armed:
         cleared = cleared or (skew is not None and skew < policy.rearm_below)
         armed = cleared and now - (state.last_recommendation_at or 0.0) >= policy.cooldown
     held = state.held if state.generation == generation else 0
     rebalances = rebalance is not None and triggers(rebalance, policy)
-    holds = proposal is not None and (hot is not None or scale is not None or rebalances)
+    holds = proposal is not None and (hot is not None or scale is not None or rebalances or crowded)
     held = held + 1 if armed and holds else 0
     recommendation = None
     last_at, last_id = state.last_recommendation_at, state.last_recommendation_id
     if proposal is not None and rebalance is not None and held >= policy.hold_evaluations:
         if scale is not None:
             recommendation = proposal.scale_recommendation(scale, policy.skew_threshold, held, now)
-        elif rebalances or hot is None:
+        elif rebalances or crowded or hot is None:
             recommendation = rebalance.recommendation(policy.skew_threshold, held, now)
+            if isolating is not None:
+                isolated = isolation_evidence(heavy, isolating.recommended, policy.rate_window)
+                recommendation = recommendation.model_copy(update={"isolated": isolated})
         else:
             recommendation = proposal.hot_partition_recommendation(hot, policy.skew_threshold, held, now)
         if hot is not None and recommendation.hot is None:

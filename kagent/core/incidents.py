@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kagent.core.drain_time import Drain
 from kagent.core.group_health import GroupHealth, PartitionStatus
+from kagent.core.heavy_partitions import heavy_partition_text
 from kagent.core.hot_partitions import hot_partition_text
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import HotPartitionEvidence, PartitionMove, Recommendation, RecommendationKind
@@ -490,6 +491,12 @@ def _skew_summary(detail: SkewDetail, recommendation: Recommendation) -> str:
             f"the members cannot keep up ({scale.capacity:.4g} records/s read, {scale.production_rate:.4g}/s "
             f"written): recommendation {detail.recommendation_id} asks for {scale.members_needed} members "
             f"instead of {scale.members}"
+        )
+    if recommendation.isolated is not None:
+        return (
+            f"{heavy_partition_text(recommendation.isolated)}: recommendation {detail.recommendation_id} moves "
+            f"{len(detail.moves)} partitions to give it a member of its own, skew {detail.skew_before:.3g} "
+            f"({detail.metric.value}) -> {detail.skew_after:.3g}"
         )
     return (
         f"skew {detail.skew_before:.3g} ({detail.metric.value}) at or above "

@@ -56,8 +56,10 @@ __all__ = [
     "KEPT_RECOMMENDATIONS",
     "SERVER_ASSIGNORS",
     "Alternative",
+    "HeavyPartitionRate",
     "HotPartitionEvidence",
     "HotPartitionRate",
+    "IsolationEvidence",
     "MemberRate",
     "MemberRecommendation",
     "PartitionMove",
@@ -71,6 +73,7 @@ __all__ = [
     "Trigger",
     "propose",
     "propose_around",
+    "propose_isolating",
     "skew",
 ]
 
@@ -253,6 +256,34 @@ class HotPartitionEvidence(_Record):
     """What can fix it (:data:`HOT_PARTITION_REMEDY`)."""
 
 
+class HeavyPartitionRate(_Record):
+    """One heavy partition (:mod:`kagent.core.heavy_partitions`): within one member's pace, but written too
+    fast to share a member with even the least written of the group's other producing partitions."""
+
+    topic: str
+    partition: int = Field(ge=0)
+    member_id: str
+    """The member the recommendation leaves it alone on: the one that holds it now, unless that one keeps a
+    hot partition or another heavy one."""
+    production_rate: float = Field(ge=0)
+    """Records per second written to it over the window."""
+    member_capacity: float = Field(ge=0)
+    """Records per second the member that holds it now can read: its pace while saturated, otherwise the
+    group's typical member's. At least ``production_rate``."""
+    lightest_other_rate: float = Field(gt=0)
+    """Records per second written to the least written of the group's other producing partitions:
+    ``production_rate`` plus this is above ``member_capacity``."""
+
+
+class IsolationEvidence(_Record):
+    """The heavy partitions a rebalance gives each a member of its own, and their rates."""
+
+    partitions: tuple[HeavyPartitionRate, ...]
+    """By topic and partition; at least one."""
+    window: float = Field(ge=0)
+    """Seconds the rates were measured over."""
+
+
 class ServerAssignorAdvice(_Record):
     """For a group on the consumer protocol (KIP-848), whose broker assigns: which of the broker's
     built-in assignors (``group.remote.assignor``) gives the lower skew for the group's current lag."""
@@ -276,9 +307,9 @@ class Recommendation(_Record):
     assignment (and, for ``scale``, member count; for ``hot-partition``, the hot partitions), so a
     subscriber can drop repeats; everything else describes the group at ``time``.
 
-    ``kind``, ``scale``, ``client_side``, ``server_assignor`` and ``hot`` came later than the other
-    fields; a record without them is a client-side rebalance with no hot partition, so readers of either
-    shape read both.
+    ``kind``, ``scale``, ``client_side``, ``server_assignor``, ``hot`` and ``isolated`` came later than
+    the other fields; a record without them is a client-side rebalance with no hot partition that isolates
+    none, so readers of either shape read both.
 
     When ``hot`` is set on a ``rebalance`` or ``scale``, the group has hot partitions and lag besides
     theirs: the recommendation is for the rest, computed without the hot partitions' lag (its figures,
@@ -323,6 +354,10 @@ class Recommendation(_Record):
     """The group's hot partitions, their rates and the remedy: for ``kind`` ``hot-partition``, and for a
     ``rebalance`` or ``scale`` of the rest that leaves them where they are; None when none is hot (or
     the group could not be judged)."""
+    isolated: IsolationEvidence | None = None
+    """For a ``rebalance``: the heavy partitions its assignment leaves each alone on a member, with their
+    rates; None when it isolates none (none is heavy, the group could not be judged, or it has too few
+    members)."""
 
 
 @dataclass(frozen=True)
@@ -641,6 +676,71 @@ def propose_around(snapshot: GroupSnapshot, policy: EvaluationPolicy, kept: Coll
         member_id: sorted([tp for tp in tps if tp not in kept] + [tp for tp, m in holder.items() if m == member_id])
         for member_id, tps in rest.recommended.items()
     }
+    ticks = member_lag(recommended, rest.lag)
+    return dataclasses.replace(
+        rest,
+        recommended=recommended,
+        recommended_ticks=ticks,
+        skew_after=skew(policy.skew_metric, list(ticks.values())),
+        moves=tuple(moves(rest.current, recommended)),
+    )
+
+
+def propose_isolating(
+    snapshot: GroupSnapshot,
+    policy: EvaluationPolicy,
+    kept: Collection[TopicPartition],
+    isolated: Collection[TopicPartition],
+) -> Proposal | None:
+    """:func:`propose_around` that also gives each partition of ``isolated`` (heavy ones,
+    :mod:`kagent.core.heavy_partitions`) a member of its own; None when the group cannot give them one.
+
+    - Each isolated partition stays with the member that holds it now, which keeps nothing else: its other
+      partitions go to the other members. When that member keeps a partition of ``kept`` (a hot one), or
+      an isolated partition earlier by topic and partition, the isolated partition goes instead to the
+      member that holds no kept or isolated partition and has the least lag now (then the first by id),
+      among those subscribed to its topic.
+    - The strategy assigns every other partition to the members given no isolated partition (the members
+      keeping ``kept`` partitions among them, as in :func:`propose_around`), without the isolated and
+      kept partitions' lag; kept partitions then go back to their members.
+    - None when there is no member left for the rest (as many isolated partitions as members, or more),
+      when no free member is subscribed to a displaced isolated partition's topic, or when a partition
+      the strategy would place for the whole group has no subscribed member left to take it.
+
+    The figures are :func:`propose_around`'s: the kept partitions' lag is left out, the isolated ones'
+    counts. No kept partition is ever among the moves; an isolated one only when displaced as above.
+    """
+    kept = frozenset(kept)
+    isolated = set(isolated) - kept
+    rest = propose_around(snapshot, policy, kept)
+    holder = {tp: member_id for member_id, tps in rest.current.items() for tp in tps}
+    keeping = {holder[tp] for tp in kept if tp in holder}
+    own: dict[TopicPartition, str] = {}
+    for tp in sorted(isolated):
+        member_id = holder.get(tp)
+        if member_id is not None and member_id not in keeping and member_id not in own.values():
+            own[tp] = member_id
+    for tp in sorted(isolated - own.keys()):
+        free = [
+            member_id
+            for member_id in sorted(rest.members)
+            if member_id not in keeping and member_id not in own.values() and tp.topic in rest.members[member_id].topics
+        ]
+        if not free:
+            return None
+        own[tp] = min(free, key=lambda member_id: rest.current_ticks[member_id])
+    others = {member_id: member for member_id, member in rest.members.items() if member_id not in own.values()}
+    if not others:
+        return None
+    placed = assign(policy.strategy, rest.partitions, others, {tp: t for tp, t in rest.lag.items() if tp not in own})
+    recommended: Assignment = {member_id: [] for member_id in rest.members}
+    for member_id, tps in placed.items():
+        recommended[member_id] = [tp for tp in tps if tp not in own and tp not in kept]
+    for tp, member_id in [*own.items(), *((tp, m) for tp, m in holder.items() if tp in kept)]:
+        recommended[member_id].append(tp)
+    recommended = {member_id: sorted(tps) for member_id, tps in recommended.items()}
+    if {tp for tps in rest.recommended.values() for tp in tps} - {tp for tps in recommended.values() for tp in tps}:
+        return None
     ticks = member_lag(recommended, rest.lag)
     return dataclasses.replace(
         rest,

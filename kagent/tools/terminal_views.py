@@ -24,6 +24,7 @@ from kagent.core.api_records import (
 from kagent.core.drain_time import Drain, DrainState, drain_text
 from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
+from kagent.core.heavy_partitions import heavy_partition_text
 from kagent.core.hot_partitions import hot_partition_text
 from kagent.core.policy import LagUnit
 from kagent.core.recommendation import PartitionMove, Recommendation, RecommendationKind
@@ -250,9 +251,10 @@ def _recommendation_ref(ref: RecommendationRef | None, now: float) -> str:
         return "none"
     stale = "" if ref.current else f", made for generation {ref.generation}: the group rebalanced since"
     hot = "" if ref.hot is None else f", {hot_partition_text(ref.hot)} (left where it is)"
+    isolated = "" if ref.isolated is None else f", {heavy_partition_text(ref.isolated)}"
     return (
         f"{ref.id} ({format_age(now - ref.time)} ago, {ref.strategy}): skew {ref.skew_before:.2f} -> "
-        f"{ref.skew_after:.2f}, {_moves(len(ref.moves))}{hot}{stale}"
+        f"{ref.skew_after:.2f}, {_moves(len(ref.moves))}{isolated}{hot}{stale}"
     )
 
 
@@ -347,13 +349,15 @@ def recommendation_line(recommendation: Recommendation) -> str:
 
 def _asks(recommendation: Recommendation) -> str:
     """What the recommendation asks for: its moves, or (kind ``scale``) the member count, or (kind
-    ``hot-partition``) nothing moved and the hot partitions' rates; a rebalance or scale that leaves hot
-    partitions where they are says so."""
+    ``hot-partition``) nothing moved and the hot partitions' rates; a rebalance that isolates heavy
+    partitions names them, and a rebalance or scale that leaves hot partitions where they are says so."""
     scale, hot = recommendation.scale, recommendation.hot
     if recommendation.kind is RecommendationKind.HOT_PARTITION and hot is not None:
         return f"no moves: {hot_partition_text(hot)}"
     asks = f"scale {scale.members} -> {scale.members_needed} members" if scale is not None else None
     asks = asks or _moves(len(recommendation.moves))
+    if recommendation.isolated is not None:
+        asks = f"{asks}, {heavy_partition_text(recommendation.isolated)}"
     return asks if hot is None else f"{asks}, {hot_partition_text(hot)} (left where it is)"
 
 
@@ -401,7 +405,8 @@ def recommendation_view(recommendation: Recommendation, now: float) -> Group:
         ("strategy", r.strategy),
         (
             "trigger",
-            f"{t.metric.value} {t.value:.2f} >= {t.threshold:g} for {t.evaluations_held} evaluations, "
+            f"{t.metric.value} {t.value:.2f} {'>=' if t.value >= t.threshold else '<'} {t.threshold:g} "
+            f"for {t.evaluations_held} evaluations, "
             f"total lag {format_lag(t.total_lag, unit)} {unit.value}, improvement {t.improvement:.0%}",
         ),
         ("skew", f"{r.skew_before:.2f} -> {r.skew_after:.2f} ({t.metric.value})"),

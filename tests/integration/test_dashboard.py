@@ -492,6 +492,43 @@ def test_a_hot_partition_recommendation_names_the_partition_its_rate_and_the_fas
         screenshot(page, "dashboard-hot-partition.png")
 
 
+def test_a_rebalance_that_isolates_a_heavy_partition_names_it_its_rate_and_the_member_it_is_left_alone_on(
+    page: Page,
+) -> None:
+    """A partition within a member's pace that overloads any member it shares: the rebalance's page says which
+    partition it leaves alone, on which member, and why."""
+    from tests.unit.test_heavy_partition_evaluation import CROWDED, CROWDED_RATES
+
+    state, recommendation, evaluation = None, None, None
+    for now in (0.0, 5.0, 10.0):
+        evaluation = evaluate(CROWDED, state, POLICY, now, CROWDED_RATES)
+        state, recommendation = evaluation.state, evaluation.recommendation or recommendation
+    assert evaluation is not None and recommendation is not None and recommendation.isolated is not None
+    summary = summarize(
+        CROWDED,
+        status=GroupStatus.OK,
+        skew=evaluation.skew,
+        skew_metric=POLICY.skew_metric,
+        lag_unit=POLICY.lag_unit,
+        min_total_lag=POLICY.min_total_lag,
+        state=state,
+        incidents=(),
+        worker="http://stand-in",
+    )
+    detail = group_detail(summary, CROWDED, POLICY.lag_unit, recommendation, (), CROWDED_RATES)
+    with StandInApi(groups=[summary], details={"g": detail}) as api:
+        page.goto(api.url + "groups/g")
+        isolated = page.get_by_test_id("recommendation-isolated")
+        expect(isolated).to_be_visible()
+        expect(isolated).to_have_text(
+            "Heavy partition t-0 written at 28/s, alone on a "
+            "(a member reads 40/s, less than 28/s plus the lightest other partition's 17/s)."
+        )
+        expect(page.get_by_test_id("recommendation-hot")).to_be_hidden()
+        expect(page.get_by_test_id("move-row")).to_have_count(1)
+        screenshot(page, "dashboard-heavy-partition.png")
+
+
 # ---- what one screen shows: unknown figures, estimates, and one measurement with its time ----------------------
 #
 # Canned answers made by the API's own functions (summarize, group_detail) from snapshots whose partition figures

@@ -130,6 +130,22 @@
     return `Hot partition${plural} ${parts.join(", ")}; the fastest member reads ${rateText(hot.best_capacity)}`;
   }
 
+  /**
+   * The heavy partitions a rebalance isolates (kagent.core.recommendation.IsolationEvidence) in the words of
+   * kagent.core.heavy_partitions.heavy_partition_text: each partition's rate, the member it is left alone on,
+   * and why it cannot share one.
+   */
+  function heavyPartitionText(isolated) {
+    const parts = isolated.partitions.map(
+      (p) =>
+        `${p.topic}-${p.partition} written at ${rateText(p.production_rate)}, alone on ${p.member_id} ` +
+        `(a member reads ${rateText(p.member_capacity)}, less than ${rateText(p.production_rate)} plus the ` +
+        `lightest other partition's ${rateText(p.lightest_other_rate)})`,
+    );
+    const plural = isolated.partitions.length > 1 ? "s" : "";
+    return `Heavy partition${plural} ${parts.join(", ")}`;
+  }
+
   /** Seconds as kagent.core.drain_time.duration_text says them: "45 s", "4 min", "2 h 5 min", "3 d 4 h". */
   function drainDuration(seconds) {
     if (seconds < 59.5) return `${Math.max(1, Math.round(seconds))} s`;
@@ -779,6 +795,9 @@
       const hot = $("recommendation-hot");
       hot.hidden = !rec.hot;
       if (rec.hot) setText(hot, `${hotPartitionText(rec.hot)}. ${rec.hot.remedy}`);
+      const isolated = $("recommendation-isolated");
+      isolated.hidden = !rec.isolated;
+      if (rec.isolated) setText(isolated, `${heavyPartitionText(rec.isolated)}.`);
       const unit = detail.summary.lag_unit;
       const noMoves =
         rec.kind === "hot-partition"
