@@ -39,9 +39,7 @@ from collections.abc import Iterable, Mapping
 from aiokafka import AIOKafkaConsumer
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
-from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
-from aiokafka.structs import TopicPartition
 
 from kagent.client.member_protocol import VERSION, JoinedMember, by_topic
 from kagent.client.recommended import PROTOCOL, Decision, FollowerState, RecommendedMember
@@ -80,13 +78,8 @@ class RecommendedAssignor(RecommendedMember, AbstractPartitionAssignor):
         self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
         """Assign as the module's docstring says; never raises unless aiokafka's round-robin does."""
-
-        def round_robin() -> dict[str, list[TopicPartition]]:
-            given = RoundRobinPartitionAssignor.assign(cluster, members)
-            return {member_id: assignment.partitions() for member_id, assignment in given.items()}
-
         joined = {member_id: JoinedMember(m.subscription, m.user_data) for member_id, m in members.items()}
-        decision, stamp = self.decide(cluster.partitions_for_topic, joined, round_robin)
+        decision, stamp = self.decide(cluster.partitions_for_topic, joined)
         return {
             member_id: ConsumerProtocolMemberAssignment(VERSION, by_topic(partitions), stamp)
             for member_id, partitions in decision.assignment.items()

@@ -7,7 +7,9 @@ rebalance. The adapters wrap both in their library's types and calls: aiokafka's
 :mod:`kagent.client.applying`, kafka-python's in :mod:`kagent.client.kafka_python`.
 
 A leader never fails a rebalance: when choosing raises it assigns by Kafka's sticky strategy, and
-should that raise too, by the client's own round-robin assignor (``last_resort``); every path gives
+should that raise too, by aiokafka's round-robin assignor, which needs nothing of kagent (aiokafka is
+installed with kagent whatever the client; kafka-python 2.3's own round-robin raises ``KeyError``
+when members subscribe to different topics); every path gives
 each partition of the subscribed topics (as the leader's cluster metadata has them) to exactly one
 member subscribed to its topic. It logs one line saying which path it took and why.
 """
@@ -15,12 +17,17 @@ member subscribed to its topic. It logs one line saying which path it took and w
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import cast
 
+from aiokafka.cluster import ClusterMetadata
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 from aiokafka.structs import TopicPartition
 
 from kagent.client.member_protocol import (
+    VERSION,
     JoinedMember,
     PartitionsOf,
     generation_stamp,
@@ -42,8 +49,12 @@ log = logging.getLogger(__name__)
 PROTOCOL = "kagent"
 """The assignor's protocol name in JoinGroup (and in the group's metadata on ``__consumer_offsets``)."""
 
-LastResort = Callable[[], Mapping[str, Collection[TopicPartition]]]
-"""The client's own round-robin assignment of the group being assigned: each member's partitions."""
+
+@dataclass(frozen=True)
+class _Topics:
+    """All that aiokafka's round-robin assignor reads of a ``ClusterMetadata``."""
+
+    partitions_for_topic: PartitionsOf
 
 
 @dataclass(frozen=True)
@@ -94,12 +105,10 @@ class RecommendedMember:
         self._deciding = None  # a new join: this member leads it only if decide() is called
         return join_user_data(self._owned, self._generation, self._requested)
 
-    def decide(
-        self, partitions_of: PartitionsOf, members: Mapping[str, JoinedMember], last_resort: LastResort
-    ) -> tuple[Decision, bytes]:
+    def decide(self, partitions_of: PartitionsOf, members: Mapping[str, JoinedMember]) -> tuple[Decision, bytes]:
         """As the leader: what each of ``members`` gets, and the user data to send every member with it.
 
-        Never raises unless ``last_resort`` does."""
+        Never raises unless aiokafka's round-robin assignor does."""
         requested = frozenset(filter(None, (requested_in(joined.user_data) for joined in members.values())))
         recommendation_id: str | None = None
         try:
@@ -108,7 +117,7 @@ class RecommendedMember:
             assignment: Mapping[str, Collection[TopicPartition]] = choice.assignment
             path, reason, recommendation_id = choice.path, choice.reason, choice.recommendation_id
         except Exception as exc:  # noqa: BLE001 - a rebalance must not fail for want of a recommendation
-            assignment, path, reason = self._fallback(partitions_of, members, last_resort, exc)
+            assignment, path, reason = self._fallback(partitions_of, members, exc)
         decision = Decision(
             path,
             reason,
@@ -125,15 +134,20 @@ class RecommendedMember:
 
     @staticmethod
     def _fallback(
-        partitions_of: PartitionsOf, members: Mapping[str, JoinedMember], last_resort: LastResort, error: Exception
+        partitions_of: PartitionsOf, members: Mapping[str, JoinedMember], error: Exception
     ) -> tuple[Mapping[str, Collection[TopicPartition]], Path, str]:
-        """Sticky, without lag, after ``error``; ``last_resort`` if sticky raises too."""
+        """Sticky, without lag, after ``error``; aiokafka's round-robin if sticky raises too."""
         try:
             sticky = StickyAssignor().assign(joined_group(partitions_of, members))
             return sticky, Path.STICKY, f"failed ({error!r}), so sticky"
         except Exception as second:  # noqa: BLE001 - the last resort below needs nothing of kagent
             reason = f"failed ({error!r}), and sticky too ({second!r}), so round-robin"
-            return last_resort(), Path.ROUND_ROBIN, reason
+            subscriptions = {
+                member_id: ConsumerProtocolMemberMetadata(VERSION, sorted(joined.topics), b"")
+                for member_id, joined in members.items()
+            }
+            given = RoundRobinPartitionAssignor.assign(cast(ClusterMetadata, _Topics(partitions_of)), subscriptions)
+            return {member_id: a.partitions() for member_id, a in given.items()}, Path.ROUND_ROBIN, reason
 
     def assigned(self, partitions: Collection[tuple[str, int]], user_data: bytes) -> None:
         """Keep the ``partitions`` this member was just given, with the generation ``user_data`` carries."""
