@@ -7,11 +7,11 @@ rebalance. The adapters wrap both in their library's types and calls: aiokafka's
 :mod:`kagent.client.applying`, kafka-python's in :mod:`kagent.client.kafka_python`.
 
 A leader never fails a rebalance: when choosing raises it assigns by Kafka's sticky strategy, and
-should that raise too, by aiokafka's round-robin assignor, which needs nothing of kagent (aiokafka is
-installed with kagent whatever the client; kafka-python 2.3's own round-robin raises ``KeyError``
-when members subscribe to different topics); every path gives
-each partition of the subscribed topics (as the leader's cluster metadata has them) to exactly one
-member subscribed to its topic. It logs one line saying which path it took and why.
+should that raise too, by aiokafka's round-robin assignor, which needs nothing of kagent (aiokafka
+comes with kagent whatever the client; kafka-python 2.3's own round-robin raises ``KeyError`` when
+members subscribe to different topics). Every path gives each partition of the subscribed topics
+(as the leader's cluster metadata has them) to exactly one member subscribed to its topic. The
+leader logs one line saying which path it took and why.
 """
 
 from __future__ import annotations
