@@ -8,42 +8,40 @@
 The group leader runs the strategy. It reads partition lag from the
 pluggable `lag_source`, called synchronously inside the rebalance, so it
 should answer from memory (a kagent table, a cached recommendation). Each
-member reports the partitions it owns in its JoinGroup user data, as
-aiokafka's sticky assignor does (`StickyAssignorUserDataV1`).
-
-aiokafka does not tell assignors the group generation, so the assignor keeps
-its own: the leader stamps every assignment with one more than the highest
-generation any member reported, members echo it back at the next join, and
-a member that missed a rebalance reports an older one. That is what
-`Member.generation` needs to settle two members claiming one partition.
+member reports the partitions it owns and the generation it owned them in,
+in its JoinGroup user data, as aiokafka's sticky assignor does
+(`StickyAssignorUserDataV1`); aiokafka does not tell assignors the group
+generation, so the leader stamps its own on every assignment
+(:mod:`kagent.client.member_protocol` has the bytes and why).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
-from io import BytesIO
 
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
-from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyAssignorUserDataV1
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
-from aiokafka.protocol.types import Int32
 from aiokafka.structs import TopicPartition
 
+from kagent.client.member_protocol import (
+    VERSION,
+    JoinedMember,
+    by_topic,
+    generation_stamp,
+    join_user_data,
+    joined_group,
+    stamped_generation,
+)
 from kagent.core.assignors.fair import FairAssignor
 from kagent.core.assignors.lag_based import LagBasedAssignor
 from kagent.core.assignors.lag_sticky import LagStickyAssignor
-from kagent.core.assignors.problem import Assignor, Group, Member
-
-log = logging.getLogger(__name__)
+from kagent.core.assignors.problem import Assignor
 
 LagSource = Callable[[Collection[TopicPartition]], Mapping[TopicPartition, int]]
 """Given the partitions being assigned, their lag. A partition left out has
 lag 0, a negative lag counts as 0, and other partitions are ignored: a bad
 answer must not break a rebalance."""
-
-_VERSION = 0
 
 
 def _no_lag(partitions: Collection[TopicPartition]) -> Mapping[TopicPartition, int]:
@@ -70,56 +68,25 @@ class KagentPartitionAssignor(AbstractPartitionAssignor):
     # aiokafka declares metadata/assign/on_assignment as classmethods but calls them on the instance in
     # partition_assignment_strategy; this assignor keeps per-consumer state, so they are instance methods.
     def metadata(self, topics: Iterable[str]) -> ConsumerProtocolMemberMetadata:  # type: ignore[override]
-        by_topic: dict[str, list[int]] = {}
-        for tp in self._owned:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        user_data = StickyAssignorUserDataV1(sorted(by_topic.items()), self._generation).encode()
-        return ConsumerProtocolMemberMetadata(_VERSION, sorted(topics), user_data)
+        return ConsumerProtocolMemberMetadata(VERSION, sorted(topics), join_user_data(self._owned, self._generation))
 
     def assign(  # type: ignore[override]
         self, cluster: ClusterMetadata, members: Mapping[str, ConsumerProtocolMemberMetadata]
     ) -> dict[str, ConsumerProtocolMemberAssignment]:
-        group_members = {member_id: _member(metadata) for member_id, metadata in members.items()}
-        partitions: dict[str, int] = {}
-        for topic in sorted({topic for member in group_members.values() for topic in member.topics}):
-            known = cluster.partitions_for_topic(topic)
-            if known is not None:
-                partitions[topic] = len(known)
-        subscribed = [TopicPartition(topic, p) for topic, count in partitions.items() for p in range(count)]
-        lag = self._lag_source(subscribed)
-        valid_lag = {tp: max(0, lag[tp]) for tp in subscribed if tp in lag}
-        result = self._strategy.assign(Group(partitions, group_members, valid_lag))
-        generation = max((member.generation for member in group_members.values()), default=-1) + 1
-        stamp = Int32.encode(generation)
+        joined = {member_id: JoinedMember(m.subscription, m.user_data) for member_id, m in members.items()}
+        group = joined_group(cluster.partitions_for_topic, joined, self._lag_source)
+        result = self._strategy.assign(group)
+        stamp = generation_stamp(group.members.values())
         return {
-            member_id: ConsumerProtocolMemberAssignment(_VERSION, _by_topic(result[member_id]), stamp)
+            member_id: ConsumerProtocolMemberAssignment(VERSION, by_topic(result[member_id]), stamp)
             for member_id in members
         }
 
     def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:  # type: ignore[override]
         self._owned = assignment.partitions()
-        if len(assignment.user_data) == 4:
-            self._generation = Int32.decode(BytesIO(assignment.user_data))
-
-
-def _member(metadata: ConsumerProtocolMemberMetadata) -> Member:
-    """A member as its JoinGroup metadata describes it; unreadable user data means nothing owned."""
-    if not metadata.user_data:
-        return Member(metadata.subscription)
-    try:
-        data = StickyAssignorUserDataV1.decode(metadata.user_data)
-    except (ValueError, UnicodeDecodeError):
-        log.warning("ignoring unreadable assignor user data %r", metadata.user_data)
-        return Member(metadata.subscription)
-    owned = [TopicPartition(topic, p) for topic, partitions in data.previous_assignment for p in partitions]
-    return Member(metadata.subscription, owned=owned, generation=data.generation)
-
-
-def _by_topic(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[int]]]:
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(partitions):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return list(by_topic.items())
+        generation = stamped_generation(assignment.user_data)
+        if generation is not None:
+            self._generation = generation
 
 
 class FairPartitionAssignor(KagentPartitionAssignor):

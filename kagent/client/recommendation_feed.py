@@ -11,6 +11,9 @@ therefore answers from what it last heard, and keeps that up to date in a backgr
   consumer group: only the partition the group's key is placed on, from its beginning, keeping
   the group's newest record. The topic carries no per-partition lag.
 
+:class:`FeedThread` runs either on an event loop of its own, in a thread, for clients that have no
+event loop (kafka-python).
+
 Both keep going through every failure (a worker or broker that does not answer, an answer that
 does not parse): they keep what they had, log one line when the failure starts or changes and
 one when it ends, and try again. ``start`` never fails for want of kagent.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -35,13 +39,14 @@ from kagent.core.api_records import GroupDetail, RecommendationsPage
 from kagent.core.recommendation import Recommendation
 from kagent.core.table_keys import partition_of_group
 
-__all__ = ["ApiFeed", "RecommendationFeed", "TopicFeed"]
+__all__ = ["ApiFeed", "FeedThread", "RecommendationFeed", "RecommendationSource", "TopicFeed"]
 
 log = logging.getLogger(__name__)
 
 
-class RecommendationFeed(Protocol):
-    """A group's latest recommendation and partition lag, answered from memory (never blocking)."""
+class RecommendationSource(Protocol):
+    """A group's latest recommendation and partition lag, answered from memory (never blocking): what kagent's
+    assignors ask of a feed."""
 
     def latest(self, group: str) -> Recommendation | None:
         """The newest recommendation heard for ``group``; None when none was (or the feed is not for it)."""
@@ -50,6 +55,10 @@ class RecommendationFeed(Protocol):
     def partition_lag(self, group: str) -> Mapping[TopicPartition, int]:
         """The last offset lag heard for each of ``group``'s partitions; empty when none is known."""
         ...
+
+
+class RecommendationFeed(RecommendationSource, Protocol):
+    """A :class:`RecommendationSource` that refreshes itself on the running event loop."""
 
     async def start(self) -> None:
         """Begin refreshing in the background; returns at once, whether or not kagent answers."""
@@ -250,6 +259,59 @@ class TopicFeed:
             self._latest = Recommendation.model_validate_json(value)
         except ValidationError as exc:
             log.warning("%s: skipping a record that is not a recommendation: %s", self.topic, _describe(exc))
+
+
+class FeedThread:
+    """Runs ``feed`` (:class:`ApiFeed`, :class:`TopicFeed`) on an event loop of its own, in a daemon thread,
+    for a consumer that has no event loop (kafka-python's): a :class:`RecommendationSource` for its assignor.
+
+    :meth:`start` and :meth:`stop` return once the feed has started (without waiting for kagent) or
+    stopped, within ``timeout`` s. :meth:`latest` and :meth:`partition_lag` may be called from any
+    thread: they read what the feed holds, which it replaces whole on each refresh, never in place.
+    """
+
+    def __init__(self, feed: RecommendationFeed, *, timeout: float = 10.0) -> None:
+        self.feed = feed
+        self.timeout = timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def latest(self, group: str) -> Recommendation | None:
+        return self.feed.latest(group)
+
+    def partition_lag(self, group: str) -> Mapping[TopicPartition, int]:
+        return self.feed.partition_lag(group)
+
+    def start(self) -> None:
+        """Start the thread, its loop and the feed on it; raises what the feed's start raises."""
+        if self._thread is not None:
+            return
+        loop = self._loop = asyncio.new_event_loop()
+        thread = self._thread = threading.Thread(target=loop.run_forever, name="kagent-feed", daemon=True)
+        thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self.feed.start(), loop).result(self.timeout)
+        except BaseException:
+            self._end_thread()
+            raise
+
+    def stop(self) -> None:
+        """Stop the feed, then its loop and thread; what the feed heard stays readable."""
+        if self._loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.feed.stop(), self._loop).result(self.timeout)
+        finally:
+            self._end_thread()
+
+    def _end_thread(self) -> None:
+        loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(self.timeout)
+        if not thread.is_alive():
+            loop.close()
 
 
 class _PartitionReader(Protocol):
