@@ -28,6 +28,7 @@ from kagent.core.incidents import Incident, IncidentKind, Severity
 from kagent.core.member_lag import MemberLag, member_lags, unit_lag
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import HotPartitionEvidence, PartitionMove, Recommendation, RecommendationKind
+from kagent.core.remedies import Remedy
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 from kagent.core.throughput import PartitionThroughput
 
@@ -234,6 +235,8 @@ class RecommendationRef(_Record):
     hot: HotPartitionEvidence | None = None
     """The group's hot partitions, their rates beside the fastest member's and the remedy: for kind
     ``hot-partition``, and for a rebalance or scale of the rest that leaves them where they are."""
+    remedies: tuple[Remedy, ...] = ()
+    """The options it weighed and what each would give (the recommendation's ``remedies``)."""
 
 
 class SkewPoint(_Record):
@@ -508,6 +511,7 @@ def group_detail(
                 recommendation.server_assignor.recommended if recommendation.server_assignor is not None else None
             ),
             hot=recommendation.hot,
+            remedies=recommendation.remedies,
         )
     return GroupDetail(
         summary=summary,

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kagent.core.assignors import STRATEGIES, Assignment, Member, assign
 from kagent.core.events import MemberAssignment, PartitionRef
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
+from kagent.core.remedies import Remedy
 from kagent.core.skew import (
     Move,
     balanced_lag_lower_bound,
@@ -323,6 +324,10 @@ class Recommendation(_Record):
     """The group's hot partitions, their rates and the remedy: for ``kind`` ``hot-partition``, and for a
     ``rebalance`` or ``scale`` of the rest that leaves them where they are; None when none is hot (or
     the group could not be judged)."""
+    remedies: tuple[Remedy, ...] = ()
+    """Each option weighed, with what it would give (:mod:`kagent.core.remedies`): the rebalance, the scale
+    to the members needed, the hot partitions no assignment helps; the one asked for is ``chosen``. Empty
+    in a record made before they were compared."""
 
 
 @dataclass(frozen=True)
