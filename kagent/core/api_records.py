@@ -34,6 +34,7 @@ from kagent.core.recommendation import (
     Recommendation,
     RecommendationKind,
 )
+from kagent.core.remedies import Remedy
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
 from kagent.core.throughput import PartitionThroughput
 
@@ -242,6 +243,8 @@ class RecommendationRef(_Record):
     ``hot-partition``, and for a rebalance or scale of the rest that leaves them where they are."""
     isolated: IsolationEvidence | None = None
     """For a rebalance: the heavy partitions it leaves each alone on a member, with their rates."""
+    remedies: tuple[Remedy, ...] = ()
+    """The options it weighed and what each would give (the recommendation's ``remedies``)."""
 
 
 class SkewPoint(_Record):
@@ -517,6 +520,7 @@ def group_detail(
             ),
             hot=recommendation.hot,
             isolated=recommendation.isolated,
+            remedies=recommendation.remedies,
         )
     return GroupDetail(
         summary=summary,

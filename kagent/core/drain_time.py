@@ -63,17 +63,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
+from typing import Protocol
 
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
-from kagent.core.member_lag import MemberLag
 from kagent.core.throughput import PartitionThroughput
 
 __all__ = [
     "Drain",
     "DrainState",
     "GroupDrain",
+    "LagRow",
     "drain_text",
     "duration_text",
     "group_drain",
@@ -178,6 +179,21 @@ def slowest(drains: Iterable[Drain]) -> Drain:
     return _catching_up(longest) if longest > 0 else CAUGHT_UP
 
 
+class LagRow(Protocol):
+    """One row of a group's lag: a member's, or that of the partitions no member holds
+    (:class:`kagent.core.member_lag.MemberLag` is one; named structurally so that the records that carry a
+    :class:`Drain`, the recommendation's among them, need not import the lag figures)."""
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def partitions(self) -> tuple[TopicPartition, ...]: ...
+
+    @property
+    def offset_lag(self) -> int | None: ...
+
+
 class GroupDrain(BaseModel):
     """Every drain of one group (see :func:`group_drain`)."""
 
@@ -190,7 +206,7 @@ class GroupDrain(BaseModel):
 
 
 def group_drain(
-    rows: Sequence[MemberLag],
+    rows: Sequence[LagRow],
     offset_lags: Mapping[TopicPartition, int | None],
     throughput: Mapping[TopicPartition, PartitionThroughput],
 ) -> GroupDrain:

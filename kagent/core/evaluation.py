@@ -35,6 +35,7 @@ from kagent.core.recommendation import (
     propose_around,
     propose_isolating,
 )
+from kagent.core.remedies import RemedyKind, remedies
 from kagent.core.snapshot import GroupSnapshot
 from kagent.core.throughput import PartitionThroughput, falls_behind, group_throughput
 
@@ -245,6 +246,11 @@ def evaluate(
     holds too, whatever the skew: when the hold is reached and the rest does
     not fall behind, the recommendation is that ``rebalance``, and it names
     the partitions it isolates (``Recommendation.isolated``).
+
+    Every recommendation compares the options weighed (``Recommendation.remedies``,
+    :func:`kagent.core.remedies.remedies`): the rebalance (``rebalance``'s
+    assignment), the scale when there is scale evidence, the hot partitions
+    when some are; without ``throughput`` their drain times are unknown.
     """
     if state is None:
         state = EvaluationState(group=snapshot.group)
@@ -288,6 +294,7 @@ def evaluate(
             recommendation = proposal.hot_partition_recommendation(hot, policy.skew_threshold, held, now)
         if hot is not None and recommendation.hot is None:
             recommendation = recommendation.model_copy(update={"hot": hot})
+        recommendation = _compared(recommendation, proposal, rebalance, throughput, kept, scale)
         armed, cleared, held = False, False, 0
         last_at, last_id = now, recommendation.id
     next_state = EvaluationState(
@@ -300,3 +307,31 @@ def evaluate(
         last_recommendation_id=last_id,
     )
     return Evaluation(next_state, recommendation, skew, proposal, scale, hot)
+
+
+def _compared(
+    recommendation: Recommendation,
+    proposal: Proposal,
+    rebalance: Proposal,
+    throughput: Mapping[TopicPartition, PartitionThroughput] | None,
+    hot: Collection[TopicPartition],
+    scale: ScaleEvidence | None,
+) -> Recommendation:
+    """``recommendation`` with its remedies compared (:func:`kagent.core.remedies.remedies`): ``rebalance``'s
+    assignment, the scale to ``scale``'s count, the ``hot`` partitions; every partition the group reads with
+    its offset lag (unknown when not measured)."""
+    lags = proposal.snapshot.lag
+    read = [TopicPartition(topic, p) for topic, count in sorted(proposal.partitions.items()) for p in range(count)]
+    offset_lags = {tp: figures.offset_lag if (figures := lags.get(tp)) is not None else None for tp in read}
+    compared = remedies(
+        current=proposal.current,
+        recommended=rebalance.recommended,
+        offset_lags=offset_lags,
+        throughput=throughput,
+        skew_now=proposal.skew_before,
+        skew_after=rebalance.skew_after,
+        chosen=RemedyKind(recommendation.kind.value),
+        hot=hot,
+        members_needed=scale.members_needed if scale is not None else None,
+    )
+    return recommendation.model_copy(update={"remedies": compared})

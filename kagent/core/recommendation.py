@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kagent.core.assignors import STRATEGIES, Assignment, Member, assign
 from kagent.core.events import MemberAssignment, PartitionRef
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
+from kagent.core.remedies import Remedy
 from kagent.core.skew import (
     Move,
     balanced_lag_lower_bound,
@@ -358,6 +359,10 @@ class Recommendation(_Record):
     """For a ``rebalance``: the heavy partitions its assignment leaves each alone on a member, with their
     rates; None when it isolates none (none is heavy, the group could not be judged, or it has too few
     members)."""
+    remedies: tuple[Remedy, ...] = ()
+    """Each option weighed, with what it would give (:mod:`kagent.core.remedies`): the rebalance, the scale
+    to the members needed, the hot partitions no assignment helps; the one asked for is ``chosen``. Empty
+    in a record made before they were compared."""
 
 
 @dataclass(frozen=True)

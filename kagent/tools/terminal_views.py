@@ -26,8 +26,9 @@ from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
 from kagent.core.heavy_partitions import heavy_partition_text
 from kagent.core.hot_partitions import hot_partition_text
-from kagent.core.policy import LagUnit
+from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import PartitionMove, Recommendation, RecommendationKind
+from kagent.core.remedies import Remedy, remedy_drain_text, remedy_text
 
 __all__ = [
     "STATUS_STYLE",
@@ -46,6 +47,7 @@ __all__ = [
     "recommendation_line",
     "recommendation_view",
     "recommendations_table",
+    "remedies_table",
     "render_to",
 ]
 
@@ -233,6 +235,10 @@ def group_view(detail: GroupDetail, now: float) -> Group:
     parts: list[RenderableType] = [facts, members_table(members, unit)]
     if detail.recommendation is not None and detail.recommendation.moves:
         parts.append(moves_table(detail.recommendation.moves, unit, "moves of the latest recommendation"))
+    if detail.recommendation is not None and detail.recommendation.remedies:
+        parts.append(
+            remedies_table(detail.recommendation.remedies, summary.skew_metric, "remedies of the latest recommendation")
+        )
     parts.append(partitions_table(detail.partitions))
     return Group(*parts)
 
@@ -284,6 +290,23 @@ def members_table(members: Sequence[MemberView], unit: LagUnit) -> Table:
             "-" if recommended is None else format_partitions(recommended),
             format_lag(member.recommended_lag, unit),
             _drain(member.drain),
+        )
+    return table
+
+
+def remedies_table(remedies: Sequence[Remedy], metric: SkewMetric, title: str = "remedies compared") -> Table:
+    """The options a recommendation weighed: each one's skew and drain time, and which it asks for."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("option", overflow="fold")
+    table.add_column(f"skew ({metric.value})", justify="right")
+    table.add_column("drain time")
+    table.add_column("chosen")
+    for remedy in remedies:
+        table.add_row(
+            remedy_text(remedy),
+            "-" if remedy.skew is None else f"{remedy.skew:.2f}",
+            Text(remedy_drain_text(remedy), style=_DRAIN_STYLE.get(remedy.drain.state, "")),
+            Text("chosen", style="bold") if remedy.chosen else "",
         )
     return table
 
@@ -434,6 +457,8 @@ def recommendation_view(recommendation: Recommendation, now: float) -> Group:
             format_lag(m.recommended_lag, unit),
         )
     parts: list[RenderableType] = [facts, members, moves_table(r.moves, unit)]
+    if r.remedies:
+        parts.append(remedies_table(r.remedies, t.metric))
     if r.alternatives:
         alternatives = Table(title="other strategies", title_justify="left")
         alternatives.add_column("strategy")

@@ -39,6 +39,7 @@ from kagent.core.group_health import GroupStatus
 from kagent.core.member_lag import current_skew
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import RecommendationKind, skew
+from kagent.core.remedies import Remedy, remedy_drain_text
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
 from kagent.core.throughput import PartitionThroughput
 from kagent.core.time_lag import partition_lag_values
@@ -247,6 +248,10 @@ def test_a_group_page_fills_in_live_when_its_group_and_recommendation_arrive(clu
         cells = row.locator("td").all_inner_texts()
         assert cells[:3] == [f"{move['topic']}-{move['partition']}", move["from_member"], move["to_member"]]
         assert cells[3] == f"{move['lag']:,.0f} records"
+    # The remedies compared, as the worker's evaluation made them: the rebalance, chosen, with its skew.
+    [remedy] = recommendation["remedies"]
+    assert remedy["kind"] == "rebalance" and remedy["chosen"] and remedy["members"] == 3
+    assert remedy_rows(page) == [["rebalance the 3 members", f"{remedy['skew']:.2f}", drain_words(remedy), "chosen"]]
 
     # One bar pair per member, on one scale: the hot member's "now" is the longest bar; the numbers are labelled.
     members = {m["member_id"]: m for m in detail["members"]}
@@ -453,6 +458,12 @@ def test_a_scale_recommendation_says_how_many_members_the_group_needs(page: Page
             "No moves: the members cannot keep up whatever their assignment; the group needs 6 members (it has 3)."
         )
         expect(page.get_by_test_id("move-row")).to_have_count(0)
+        # Six members, one a partition, only keep pace (600/s of 600/s, at the typical 100/s); the rebalance of
+        # the three falls behind.
+        assert remedy_rows(page) == [
+            ["rebalance the 3 members", "1.00", "falling behind at 300/s", ""],
+            ["scale to 6 members", "n/a", "not catching up (estimated)", "chosen"],
+        ]
 
 
 def test_a_hot_partition_recommendation_names_the_partition_its_rate_and_the_fastest_members(page: Page) -> None:
@@ -489,6 +500,10 @@ def test_a_hot_partition_recommendation_names_the_partition_its_rate_and_the_fas
         )
         expect(hot).to_contain_text("spread its keys over more partitions")
         expect(page.get_by_test_id("move-row")).to_have_count(0)
+        assert remedy_rows(page) == [
+            ["rebalance the 3 members", "1.50", "falling behind at 200/s", ""],
+            ["no assignment helps: partition t-0 is hot", "2.98", "falling behind at 200/s", "chosen"],
+        ]
         screenshot(page, "dashboard-hot-partition.png")
 
 
@@ -527,6 +542,65 @@ def test_a_rebalance_that_isolates_a_heavy_partition_names_it_its_rate_and_the_m
         expect(page.get_by_test_id("recommendation-hot")).to_be_hidden()
         expect(page.get_by_test_id("move-row")).to_have_count(1)
         screenshot(page, "dashboard-heavy-partition.png")
+
+
+def test_the_remedies_compared_say_what_each_option_gives_and_an_older_record_says_it_was_not_compared(
+    page: Page,
+) -> None:
+    """A rebalance of the rest beside a hot partition: both options, the chosen one marked; the same
+    recommendation as a worker of an earlier version wrote it (no remedies) says so instead of an empty table."""
+    from tests.unit.test_hot_partition_evaluation import HOT_AND_SKEW, HOT_AND_SKEW_RATES
+
+    state, recommendation, evaluation = None, None, None
+    for now in (0.0, 5.0, 10.0):
+        evaluation = evaluate(HOT_AND_SKEW, state, POLICY, now, HOT_AND_SKEW_RATES)
+        state, recommendation = evaluation.state, evaluation.recommendation or recommendation
+    assert evaluation is not None and recommendation is not None
+    assert recommendation.kind is RecommendationKind.REBALANCE
+    summary = summarize(
+        HOT_AND_SKEW,
+        status=GroupStatus.WARN,
+        skew=evaluation.skew,
+        skew_metric=POLICY.skew_metric,
+        lag_unit=POLICY.lag_unit,
+        min_total_lag=POLICY.min_total_lag,
+        state=state,
+        incidents=(),
+        worker="http://stand-in",
+    )
+    compared = group_detail(summary, HOT_AND_SKEW, POLICY.lag_unit, recommendation, (), HOT_AND_SKEW_RATES)
+    older = recommendation.model_copy(update={"remedies": ()})
+    before = group_detail(summary, HOT_AND_SKEW, POLICY.lag_unit, older, (), HOT_AND_SKEW_RATES)
+    rebalance, hot = recommendation.remedies
+    with StandInApi(groups=[summary], details={"g": compared, "h": before}) as api:
+        page.goto(api.url + "groups/g")
+        expect(page.get_by_test_id("remedy-row")).to_have_count(2)
+        assert remedy_rows(page) == [
+            ["rebalance the 3 members", f"{rebalance.skew:.2f}", drain_words(rebalance.model_dump()), "chosen"],
+            ["no assignment helps: partition t-0 is hot", f"{hot.skew:.2f}", drain_words(hot.model_dump()), ""],
+        ]
+        assert rebalance.drain.state.value == "falling-behind"
+        chosen = page.locator('[data-testid="remedy-row"].chosen')
+        expect(chosen).to_have_count(1)
+        expect(chosen).to_have_attribute("data-kind", "rebalance")
+        expect(page.get_by_test_id("no-remedies")).to_be_hidden()
+        screenshot(page, "dashboard-remedies.png")
+
+        page.goto(api.url + "groups/h")
+        expect(page.get_by_test_id("no-remedies")).to_be_visible()
+        expect(page.get_by_test_id("no-remedies")).to_contain_text("made before kagent compared remedies")
+        expect(page.get_by_test_id("remedies-table")).to_be_hidden()
+
+
+def remedy_rows(page: Page) -> list[list[str]]:
+    """The cells of the remedies table, row by row, once it has rows."""
+    expect(page.get_by_test_id("remedy-row").first).to_be_visible(timeout=WAIT_MS)
+    return [row.locator("td").all_inner_texts() for row in page.get_by_test_id("remedy-row").all()]
+
+
+def drain_words(remedy: Mapping[str, Any]) -> str:
+    """A remedy's drain time as the page says it: :func:`kagent.core.remedies.remedy_drain_text`."""
+    return remedy_drain_text(Remedy.model_validate(remedy))
 
 
 # ---- what one screen shows: unknown figures, estimates, and one measurement with its time ----------------------

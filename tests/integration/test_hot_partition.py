@@ -1,5 +1,6 @@
 """A hot partition through a real worker: a partition written faster than any member reads gets a
-``hot-partition`` recommendation, and no rebalance (issue 38, "tested with real traffic" (1)).
+``hot-partition`` recommendation, and no rebalance (issue 38, "tested with real traffic" (1)); its remedies
+compared say a rebalance would still fall behind.
 
 Real parts: the embedded broker, a real worker, and the simulator's real aiokafka consumer group (its
 coordinator records written to ``__consumer_offsets`` as Kafka's coordinator would) and its real producer
@@ -114,11 +115,26 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
     assert rec["moves"] == [] and all(m["recommended"] == m["current"] for m in rec["members"])
     kinds = [r["kind"] for r in recommendations(worker)]
     assert set(kinds) == {"hot-partition"}, kinds
-    # The group's page in the API shows it, with the partition and its rate.
+    # The remedies compared: a rebalance leaves t-0's member falling behind, as the group does today; no
+    # assignment helps, and that is what is chosen.
+    rebalance, judged = rec["remedies"]
+    assert (rebalance["kind"], rebalance["chosen"], judged["kind"], judged["chosen"]) == (
+        "rebalance",
+        False,
+        "hot-partition",
+        True,
+    )
+    assert judged["partitions"] == [{"topic": TOPIC, "partition": 0}]
+    assert rebalance["drain"]["state"] == judged["drain"]["state"] == "falling-behind", rec["remedies"]
+    assert judged["drain"]["falling_behind_rate"] > 0 and not judged["estimated"]
+    # The group's page in the API shows it, with the partition and its rate, and the comparison.
     assert detail is not None and detail["recommendation"]["kind"] == "hot-partition"
     assert detail["recommendation"]["hot"]["partitions"][0]["partition"] == 0
+    assert [r["kind"] for r in detail["recommendation"]["remedies"]] == ["rebalance", "hot-partition"]
     drill_figures(
         f"hot partition: {TOPIC}-0 written at {partition['production_rate']:.0f}/s (traffic: about "
         f"{RATE * HOT_SHARE:.0f}/s); its member read {partition['member_capacity']:.0f}/s, the fastest member "
-        f"{hot['best_capacity']:.0f}/s; recommendations: {kinds}"
+        f"{hot['best_capacity']:.0f}/s; recommendations: {kinds}; remedies: rebalance falling behind at "
+        f"{rebalance['drain']['falling_behind_rate']:.0f}/s, "
+        f"the group today at {judged['drain']['falling_behind_rate']:.0f}/s"
     )

@@ -147,9 +147,19 @@ async def test_a_group_that_cannot_keep_up_is_told_how_many_members_and_that_man
     # Each member reads at most 40/s: 120/s with the default 20 % to spare needs at least 4; there are 8 partitions.
     needed = evidence["members_needed"]
     assert 4 <= needed <= PARTITIONS
+    # The remedies compared: the rebalance of the 2 falls behind (80/s at most of 120/s); the scale to that
+    # many, chosen, catches up, pooled at the typical member's pace (an estimate: the new members read nothing
+    # yet).
+    rebalance, scaled = scale["remedies"]
+    assert (rebalance["kind"], rebalance["chosen"], rebalance["members"]) == ("rebalance", False, 2)
+    assert (scaled["kind"], scaled["chosen"], scaled["members"], scaled["skew"]) == ("scale", True, needed, None)
+    assert rebalance["drain"]["state"] == "falling-behind", scale["remedies"]
+    assert scaled["drain"]["state"] == "catching-up" and scaled["estimated"], scale["remedies"]
     drill_figures(
         f"scale: 2 members read {evidence['capacity']:.0f}/s by kagent's measure ({actual:.0f}/s by the "
-        f"simulator's count) of {evidence['production_rate']:.0f}/s produced; kagent asked for {needed}"
+        f"simulator's count) of {evidence['production_rate']:.0f}/s produced; kagent asked for {needed}; "
+        f"remedies: the rebalance falls behind at {rebalance['drain']['falling_behind_rate']:.0f}/s, {needed} "
+        f"members catch up in {scaled['drain']['seconds']:.0f} s (estimated)"
     )
 
     scaled_commits = Committed()

@@ -146,6 +146,20 @@
     return `Heavy partition${plural} ${parts.join(", ")}`;
   }
 
+  /**
+   * An option a recommendation weighed (kagent.core.remedies.Remedy) in the words of
+   * kagent.core.remedies.remedy_text: "rebalance the 3 members", "scale to 6 members", "no assignment helps:
+   * partition t-0 is hot".
+   */
+  function remedyText(remedy) {
+    const members = `${remedy.members} member${remedy.members === 1 ? "" : "s"}`;
+    if (remedy.kind === "rebalance") return `rebalance the ${members}`;
+    if (remedy.kind === "scale") return `scale to ${members}`;
+    const named = remedy.partitions.map((p) => `${p.topic}-${p.partition}`).join(", ");
+    const several = remedy.partitions.length > 1;
+    return `no assignment helps: partition${several ? "s" : ""} ${named} ${several ? "are" : "is"} hot`;
+  }
+
   /** Seconds as kagent.core.drain_time.duration_text says them: "45 s", "4 min", "2 h 5 min", "3 d 4 h". */
   function drainDuration(seconds) {
     if (seconds < 59.5) return `${Math.max(1, Math.round(seconds))} s`;
@@ -826,6 +840,38 @@
           setText(from, mv.from_member === null ? "(unassigned)" : mv.from_member);
           setText(to, mv.to_member === null ? "(none left)" : mv.to_member);
           setText(lag, lagIn(unit, mv.lag));
+        },
+      );
+      renderRemedies(rec);
+    }
+
+    /**
+     * The options the recommendation weighed, in its order: each one's skew (none for a scale: kagent assigns
+     * no member that does not exist yet), its drain time ("(estimated)" when it rests on a pace not measured)
+     * and which one it asks for.
+     */
+    function renderRemedies(rec) {
+      const remedies = rec.remedies || [];
+      $("no-remedies").hidden = remedies.length > 0;
+      $("remedies-table").hidden = remedies.length === 0;
+      syncRows(
+        $("remedies-body"),
+        remedies,
+        (r) => r.kind,
+        () => h("tr", { testid: "remedy-row" }, h("td"), h("td", { class: "num" }), h("td"), h("td")),
+        (tr, r) => {
+          const [option, skew, drain, chosen] = tr.children;
+          setText(option, remedyText(r));
+          setText(skew, r.kind === "scale" ? "n/a" : decimal(r.skew));
+          setAttr(skew, "title", r.kind === "scale" ? "no assignment of members that do not exist yet" : null);
+          showDrain(drain, r.drain);
+          if (r.estimated) {
+            setText(drain, `${drainText(r.drain)} (estimated)`);
+            setAttr(drain, "title", "it rests on a pace not measured: a member not saturated, or new members");
+          }
+          setText(chosen, r.chosen ? "chosen" : "");
+          setAttr(tr, "class", r.chosen ? "chosen" : null);
+          tr.dataset.kind = r.kind;
         },
       );
     }
