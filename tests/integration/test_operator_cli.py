@@ -35,7 +35,7 @@ from tests.support.coordinator import (
 from tests.support.incidents import recommendation
 from tests.support.waiting import wait_until, wait_until_async
 from tests.support.web import get_json
-from tests.support.worker import FAST, Worker, kagent_env, running_workers
+from tests.support.worker import STEADY, Worker, kagent_env, running_workers
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +71,7 @@ def cluster(kafka_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFacto
 
     asyncio.run(skew())
     with running_workers(bootstrap, tmp_path_factory.mktemp("operator-cli")) as start:
-        worker = start(APP_ID, **FAST)
+        worker = start(APP_ID, **STEADY)
         worker.wait_serving()
 
         def recommended() -> GroupSummary | None:

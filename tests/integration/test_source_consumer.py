@@ -33,7 +33,7 @@ from kagent.tools.embedded import EmbeddedBroker
 from tests.support.coordinator import OFFSETS_TOPIC, group_metadata, offset_commit, produce, publish
 from tests.support.waiting import wait_until, wait_until_async
 from tests.support.web import get_answer, get_json
-from tests.support.worker import FAST, Worker
+from tests.support.worker import STEADY, Worker
 
 pytestmark = pytest.mark.integration
 
@@ -108,7 +108,7 @@ async def test_a_source_consumer_refused_by_its_coordinator_is_made_again_and_re
     await produce(bootstrap, topic, {0: 10, 1: 10})
     members = {"a-1": [TopicPartition(topic, 0)], "b-1": [TopicPartition(topic, 1)]}
     await publish(bootstrap, [group_metadata(group, 1, members), *(offset_commit(group, topic, p, 2) for p in (0, 1))])
-    worker = start_worker(f"refused-{suffix}", **FAST)
+    worker = start_worker(f"refused-{suffix}", **STEADY)
     await asyncio.to_thread(worker.wait_ready)
     await asyncio.to_thread(
         wait_until, lambda: (_partition(worker, group, 0) or {}).get("committed") == 2, 60, "the group's first commit"

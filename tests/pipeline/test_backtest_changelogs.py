@@ -46,11 +46,10 @@ from tests.support.coordinator import (
     publish,
 )
 from tests.support.waiting import wait_until_async
-from tests.support.worker import Worker
+from tests.support.worker import STEADY, Worker
 
 pytestmark = pytest.mark.integration
 
-FAST = {"evaluate_interval": "0.5", "end_offset_interval": "0.5", "hold_evaluations": "2", "topic_partitions": "4"}
 SKEWED_LOG = {0: 600, 1: 600, 2: 200, 3: 200, 4: 200, 5: 200}
 EVEN_LOG = {p: 300 for p in range(4)}
 DEADLINE = 40.0
@@ -159,7 +158,7 @@ async def test_backtest_reads_the_snapshots_a_worker_wrote(
     records += [offset_commit(skewed, skewed_topic, p, 0) for p in SKEWED_LOG]
     records += [offset_commit(even, even_topic, p, 0) for p in EVEN_LOG]
     await publish(bootstrap, records)
-    worker = start_worker(app_id, **FAST)
+    worker = start_worker(app_id, **STEADY)
     lag_topic, assignments_topic = f"{app_id}-partition-lag-changelog", f"{app_id}-assignments-changelog"
 
     async def lag_entries(group: str) -> list[Record]:

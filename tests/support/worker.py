@@ -25,12 +25,27 @@ from tests.support import REPO
 from tests.support.waiting import wait_until
 from tests.support.web import get_json
 
-__all__ = ["FAST", "Worker", "WorkerExited", "WorkerIgnoredSigterm", "kagent_env", "metric_total", "running_workers"]
+__all__ = [
+    "FAST",
+    "STEADY",
+    "Worker",
+    "WorkerExited",
+    "WorkerIgnoredSigterm",
+    "kagent_env",
+    "metric_total",
+    "running_workers",
+]
 
 
 FAST = {"evaluate_interval": "0.5", "end_offset_interval": "0.5", "hold_evaluations": "2", "topic_partitions": "4"}
 """Settings of a worker that evaluates and polls twice a second and recommends after 2 evaluations, on
 kagent topics of 4 partitions: what the end-to-end tests start, so a skew is seen in seconds."""
+
+STEADY = {**FAST, "end_offset_interval": "2"}
+""":data:`FAST`, but end offsets polled every 2 s, so that they turn stale (after 3 polls) only 6 s after
+the last answer: for tests that read lag figures at a given moment. At 0.5 s, a poll delayed 1.5 s on a busy
+two-core machine rightly turns the figures unknown until the next one, which is not what those tests are
+about (tests/integration/test_unknown_figures.py is)."""
 
 
 def kagent_env(**settings: str) -> dict[str, str]:
