@@ -165,8 +165,8 @@ def main() -> None:
     "--simulate/--no-simulate",
     default=None,
     help=(
-        "Run the simulator's skewed and balanced groups, and a skewed one applying the worker's recommendations "
-        "(default: on the embedded broker only)."
+        "Run the simulator's skewed, balanced and hot-partition groups, and a skewed one applying the worker's "
+        "recommendations (default: on the embedded broker only)."
     ),
 )
 @click.option(

@@ -1,7 +1,9 @@
 """What ``kagent run`` shows: recommendations as they arrive on the recommendations topic.
 
 On a terminal, a live table (rich): one row per group with a recommendation,
-its figures NOW beside those of its latest recommendation. The figures now
+its kind (rebalance, scale, hot-partition) and its figures NOW beside those
+of its latest recommendation; under the table, each hot partition with its
+rate beside the fastest member's. The figures now
 come from the worker's API (``GET /api/groups/{group}``), polled every
 :data:`POLL_EVERY` seconds: the group's skew and largest member lag under its
 current assignment, and the largest member lag its recommended assignment
@@ -38,10 +40,11 @@ from rich.text import Text
 
 from kagent.connections import KafkaConnection
 from kagent.core.api_records import GroupDetail
-from kagent.core.recommendation import Recommendation
+from kagent.core.hot_partitions import hot_partition_text
+from kagent.core.recommendation import Recommendation, RecommendationKind
 from kagent.tools.api_client import ApiClient, ApiFailure
 from kagent.tools.recommendations_topic import parse_recommendation
-from kagent.tools.terminal_views import UNKNOWN, format_age, format_lag
+from kagent.tools.terminal_views import UNKNOWN, asks_for, format_age, format_lag
 
 __all__ = ["Applied", "CurrentFigures", "follow_applied", "render", "summary", "watch_recommendations"]
 
@@ -68,14 +71,16 @@ swings with each commit and each end-offset poll of the worker."""
 
 
 def summary(recommendation: Recommendation) -> str:
-    """One line: group, generation, skew before -> after, moves, largest member lag before -> after."""
+    """One line: group, generation, kind, skew before -> after, what it asks for (its moves, the member
+    count, or for a hot partition nothing moved and its rate beside the fastest member's), largest member
+    lag before -> after."""
     before = max((m.current_lag for m in recommendation.members), default=0)
     after = max((m.recommended_lag for m in recommendation.members), default=0)
     return (
         f"recommendation for {recommendation.group} (generation {recommendation.generation}, "
-        f"{recommendation.protocol or '?'} -> {recommendation.strategy}): "
+        f"{recommendation.protocol or '?'} -> {recommendation.strategy}): {recommendation.kind.value}, "
         f"{recommendation.trigger.metric.value} {recommendation.skew_before:.2f} -> {recommendation.skew_after:.2f}, "
-        f"{len(recommendation.moves)} moves, largest member lag {before:g} -> {after:g} {recommendation.lag_unit.value}"
+        f"{asks_for(recommendation)}, largest member lag {before:g} -> {after:g} {recommendation.lag_unit.value}"
     )
 
 
@@ -86,7 +91,8 @@ def render(
     problem: str | None = None,
     applied: Mapping[str, Applied] | None = None,
 ) -> Table:
-    """The table of each group's latest recommendation, groups by name.
+    """The table of each group's latest recommendation, groups by name, and under it the hot partitions
+    of each ``hot-partition`` recommendation with their rates.
 
     ``current``: what the worker's API answered last for each group; a group missing from it shows its
     figures now as ``?``. ``problem``: why some answer is missing (shown under the table). ``applied``:
@@ -102,6 +108,7 @@ def render(
         collapse_padding=True,
     )
     table.add_column("group", overflow="fold")
+    table.add_column("kind")
     table.add_column("skew\nnow", justify="right")
     table.add_column("largest\nmember\nlag now", justify="right")
     table.add_column("largest\nmember lag\nif applied", justify="right")
@@ -117,6 +124,7 @@ def render(
         seen = (applied or {}).get(group)
         table.add_row(
             group,
+            r.kind.value,
             *_now(r, detail),
             str(r.generation),
             f"{r.skew_before:.2f} -> {r.skew_after:.2f}",
@@ -126,8 +134,16 @@ def render(
         )
     if not latest:
         table.caption = "(no recommendation yet)"
-    elif problem:
-        table.caption = Text(f"figures now unavailable for some groups: {problem}", style="yellow")
+        return table
+    notes = [
+        Text(f"{group}: no assignment helps: {hot_partition_text(r.hot)}")
+        for group, r in sorted(latest.items())
+        if r.kind is RecommendationKind.HOT_PARTITION and r.hot is not None
+    ]
+    if problem:
+        notes.append(Text(f"figures now unavailable for some groups: {problem}", style="yellow"))
+    if notes:
+        table.caption = Text("\n").join(notes)
     return table
 
 

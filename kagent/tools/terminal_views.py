@@ -32,6 +32,7 @@ from kagent.core.remedies import Remedy, remedy_drain_text, remedy_text
 
 __all__ = [
     "STATUS_STYLE",
+    "asks_for",
     "format_age",
     "format_count",
     "format_lag",
@@ -365,12 +366,12 @@ def recommendation_line(recommendation: Recommendation) -> str:
     after = _largest(m.recommended_lag for m in r.members)
     return (
         f"{format_time(r.time)}  {r.id}  {r.group}  generation {r.generation}, {r.protocol or '?'} -> {r.strategy}: "
-        f"{r.trigger.metric.value} {r.skew_before:.2f} -> {r.skew_after:.2f}, {_asks(r)}, "
+        f"{r.trigger.metric.value} {r.skew_before:.2f} -> {r.skew_after:.2f}, {asks_for(r)}, "
         f"largest member lag {format_lag(before, r.lag_unit)} -> {format_lag(after, r.lag_unit)} {r.lag_unit.value}"
     )
 
 
-def _asks(recommendation: Recommendation) -> str:
+def asks_for(recommendation: Recommendation) -> str:
     """What the recommendation asks for: its moves, or (kind ``scale``) the member count, or (kind
     ``hot-partition``) nothing moved and the hot partitions' rates; a rebalance that isolates heavy
     partitions names them, and a rebalance or scale that leaves hot partitions where they are says so."""
@@ -405,7 +406,7 @@ def recommendations_table(found: Sequence[Recommendation], now: float) -> Table:
             str(r.generation),
             f"{r.protocol or '?'} -> {r.strategy}",
             f"{r.skew_before:.2f} -> {r.skew_after:.2f}",
-            _asks(r),
+            asks_for(r),
             f"{format_lag(_largest(m.current_lag for m in r.members), r.lag_unit)} -> "
             f"{format_lag(_largest(m.recommended_lag for m in r.members), r.lag_unit)}",
         )
@@ -434,7 +435,7 @@ def recommendation_view(recommendation: Recommendation, now: float) -> Group:
         ),
         ("skew", f"{r.skew_before:.2f} -> {r.skew_after:.2f} ({t.metric.value})"),
         ("lower bound", f"{format_lag(r.lower_bound, unit)} {unit.value} (largest member lag, count-balanced)"),
-        ("asks for", _asks(r)),
+        ("asks for", asks_for(r)),
         *((("remedy", r.hot.remedy),) if r.hot is not None else ()),
     ):
         facts.add_row(label, Text(value))

@@ -60,7 +60,7 @@ from kagent.worker.channel import Channel
 from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader, OpenIncidentsReader
 from kagent.worker.incident_log import IncidentLog
-from kagent.worker.metrics import MemberDrain, Metrics
+from kagent.worker.metrics import HotPartitionFigures, MemberDrain, Metrics
 from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.stage import Stage
 
@@ -407,6 +407,16 @@ class Evaluator(Stage, OpenIncidentsReader):
                 for row in every_row
                 if (seconds := drains[row.member_id].metric_value) is not None
             ],
+        )
+        gauges.set_hot_partitions(
+            self._cluster,
+            group,
+            [
+                HotPartitionFigures(rate.topic, rate.partition, rate.production_rate, hot.best_capacity)
+                for rate in hot.partitions
+            ]
+            if hot is not None
+            else [],
         )
         observation = IncidentObservation(
             group=group,

@@ -18,7 +18,7 @@ from kagent.core.incidents import IncidentKind
 from kagent.core.lag_series import MEMBER_LABELS, Family, Level
 from kagent.worker.scrape import SLICE, LoopHold
 
-__all__ = ["GROUP_GAUGE_FAMILIES", "GroupGauges", "MemberDrain", "Metrics"]
+__all__ = ["GROUP_GAUGE_FAMILIES", "GroupGauges", "HotPartitionFigures", "MemberDrain", "Metrics"]
 
 
 @dataclass
@@ -203,7 +203,7 @@ class _GroupFigures:
     """The per-group gauges' values of one group (None: never set, no series), and their rendered text
     (None until rendered after the last change)."""
 
-    __slots__ = ("drain", "members", "open_incidents", "rendered", "skew", "status")
+    __slots__ = ("drain", "hot", "members", "open_incidents", "rendered", "skew", "status")
 
     def __init__(self) -> None:
         self.status: float | None = None
@@ -211,6 +211,7 @@ class _GroupFigures:
         self.members: float | None = None
         self.open_incidents: frozenset[str] | None = None
         self.drain: tuple[MemberDrain, ...] = ()
+        self.hot: tuple[HotPartitionFigures, ...] = ()
         self.rendered: tuple[bytes, ...] | None = None
 
 
@@ -248,7 +249,37 @@ MEMBER_DRAIN = Family(
     MEMBER_LABELS,
     Level.ALWAYS,
 )
-GROUP_GAUGE_FAMILIES = (GROUP_STATUS, RECOMMENDED_SKEW, RECOMMENDED_MEMBERS, OPEN_INCIDENTS, MEMBER_DRAIN)
+HOT_PARTITION_LABELS = (*GROUP_LABELS, "topic", "partition")
+PARTITION_HOT = Family(
+    "kagent_group_partition_hot",
+    "1 while the group's last evaluation found the partition hot: written faster than its member, and any "
+    "member of the group, reads, so no assignment or member count fixes it (no series otherwise)",
+    HOT_PARTITION_LABELS,
+    Level.ALWAYS,
+)
+HOT_PRODUCTION_RATE = Family(
+    "kagent_group_partition_hot_production_rate",
+    "Records per second written to a hot partition over the rate window (no series while it is not hot)",
+    HOT_PARTITION_LABELS,
+    Level.ALWAYS,
+)
+HOT_BEST_CAPACITY = Family(
+    "kagent_group_partition_hot_best_capacity",
+    "Records per second the fastest member of the group read over the rate window, beside each hot partition "
+    "(no series while it is not hot)",
+    HOT_PARTITION_LABELS,
+    Level.ALWAYS,
+)
+GROUP_GAUGE_FAMILIES = (
+    GROUP_STATUS,
+    RECOMMENDED_SKEW,
+    RECOMMENDED_MEMBERS,
+    OPEN_INCIDENTS,
+    MEMBER_DRAIN,
+    PARTITION_HOT,
+    HOT_PRODUCTION_RATE,
+    HOT_BEST_CAPACITY,
+)
 """The per-group gauges' families, in exposition order."""
 
 
@@ -260,6 +291,17 @@ class MemberDrain(NamedTuple):
     client_id: str
     seconds: float
     """:attr:`kagent.core.drain_time.Drain.metric_value`: ``+Inf`` when it falls behind."""
+
+
+class HotPartitionFigures(NamedTuple):
+    """One hot partition's samples of ``kagent_group_partition_hot`` (1) and its rates."""
+
+    topic: str
+    partition: int
+    production_rate: float
+    """Records/s written to it over the rate window."""
+    best_capacity: float
+    """Records/s the fastest member of its group read over the rate window."""
 
 
 class GroupGauges:
@@ -287,6 +329,11 @@ class GroupGauges:
       (:meth:`~kagent.worker.group_state.GroupStateReader.throughput`), which the scrape path does not read
       and should not (a lagging group is rendered again at every scrape), and rates over a window of
       minutes move no faster than the evaluations.
+    - ``kagent_group_partition_hot`` [cluster_name, group, topic, partition]: 1 for each partition the
+      last evaluation found hot (:attr:`kagent.core.evaluation.Evaluation.hot`), beside its
+      ``kagent_group_partition_hot_production_rate`` and the group's
+      ``kagent_group_partition_hot_best_capacity`` (records/s, over the rate window); a partition's
+      three series go at the first evaluation that does not find it hot (no longer hot, or not judged).
     """
 
     families = GROUP_GAUGE_FAMILIES
@@ -323,6 +370,10 @@ class GroupGauges:
     def set_member_drain(self, cluster_name: str, group: str, members: Sequence[MemberDrain]) -> None:
         """Each member's drain time whose drain is known (a member left out has no series)."""
         self._set(cluster_name, group, "drain", tuple(members))
+
+    def set_hot_partitions(self, cluster_name: str, group: str, partitions: Sequence[HotPartitionFigures]) -> None:
+        """The partitions the last evaluation found hot (none: no series)."""
+        self._set(cluster_name, group, "hot", tuple(partitions))
 
     def forget(self, cluster_name: str, group: str) -> None:
         self._groups.pop((cluster_name, group), None)
@@ -368,12 +419,29 @@ def _render(cluster_name: str, group: str, figures: _GroupFigures) -> tuple[byte
         f"{MEMBER_DRAIN.name}{{{labels_text(_member_pairs(cluster_name, group, member))}}} {go_float(member.seconds)}\n"
         for member in figures.drain
     ).encode()
+    hot = [(labels_text(_hot_pairs(cluster_name, group, partition)), partition) for partition in figures.hot]
     return (
         line(GROUP_STATUS, figures.status),
         line(RECOMMENDED_SKEW, figures.skew),
         line(RECOMMENDED_MEMBERS, figures.members),
         incidents,
         drain,
+        "".join(f"{PARTITION_HOT.name}{{{pairs}}} 1.0\n" for pairs, _ in hot).encode(),
+        "".join(
+            f"{HOT_PRODUCTION_RATE.name}{{{pairs}}} {go_float(partition.production_rate)}\n" for pairs, partition in hot
+        ).encode(),
+        "".join(
+            f"{HOT_BEST_CAPACITY.name}{{{pairs}}} {go_float(partition.best_capacity)}\n" for pairs, partition in hot
+        ).encode(),
+    )
+
+
+def _hot_pairs(cluster_name: str, group: str, partition: HotPartitionFigures) -> tuple[tuple[str, str], ...]:
+    return (
+        ("cluster_name", cluster_name),
+        ("group", group),
+        ("topic", partition.topic),
+        ("partition", str(partition.partition)),
     )
 
 

@@ -6,7 +6,9 @@ coordinator records written to ``__consumer_offsets`` as Kafka's coordinator wou
 records/s over 4 partitions; each member takes 33 ms a record (at most 30/s: the simulator's member pace).
 
 1. One member reads 30/s of 80/s: the API says the group and its member fall behind (at about 50/s), and
-   ``kagent_group_member_drain_seconds`` is ``+Inf`` for it. Its backlog grows meanwhile.
+   ``kagent_group_member_drain_seconds`` is ``+Inf`` for it. kagent recommends scaling, which opens a lag-skew
+   incident: the worker's Alertmanager sink posts ``KagentLagSkew`` to a real Alertmanager, its description
+   saying that the group, and its member, fall behind at about 50/s. Its backlog grows meanwhile.
 2. Four members, 30/s each against 20/s a partition: each drains its partition's backlog at about 10/s. The
    API gives the group a time to catch up; the test then measures the time the group takes until every
    member's lag is back to what it holds while keeping up, and holds the prediction to within 30 % of it
@@ -17,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -27,6 +31,7 @@ import pytest
 
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator import GroupSpec, MemberSpec, Scenario, TopicSpec, TrafficSpec, run_simulation
+from tests.support.monitoring import Alertmanager
 from tests.support.waiting import wait_until_async
 from tests.support.web import get_answer
 from tests.support.worker import FAST, Worker
@@ -44,9 +49,9 @@ RATE_WINDOW = 20.0
 SETTINGS = {
     **FAST,
     "rate_window": str(RATE_WINDOW),
-    # No recommendation moves anything here: the test is about what the group's page says.
+    # No rebalance here: the test is about what the group's page and its alert say. The one member's group
+    # gets a scale recommendation (it moves nothing, and nobody applies it), which opens the alerted incident.
     "min_total_lag": "1000000",
-    "scale_headroom": "",
 }
 
 BACKLOG = 2400
@@ -120,10 +125,36 @@ def caught_up(detail: dict[str, Any]) -> bool:
     return len(lags) == PARTITIONS and all(lag is not None and lag <= KEEPING_UP_LAG for lag in lags)
 
 
+DRAIN_LINE = re.compile(
+    r"^Drain time at today's rates: falling behind at ([\d.,]+)/s \(when its slowest member catches up\)$",
+    re.MULTILINE,
+)
+"""The line of a lag alert's description that gives the group's drain time (kagent.core.alert_payloads)."""
+
+
+def lag_alert(alertmanager: Alertmanager) -> dict[str, Any] | None:
+    """The group's ``KagentLagSkew`` alert as Alertmanager holds it, once it has one."""
+    return next(iter(alertmanager.alerts(alertname="KagentLagSkew", group=GROUP)), None)
+
+
+@pytest.fixture
+def alertmanager(tmp_path: Path) -> Iterator[Alertmanager]:
+    """A real Alertmanager that keeps the alerts it is sent (and notifies nobody)."""
+    with Alertmanager(workdir=tmp_path / "alertmanager") as server:
+        yield server
+
+
 async def test_a_group_falling_behind_is_said_to_and_one_catching_up_does_so_about_when_kagent_said(
-    kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker], drill_figures: Any
+    kafka_broker: EmbeddedBroker,
+    offsets_topic: str,
+    start_worker: Callable[..., Worker],
+    drill_figures: Any,
+    tmp_path: Path,
+    alertmanager: Alertmanager,
 ) -> None:
-    worker = start_worker(APP, **SETTINGS)
+    alerts = tmp_path / "alerts.yaml"
+    alerts.write_text(f"sinks:\n  - name: am\n    type: alertmanager\n    url: {alertmanager.url}\n")
+    worker = start_worker(APP, alerts_config=str(alerts), **SETTINGS)
     await asyncio.to_thread(worker.wait_serving)
 
     async with simulating(kafka_broker, members=1):
@@ -154,6 +185,22 @@ async def test_a_group_falling_behind_is_said_to_and_one_catching_up_does_so_abo
             detail=lambda: f"metrics: {worker.metrics('kagent_group_member_drain_seconds')}",
         )
         assert list(drained.values()) == [math.inf], drained
+        # The lag alert says when the group catches up: never at today's rates; it falls behind, at about the
+        # rate the API said.
+        alert = await wait_until_async(
+            lambda: asyncio.to_thread(lag_alert, alertmanager),
+            DEADLINE,
+            "the group's KagentLagSkew alert in Alertmanager",
+            interval=0.5,
+            detail=lambda: f"alerts: {alertmanager.alerts()}\n{worker.log_tail(30)}",
+        )
+        description = alert["annotations"]["description"]
+        said = DRAIN_LINE.search(description)
+        assert said, description
+        alerted_rate = float(said[1].replace(",", ""))
+        assert alerted_rate == pytest.approx(RATE - 1000 / DELAY_MS, rel=0.35), description
+        # ... and beside its one member's lag, the member's own (the same, the group being that member).
+        assert f"(falling behind at {said[1]}/s)" in description.splitlines()[0], description
         await wait_until_async(
             lambda: detail_where(worker, lambda d: (d["summary"]["total_lag"] or 0) >= BACKLOG),
             DEADLINE,
@@ -162,7 +209,8 @@ async def test_a_group_falling_behind_is_said_to_and_one_catching_up_does_so_abo
         )
     drill_figures(
         f"drain: 1 member falling behind at {member['drain']['falling_behind_rate']:.0f}/s by kagent's measure "
-        f"({RATE - 1000 / DELAY_MS:.0f}/s by the scenario's rates)"
+        f"({RATE - 1000 / DELAY_MS:.0f}/s by the scenario's rates); its KagentLagSkew alert said "
+        f"'falling behind at {said[1]}/s'"
     )
 
     async with simulating(kafka_broker, members=PARTITIONS):

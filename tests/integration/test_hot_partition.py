@@ -7,7 +7,8 @@ coordinator records written to ``__consumer_offsets`` as Kafka's coordinator wou
 of key-skewed traffic: 80 records/s over 4 partitions, 16 keys of Zipf popularity (exponent 1.5) whose most
 popular ones murmur2 places on partition 0, so partition 0 gets about 79 % of the records (about 63/s) and
 each other about 6/s. Four members, one partition each (round robin); each takes 25 ms a record (at most
-40/s). The member of partition 0 falls behind whatever kagent moves; the others keep up.
+40/s). The member of partition 0 falls behind whatever kagent moves; the others keep up. The worker's
+``/metrics`` shows the partition hot, with its rate and the fastest member's, until the group empties.
 """
 
 from __future__ import annotations
@@ -74,6 +75,21 @@ def group_detail(worker: Worker) -> dict[str, Any] | None:
     return body if status == 200 else None
 
 
+HOT_FAMILIES = (
+    "kagent_group_partition_hot",
+    "kagent_group_partition_hot_production_rate",
+    "kagent_group_partition_hot_best_capacity",
+)
+
+
+def hot_series(worker: Worker) -> dict[str, float] | None:
+    """The worker's hot-partition samples for the group (empty: none), None while /metrics does not answer."""
+    samples = worker.metrics(*HOT_FAMILIES)
+    if samples is None:
+        return None
+    return {name: value for name, value in samples.items() if f'group="{GROUP}"' in name}
+
+
 async def _hot_partition_recommendation(worker: Worker) -> dict[str, Any] | None:
     found = await asyncio.to_thread(recommendations, worker)  # not blocking the simulated group's loop
     return next((r for r in found if r.get("kind") == "hot-partition"), None)
@@ -96,9 +112,24 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
             detail=lambda: f"recommendations: {recommendations(worker)}",
         )
         detail = await asyncio.to_thread(group_detail, worker)
+        # Prometheus' side: the worker exports the hot partition, its rate and the fastest member's.
+        exported = await wait_until_async(
+            lambda: asyncio.to_thread(hot_series, worker),
+            30,
+            "the hot partition's series at /metrics",
+            interval=0.5,
+        )
     finally:
         stop.set()
         await asyncio.wait_for(running, 60)
+    # The members left (the group is empty): nothing is hot any more, and its series go.
+    await wait_until_async(
+        lambda: asyncio.to_thread(lambda: hot_series(worker) == {}),
+        60,
+        "the hot partition's series to go once the group is empty",
+        interval=0.5,
+        detail=lambda: f"series: {hot_series(worker)}",
+    )
 
     hot = rec["hot"]
     [partition] = hot["partitions"]
@@ -131,6 +162,17 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
     assert detail is not None and detail["recommendation"]["kind"] == "hot-partition"
     assert detail["recommendation"]["hot"]["partitions"][0]["partition"] == 0
     assert [r["kind"] for r in detail["recommendation"]["remedies"]] == ["rebalance", "hot-partition"]
+    labels = f'cluster_name="default",group="{GROUP}",partition="0",topic="{TOPIC}"'
+    assert set(exported) == {
+        f"kagent_group_partition_hot{{{labels}}}",
+        f"kagent_group_partition_hot_production_rate{{{labels}}}",
+        f"kagent_group_partition_hot_best_capacity{{{labels}}}",
+    }, exported
+    assert exported[f"kagent_group_partition_hot{{{labels}}}"] == 1.0
+    production = exported[f"kagent_group_partition_hot_production_rate{{{labels}}}"]
+    best = exported[f"kagent_group_partition_hot_best_capacity{{{labels}}}"]
+    assert production == pytest.approx(RATE * HOT_SHARE, rel=0.3) and production > best
+    assert 0 < best <= 1000 / DELAY_MS * 1.1
     drill_figures(
         f"hot partition: {TOPIC}-0 written at {partition['production_rate']:.0f}/s (traffic: about "
         f"{RATE * HOT_SHARE:.0f}/s); its member read {partition['member_capacity']:.0f}/s, the fastest member "

@@ -1,7 +1,7 @@
 """The shipped rules and Alertmanager config in the real servers, on metrics served as a worker serves them.
 
 A scrape target on loopback serves a fixed exposition: group ``orders`` stopped (status 4) and
-skewed, group ``billing`` skewed only. A real Prometheus scrapes it every second with the shipped
+skewed, group ``billing`` skewed, with a hot partition. A real Prometheus scrapes it every second with the shipped
 rules (their ``for`` set to 0, the only change: no test waits minutes) and sends to a real
 Alertmanager running the shipped alertmanager.yml (its secret files absent: nothing is notified
 within the test). Then ``orders`` recovers and its alert resolves. No Kafka is involved.
@@ -49,6 +49,15 @@ kafka_consumergroup_group_max_lag_seconds{cluster_name="prod",group="billing",is
 # TYPE kagent_group_recommended_members gauge
 kagent_group_recommended_members{cluster_name="prod",group="orders"} 3
 kagent_group_recommended_members{cluster_name="prod",group="billing"} 6
+# HELP kagent_group_partition_hot 1 while the partition is hot
+# TYPE kagent_group_partition_hot gauge
+kagent_group_partition_hot{cluster_name="prod",group="billing",partition="0",topic="invoices"} 1.0
+# HELP kagent_group_partition_hot_production_rate Records per second written to a hot partition
+# TYPE kagent_group_partition_hot_production_rate gauge
+kagent_group_partition_hot_production_rate{cluster_name="prod",group="billing",partition="0",topic="invoices"} 63.25
+# HELP kagent_group_partition_hot_best_capacity Records per second the fastest member read
+# TYPE kagent_group_partition_hot_best_capacity gauge
+kagent_group_partition_hot_best_capacity{cluster_name="prod",group="billing",partition="0",topic="invoices"} 40.0
 # HELP kagent_stage_stalled 1 while a stage has records waiting and applies none
 # TYPE kagent_stage_stalled gauge
 kagent_stage_stalled{stage="storage"} 0.0
@@ -104,9 +113,14 @@ def test_shipped_rules_fire_in_prometheus_reach_alertmanager_inhibit_and_resolve
         loaded = wait_until(evaluated, DEADLINE, "every rule to evaluate with health ok", interval=0.5)
         assert len(loaded) == sum(len(g["rules"]) for g in yaml.safe_load(RULES.read_text())["groups"])
 
-        # Exactly the alerts these metrics call for: orders stopped, both groups skewed. (The
-        # workers-down alert, true before the first scrape, resolves at the first one.)
-        expected = {("KagentConsumerStopped", "orders"), ("KagentLagSkew", "orders"), ("KagentLagSkew", "billing")}
+        # Exactly the alerts these metrics call for: orders stopped, both groups skewed, billing's hot
+        # partition. (The workers-down alert, true before the first scrape, resolves at the first one.)
+        expected = {
+            ("KagentConsumerStopped", "orders"),
+            ("KagentLagSkew", "orders"),
+            ("KagentLagSkew", "billing"),
+            ("KagentHotPartition", "billing"),
+        }
         wait_until(
             lambda: _firing(prometheus) == expected,
             DEADLINE,
@@ -148,6 +162,28 @@ def test_shipped_rules_fire_in_prometheus_reach_alertmanager_inhibit_and_resolve
         assert skew["orders"]["status"]["inhibitedBy"] == [stopped["fingerprint"]]
         assert skew["billing"]["status"]["state"] == "active"
         assert {r["name"] for r in skew["billing"]["receivers"]} == {"slack"}
+
+        # The hot partition's alert, its description with the partition's rate (the alert's value) and the
+        # fastest member's (read by the description's own query), as kagent's own KagentHotPartition is routed.
+        [hot] = wait_until(
+            lambda: alertmanager.alerts(alertname="KagentHotPartition", group="billing"),
+            DEADLINE,
+            "Alertmanager to receive KagentHotPartition for billing",
+            interval=0.5,
+            detail=lambda: f"alerts: {alertmanager.alerts()}",
+        )
+        assert {k: hot["labels"][k] for k in ("severity", "kind", "cluster", "topic", "partition")} == {
+            "severity": "warning",
+            "kind": "hot-partition",
+            "cluster": "prod",
+            "topic": "invoices",
+            "partition": "0",
+        }
+        assert hot["annotations"]["description"].startswith(
+            "Partition invoices-0 is written at 63.25/s, faster than the fastest member of group billing "
+            "(cluster prod) reads (40/s), for 10 minutes"
+        ), hot["annotations"]
+        assert {r["name"] for r in hot["receivers"]} == {"slack"}
 
         # orders consumes again: Prometheus resolves the alert, Alertmanager lets it go, and the
         # skew warning of orders is no longer muted.

@@ -228,7 +228,11 @@ def test_simulate_command_runs_the_default_scenario() -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == f"broker: {broker.bootstrap_servers} (external)"
-    for group, assignor in (("orders-processors", "range"), ("payments-processors", "roundrobin")):
+    for group, assignor in (
+        ("orders-processors", "range"),
+        ("payments-processors", "roundrobin"),
+        ("clicks-processors", "roundrobin"),
+    ):
         assert any(line.startswith(f"{group}: generation ") and f"({assignor})" in line for line in lines)
         assert any(line.startswith(f"  {group}-c0-") for line in lines)
         commits = next(line for line in lines if line.startswith(f"{group}: ") and line.endswith(" commits"))

@@ -20,7 +20,15 @@ from kagent.core.api_records import GroupDetail, GroupSummary, MemberView, Recom
 from kagent.core.events import PartitionRef
 from kagent.core.group_health import GroupStatus
 from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import MemberRecommendation, PartitionMove, Recommendation
+from kagent.core.recommendation import (
+    HOT_PARTITION_REMEDY,
+    HotPartitionEvidence,
+    HotPartitionRate,
+    MemberRecommendation,
+    PartitionMove,
+    Recommendation,
+    RecommendationKind,
+)
 from kagent.tools.api_client import ApiClient
 from kagent.tools.demo import (
     AFTER_MEASUREMENTS,
@@ -174,14 +182,57 @@ def _rows(lines: list[str]) -> list[list[str]]:
     return [re.split(r"\s{2,}", line.strip()) for line in lines if line.split(" ")[0] in GROUPS]
 
 
-GROUPS = {"alpha", "zeta", "orders"}
+GROUPS = {"alpha", "zeta", "orders", "clicks"}
 
 
 def test_summary_says_what_changes() -> None:
     assert summary(_recommendation("billing", 2.0, 1.67, 100.0)) == (
-        "recommendation for billing (generation 4, range -> lag-sticky): peak-to-mean 2.00 -> 1.67, "
-        "1 moves, largest member lag 1200 -> 1000 messages"
+        "recommendation for billing (generation 4, range -> lag-sticky): rebalance, peak-to-mean 2.00 -> 1.67, "
+        "1 move, largest member lag 1200 -> 1000 messages"
     )
+
+
+def _hot_partition(group: str, time: float) -> Recommendation:
+    """A ``hot-partition`` recommendation for ``group``: a holds partition t-0, written at 33/s, and reads
+    20/s; b holds t-1 and reads 4/s; nothing moves."""
+    base = _recommendation(group, 3.0, 3.0, time)
+    members = tuple(
+        m.model_copy(update={"recommended": m.current, "recommended_lag": m.current_lag}) for m in base.members
+    )
+    hot = HotPartitionEvidence(
+        partitions=(
+            HotPartitionRate(topic="t", partition=0, member_id="a", production_rate=33.0, member_capacity=20.0),
+        ),
+        best_capacity=20.0,
+        window=300.0,
+        remedy=HOT_PARTITION_REMEDY,
+    )
+    return base.model_copy(
+        update={"kind": RecommendationKind.HOT_PARTITION, "hot": hot, "members": members, "moves": ()}
+    )
+
+
+def test_summary_of_a_hot_partition_says_nothing_moves_and_names_the_partition_and_rates() -> None:
+    assert summary(_hot_partition("clicks", 100.0)) == (
+        "recommendation for clicks (generation 4, range -> lag-sticky): hot-partition, peak-to-mean 3.00 -> 3.00, "
+        "no moves: hot partition t-0 written at 33/s (its member a reads 20/s); the fastest member reads 20/s, "
+        "largest member lag 1200 -> 1200 messages"
+    )
+
+
+def test_render_shows_each_groups_kind_and_under_the_table_each_hot_partition_with_its_rates() -> None:
+    latest = {"orders": _recommendation("orders", 2.0, 1.67, 100.0), "zeta": _hot_partition("zeta", 100.0)}
+    lines = _text(render(latest, {}, 130.0, "cannot reach the worker"))
+    rows = _rows(lines)
+    assert [row[:2] for row in rows] == [["orders", "rebalance"], ["zeta", "hot-partition"]]
+    assert rows[1][-2:] == ["0", "30 s"]
+    # Under the table (wrapped to its width): the hot partition, then, on a line of its own, the problem.
+    notes = [line.strip() for line in lines[lines.index(next(line for line in lines if line.startswith("zeta"))) + 1 :]]
+    assert " ".join(notes) == (
+        "zeta: no assignment helps: hot partition t-0 written at 33/s (its member a reads 20/s); the fastest "
+        "member reads 20/s figures now unavailable for some groups: cannot reach the worker"
+    )
+    assert notes[0].startswith("zeta: ") and notes[-1].startswith("figures now unavailable")
 
 
 def test_render_lists_groups_by_name_with_columns_that_say_what_they_show() -> None:
@@ -190,6 +241,7 @@ def test_render_lists_groups_by_name_with_columns_that_say_what_they_show() -> N
     assert table.title == "latest recommendation per group, beside the group now"
     assert [" ".join(str(column.header).split()) for column in table.columns] == [
         "group",
+        "kind",
         "skew now",
         "largest member lag now",
         "largest member lag if applied",
@@ -203,7 +255,19 @@ def test_render_lists_groups_by_name_with_columns_that_say_what_they_show() -> N
     lines = _text(table)
     rows = _rows(lines)
     assert [row[0] for row in rows] == ["alpha", "zeta"]
-    assert rows[0] == ["alpha", "unknown", "unknown", "unknown", "4", "3.00 -> 1.10", "-", "-", "1", "40 s"]
+    assert rows[0] == [
+        "alpha",
+        "rebalance",
+        "unknown",
+        "unknown",
+        "unknown",
+        "4",
+        "3.00 -> 1.10",
+        "-",
+        "-",
+        "1",
+        "40 s",
+    ]
 
 
 def test_render_shows_the_figures_now_not_those_of_the_recommendation() -> None:
@@ -211,7 +275,7 @@ def test_render_shows_the_figures_now_not_those_of_the_recommendation() -> None:
     latest = {"orders": _recommendation("orders", 2.0, 1.67, 100.0)}
     current = {"orders": _detail("orders", hot_lag=5000, cold_lag=423, skew=2.45)}
     assert _rows(_text(render(latest, current, 189.0))) == [
-        ["orders", "2.45", "5,423", "5,000", "4", "2.00 -> 1.67", "-", "-", "1", "1 min"]
+        ["orders", "rebalance", "2.45", "5,423", "5,000", "4", "2.00 -> 1.67", "-", "-", "1", "1 min"]
     ]
 
 
@@ -219,14 +283,14 @@ def test_render_shows_no_figure_if_applied_for_another_recommendation_than_the_o
     latest = {"orders": _recommendation("orders", 2.0, 1.67, 100.0)}
     current = {"orders": _detail("orders", hot_lag=5000, cold_lag=423, skew=2.0, rec_id="f" * 32)}
     [row] = _rows(_text(render(latest, current, 100.0)))
-    assert row[1:4] == ["2.00", "5,423", "unknown"]
+    assert row[2:5] == ["2.00", "5,423", "unknown"]
 
 
 def test_render_shows_unknown_figures_now_and_says_why() -> None:
     latest = {"orders": _recommendation("orders", 2.0, 1.67, 100.0)}
     lines = _text(render(latest, {}, 100.0, "cannot reach the worker at http://127.0.0.1:1/api/groups/orders"))
     [row] = _rows(lines)
-    assert row[1:4] == ["unknown", "unknown", "unknown"]
+    assert row[2:5] == ["unknown", "unknown", "unknown"]
     caption = " ".join(line.strip() for line in lines[lines.index(next(line for line in lines if "figures" in line)) :])
     assert caption == (
         "figures now unavailable for some groups: cannot reach the worker at http://127.0.0.1:1/api/groups/orders"
@@ -321,7 +385,7 @@ def test_render_shows_the_generation_that_applied_it_and_the_skew_measured_befor
 
     def row(applied: Applied) -> list[str]:
         [cells] = _rows(_text(render(latest, current, 150.0, applied={"orders": applied})))
-        return cells[6:8]
+        return cells[7:9]
 
     settling = Applied(advice.id, skew_before=2.61, lag_before=2000, generation=5, settle_by=225.0)
     assert row(settling) == ["5", "2.61 -> settling"]
@@ -396,4 +460,4 @@ def test_render_says_unknown_when_a_members_lag_is_unknown_not_the_largest_of_th
         update={"members": (a.model_copy(update={"offset_lag": None, "lag": None, "recommended_lag": None}), b)}
     )
     [row] = _rows(_text(render(latest, {"orders": blind}, 100.0)))
-    assert row[1:4] == ["2.00", "unknown", "unknown"]
+    assert row[2:5] == ["2.00", "unknown", "unknown"]

@@ -49,6 +49,7 @@ KAGENT_ALERTS = {
     "KagentConsumerStopped": IncidentKind.STOP,
     "KagentConsumerStalled": IncidentKind.STALL,
     "KagentConsumerRewound": IncidentKind.REWIND,
+    "KagentHotPartition": IncidentKind.HOT_PARTITION,
 }
 """The alerts kagent's own Alertmanager sink raises, by incident kind: the rules of the same name agree."""
 

@@ -28,7 +28,7 @@ from kagent.settings import MetricsGranularity
 from kagent.worker.garbage_collection import CollectorPauses
 from kagent.worker.group_state import LagClock
 from kagent.worker.lag_exporter import LagExporter
-from kagent.worker.metrics import MemberDrain, Metrics
+from kagent.worker.metrics import HotPartitionFigures, MemberDrain, Metrics
 from kagent.worker.scrape import LoopHold, RenderedSeries, scrape_body
 from tests.support.lag_oracle import group_lag_of, oracle_exposition, partition_offsets_of
 from tests.support.metric_names import exported_metric_names
@@ -746,6 +746,7 @@ def test_exported_metric_names_covers_a_scrape_with_every_metric_set() -> None:
     metrics.group_gauges.set_status(CLUSTER, "orders", 4)
     metrics.group_gauges.set_open_incidents(CLUSTER, "orders", [IncidentKind.STOP])
     metrics.group_gauges.set_member_drain(CLUSTER, "orders", [MemberDrain("h", "a", "c", math.inf)])
+    metrics.group_gauges.set_hot_partitions(CLUSTER, "orders", [HotPartitionFigures("t", 0, 63.0, 40.0)])
     metrics.incident_transitions.labels("stop", "open").inc()
     metrics.alert_deliveries.labels("slack", "accepted").inc()
     metrics.alert_delivery_seconds.labels("slack").observe(0.3)
@@ -806,6 +807,9 @@ def test_the_group_gauges_are_written_as_prometheus_client_writes_labelled_gauge
         'a"b',
         [MemberDrain("/10.0.0.1", "m-1", 'c"1', 240.0), MemberDrain("unknown", "unknown", "unknown", math.inf)],
     )
+    gauges.set_hot_partitions(
+        CLUSTER, 'a"b', [HotPartitionFigures('t"0', 0, 63.25, 40.0), HotPartitionFigures('t"0', 11, 2_500_000.5, 1 / 3)]
+    )
 
     oracle = CollectorRegistry()
     made = {family.name: Gauge(family.name, family.help, family.labels, registry=oracle) for family in gauges.families}
@@ -817,6 +821,10 @@ def test_the_group_gauges_are_written_as_prometheus_client_writes_labelled_gauge
             made["kagent_group_open_incidents"].labels(CLUSTER, group, kind.value).set(kind.value in open_kinds)
     made["kagent_group_member_drain_seconds"].labels(CLUSTER, 'a"b', "/10.0.0.1", "m-1", 'c"1').set(240.0)
     made["kagent_group_member_drain_seconds"].labels(CLUSTER, 'a"b', "unknown", "unknown", "unknown").set(math.inf)
+    for partition, rate, best in ((0, 63.25, 40.0), (11, 2_500_000.5, 1 / 3)):
+        made["kagent_group_partition_hot"].labels(CLUSTER, 'a"b', 't"0', str(partition)).set(1)
+        made["kagent_group_partition_hot_production_rate"].labels(CLUSTER, 'a"b', 't"0', str(partition)).set(rate)
+        made["kagent_group_partition_hot_best_capacity"].labels(CLUSTER, 'a"b', 't"0', str(partition)).set(best)
 
     assert body([gauges]) == generate_latest(oracle)
     assert b'consumer_id="unknown",group="a\\"b",member_host="unknown"} +Inf\n' in body([gauges])
@@ -832,6 +840,34 @@ def test_a_member_drain_set_again_replaces_the_groups_series_and_an_unknown_one_
     assert [(dict(key)["consumer_id"], value) for key, value in series.items()] == [("b", math.inf)]
     metrics.forget_group(CLUSTER, "orders")
     assert "kagent_group_member_drain_seconds" not in scrape_gauges(metrics)
+
+
+def test_a_partition_no_longer_hot_loses_its_series_and_forgetting_the_group_drops_them_all() -> None:
+    metrics = Metrics()
+    gauges = metrics.group_gauges
+    gauges.set_hot_partitions(
+        CLUSTER, "orders", [HotPartitionFigures("t", 0, 63.0, 40.0), HotPartitionFigures("t", 2, 50.0, 40.0)]
+    )
+    series = scrape_gauges(metrics)
+    assert {dict(key)["partition"]: value for key, value in series["kagent_group_partition_hot"].items()} == {
+        "0": 1.0,
+        "2": 1.0,
+    }
+    assert sorted(series["kagent_group_partition_hot_production_rate"].values()) == [50.0, 63.0]
+    assert set(series["kagent_group_partition_hot_best_capacity"].values()) == {40.0}
+    gauges.set_hot_partitions(CLUSTER, "orders", [HotPartitionFigures("t", 2, 45.0, 41.0)])  # partition 0 cooled
+    series = scrape_gauges(metrics)
+    for name, value in (
+        ("kagent_group_partition_hot", 1.0),
+        ("kagent_group_partition_hot_production_rate", 45.0),
+        ("kagent_group_partition_hot_best_capacity", 41.0),
+    ):
+        assert [(dict(key)["partition"], v) for key, v in series[name].items()] == [("2", value)], name
+    gauges.set_hot_partitions(CLUSTER, "orders", [])  # none hot, or not judged: no series
+    assert not {name for name in scrape_gauges(metrics) if name.startswith("kagent_group_partition_hot")}
+    gauges.set_hot_partitions(CLUSTER, "orders", [HotPartitionFigures("t", 0, 63.0, 40.0)])
+    metrics.forget_group(CLUSTER, "orders")
+    assert not {name for name in scrape_gauges(metrics) if name.startswith("kagent_group_partition_hot")}
 
 
 _names = st.text(alphabet=st.sampled_from('ab-_."\\\n\u00e9'), min_size=1, max_size=6)

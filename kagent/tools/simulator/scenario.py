@@ -3,9 +3,10 @@
 Every class is frozen and validates itself on construction, raising
 `ScenarioError` naming the bad field; a `Scenario` also checks that what it
 refers to exists (topics of traffic and groups, partitions of hot keys).
-`default_scenario()` is the built-in one: a clearly skewed group and a
-balanced one for contrast, and, given a kagent worker's URL, a skewed group
-that applies kagent's recommendations.
+`default_scenario()` is the built-in one: a clearly skewed group, a
+balanced one for contrast, a group with a hot partition no assignment fixes,
+and, given a kagent worker's URL, a skewed group that applies kagent's
+recommendations.
 """
 
 from __future__ import annotations
@@ -200,8 +201,9 @@ class Scenario:
 
 
 def default_scenario(kagent_url: str | None = None) -> Scenario:
-    """The built-in scenario: one skewed group and one balanced group, and with
-    `kagent_url` a skewed group that applies kagent's recommendations.
+    """The built-in scenario: one skewed group, one balanced group and one with
+    a hot partition, and with `kagent_url` a skewed group that applies
+    kagent's recommendations.
 
     - `orders` (12 partitions) gets 250 records/s over 1200 keys with Zipf
       popularity (exponent 1.0); the most popular keys land on partitions
@@ -213,6 +215,15 @@ def default_scenario(kagent_url: str | None = None) -> Scenario:
     - `payments` (12 partitions) gets 150 records/s over 1200 keys, uniform;
       `payments-processors` reads it with round-robin, three equal members
       with spare capacity: balanced, lag near zero.
+    - `clicks` (3 partitions) gets 40 records/s over 12 keys with Zipf
+      popularity (exponent 1.5); the most popular keys land on partition 0,
+      which takes about 82 % of the traffic (about 33 records/s).
+      `clicks-processors` reads it with round-robin, three members of 50 ms
+      per record (20 records/s each), one partition each: whichever member
+      holds partition 0 falls behind, and no assignment or member count
+      helps (each member already holds one partition, and partition 0 alone
+      is more than any member reads), so what kagent recommends is
+      `hot-partition`. Light on purpose: 40 records/s in all.
 
     With `kagent_url` (the API of the kagent worker watching the cluster):
 
@@ -232,10 +243,11 @@ def default_scenario(kagent_url: str | None = None) -> Scenario:
       above the traffic with kagent's default 20 % headroom, so what kagent
       recommends is a rebalance, not more members.
     """
-    topics = [TopicSpec("orders", 12), TopicSpec("payments", 12)]
+    topics = [TopicSpec("orders", 12), TopicSpec("payments", 12), TopicSpec("clicks", 3)]
     traffic = [
         TrafficSpec("orders", rate=250, keys=1200, zipf_exponent=1.0, hot_partitions=(0, 1, 2, 3)),
         TrafficSpec("payments", rate=150, keys=1200),
+        TrafficSpec("clicks", rate=40, keys=12, zipf_exponent=1.5, hot_partitions=(0,)),
     ]
     groups = [
         GroupSpec(
@@ -249,6 +261,12 @@ def default_scenario(kagent_url: str | None = None) -> Scenario:
             topics=("payments",),
             assignor="roundrobin",
             members=(MemberSpec("c0", 2.0), MemberSpec("c1", 2.0), MemberSpec("c2", 2.0)),
+        ),
+        GroupSpec(
+            "clicks-processors",
+            topics=("clicks",),
+            assignor="roundrobin",
+            members=(MemberSpec("c0", 50.0), MemberSpec("c1", 50.0), MemberSpec("c2", 50.0)),
         ),
     ]
     if kagent_url is not None:
