@@ -99,7 +99,8 @@ def fold(state: ConsumerGroupState | None, event: DerivedEvent) -> ConsumerGroup
     """``state`` (None: no state yet) with ``event`` applied.
 
     - :class:`~kagent.core.events.ConsumerGroupEpoch` sets the epoch;
-    - :class:`~kagent.core.events.ConsumerGroupTargetAssignment` sets the assignment epoch and assignor;
+    - :class:`~kagent.core.events.ConsumerGroupTargetAssignment` sets the assignment epoch and assignor,
+      and drops the members it does not name (when it names them);
     - :class:`~kagent.core.events.ConsumerGroupTopics` replaces the topics (each record lists them all);
     - :class:`~kagent.core.events.ConsumerGroupMember` sets a member's metadata, keeping its assignment;
     - :class:`~kagent.core.events.ConsumerGroupMemberAssignment` sets a member's epoch and partitions,
@@ -122,8 +123,12 @@ def fold(state: ConsumerGroupState | None, event: DerivedEvent) -> ConsumerGroup
         case ConsumerGroupEpoch():
             return _or_new(state, event.group).model_copy(update={"epoch": event.epoch})
         case ConsumerGroupTargetAssignment():
-            target = {"assignment_epoch": event.assignment_epoch, "assignor": event.assignor}
-            return _or_new(state, event.group).model_copy(update=target)
+            current = _or_new(state, event.group)
+            target: dict[str, object] = {"assignment_epoch": event.assignment_epoch, "assignor": event.assignor}
+            if event.members is not None:
+                kept = set(event.members)
+                target["members"] = {member_id: m for member_id, m in current.members.items() if member_id in kept}
+            return current.model_copy(update=target)
         case ConsumerGroupTopics():
             topics = {topic.topic_id: topic for topic in event.topics}
             return _or_new(state, event.group).model_copy(update={"topics": topics})

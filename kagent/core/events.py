@@ -360,6 +360,11 @@ class ConsumerGroupTargetAssignment(_Frozen):
     assignment_epoch: int
     assignor: str | None = None
     """``uniform``, ``range``, or a plugin's name (``group.consumer.assignors``); None when not said."""
+    members: tuple[str, ...] | None = None
+    """The ids of every member it assigns to, the group's members when it was described: folding it
+    drops any other member, one that left while no event said so (the ``admin-api`` source describes a
+    group afresh after a restart or a change of leader, and cannot name members it never saw leave).
+    None when not said."""
 
 
 DerivedEvent = Annotated[

@@ -405,16 +405,20 @@ def consumer_group_events(
       ``ConsumerGroupCurrentMemberAssignment`` (type 8): a
       :class:`~kagent.core.events.ConsumerGroupMemberAssignment` (the answer leaves out the partitions
       pending revocation, which the member holds until it acknowledges their revocation);
-    - the assignment epoch and the server assignor the broker selected: a
+    - the assignment epoch, the server assignor the broker selected and the member ids: a
       :class:`~kagent.core.events.ConsumerGroupTargetAssignment` (the epoch held to ``epoch-negative``
-      and the name to ``string-too-long``, as the rules hold every epoch and string).
+      and the name to ``string-too-long``, as the rules hold every epoch and string), which drops
+      any other member where it is folded.
 
     Only the events of what differs from ``previous`` are returned: members gone first (a
     :class:`~kagent.core.events.ConsumerGroupMemberLeft` each), then the epoch, the topics, each
     member's metadata and assignment (members by id), and the target assignment. So folding them over
     ``previous`` (:func:`~kagent.core.consumer_group_state.fold`) gives the returned state, and an
-    unchanged group gives none. Raises :class:`RecordRejected` when a part breaks a rule (two members
-    of one id break ``duplicate-member``): the caller skips the whole answer.
+    unchanged group gives none. With ``previous`` None (a source that restarted, or a new leader) all
+    of them are returned, and folding them over *any* earlier state of the group gives the returned
+    state: storage's stored state loses the members that left unseen. Raises :class:`RecordRejected`
+    when a part breaks a rule (two members of one id break ``duplicate-member``): the caller skips the
+    whole answer.
     """
     group = described.group
     records: list[Any] = [ConsumerGroupMetadata(group=group, epoch=described.group_epoch)]
@@ -492,7 +496,10 @@ def _target_assignment(described: DescribedConsumerGroup) -> ConsumerGroupTarget
             f"Kafka writes strings of at most {MAX_STRING_BYTES} bytes",
         )
     return ConsumerGroupTargetAssignment(
-        group=described.group, assignment_epoch=described.assignment_epoch, assignor=described.assignor or None
+        group=described.group,
+        assignment_epoch=described.assignment_epoch,
+        assignor=described.assignor or None,
+        members=tuple(sorted(member.member_id for member in described.members)),
     )
 
 
@@ -513,7 +520,11 @@ def _changes(
             case ConsumerGroupEpoch():
                 same = previous.epoch == state.epoch
             case ConsumerGroupTargetAssignment():
-                same = (previous.assignment_epoch, previous.assignor) == (state.assignment_epoch, state.assignor)
+                same = (previous.assignment_epoch, previous.assignor, previous.members.keys()) == (
+                    state.assignment_epoch,
+                    state.assignor,
+                    state.members.keys(),
+                )
             case ConsumerGroupTopics():
                 same = previous.topics == state.topics
             case ConsumerGroupMember():

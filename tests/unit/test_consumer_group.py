@@ -442,6 +442,13 @@ def test_the_assignor_the_broker_selected_is_the_protocol_whatever_members_asked
     assert folded([selected]) == ConsumerGroupState(group=GROUP, assignment_epoch=8, assignor="uniform")
 
 
+def test_a_target_assignment_naming_its_members_drops_the_others() -> None:
+    state = fold(two_members(), ConsumerGroupTargetAssignment(group=GROUP, assignment_epoch=9, members=("m2",)))
+    assert state is not None and list(state.members) == ["m2"]
+    unnamed = fold(two_members(), ConsumerGroupTargetAssignment(group=GROUP, assignment_epoch=9))
+    assert unnamed is not None and sorted(unnamed.members) == ["m1", "m2"]
+
+
 def test_a_members_rack_is_derived_and_kept() -> None:
     racked = member_metadata("m1")._replace(rack_id="eu-west-1c")
     (event,) = through_bytes(racked)

@@ -188,7 +188,7 @@ def test_a_described_group_becomes_the_events_the_offsets_topic_source_derives()
                 *(TopicIdPartition(topic_id=str(ORDERS), partition=p) for p in (3, 4, 5)),
             ),
         ),
-        ConsumerGroupTargetAssignment(group=GROUP, assignment_epoch=5, assignor="range"),
+        ConsumerGroupTargetAssignment(group=GROUP, assignment_epoch=5, assignor="range", members=("m-a", "m-b")),
         OffsetCommitted(group=GROUP, topic="orders", partition=0, offset=10, commit_timestamp=T0),
         OffsetCommitted(group=GROUP, topic="orders", partition=3, offset=20, commit_timestamp=T0),
     ]
@@ -333,7 +333,7 @@ def test_a_change_sends_only_what_changed_and_a_member_gone_leaves_first() -> No
                 *(TopicIdPartition(topic_id=str(ORDERS), partition=p) for p in range(6)),
             ),
         ),
-        ConsumerGroupTargetAssignment(group=GROUP, assignment_epoch=6, assignor="range"),
+        ConsumerGroupTargetAssignment(group=GROUP, assignment_epoch=6, assignor="range", members=("m-a",)),
     ]
     assert (
         folded(events, folded(first))
@@ -375,6 +375,17 @@ def test_folding_the_events_of_each_poll_over_the_last_state_gives_the_state_des
         stored = folded(events, stored)
         assert stored == state == consumer_group_events(None, wire(group), COUNTS)[0]
         assert consumer_group_events(stored, wire(group), COUNTS)[1] == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(_DESCRIBED, _DESCRIBED)
+def test_a_group_described_afresh_replaces_whatever_storage_kept(earlier: Group, now: Group) -> None:
+    """A restarted source (or a new leader) has no view: it sends a group's events as if new, and storage
+    holds the state of an earlier answer, with members that left unseen. Folded over it, they still give
+    the state the answer says: the target assignment's member ids drop the others."""
+    stored = consumer_group_events(None, wire(earlier), COUNTS)[0]
+    state, events = consumer_group_events(None, wire(now), COUNTS)
+    assert folded(events, stored) == state
 
 
 def test_a_v0_answer_maps_as_a_v1_answer() -> None:
