@@ -20,6 +20,7 @@ from typing import Literal
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
+from kagent.core.consumer_group_state import ConsumerGroupState, subscribed_topics
 from kagent.core.drain_time import Drain, group_drain
 from kagent.core.evaluation import EvaluationState
 from kagent.core.events import PartitionRef
@@ -40,6 +41,8 @@ from kagent.core.throughput import PartitionThroughput
 
 __all__ = [
     "ApiError",
+    "ConsumerGroupMemberView",
+    "ConsumerGroupView",
     "GroupDetail",
     "GroupSort",
     "GroupSummary",
@@ -106,8 +109,11 @@ class GroupSummary(_Record):
     """None when the group's assignment or generation is not known (``state`` ``Unknown``; a KIP-848 group
     the ``admin-api`` source cannot describe)."""
     protocol: str | None
-    """The assignor the group chose (``range``, ``cooperative-sticky``, ...); None when unknown."""
-    members: int = Field(ge=0)
+    """The assignor the group chose (``range``, ``cooperative-sticky``, ...; for a group on the consumer
+    protocol, the broker's: ``uniform``, ``range``); None when unknown."""
+    members: int | None = Field(ge=0)
+    """How many members the group has; None when its assignment is not known (``state`` ``Unknown``: a
+    group that only commits, or one the cluster does not describe)."""
     partitions: int = Field(ge=0)
     """Partitions the group reads: those of its subscribed topics, those assigned, those it has committed
     offsets on."""
@@ -255,6 +261,43 @@ class SkewPoint(_Record):
     skew: float
 
 
+class ConsumerGroupMemberView(_Record):
+    """One member of a group on the consumer protocol (KIP-848), as its coordinator describes it."""
+
+    member_id: str
+    member_epoch: int | None
+    """The member's epoch (the group epoch it has caught up with); None until its assignment is known."""
+    group_instance_id: str | None
+    client_id: str | None
+    """None until its metadata is known."""
+    client_host: str | None
+    rack: str | None
+    """Its ``client.rack``; None when it gave none."""
+    subscribed_topics: tuple[str, ...]
+    """The topic names it subscribed to (and, from the offsets topic, those its regular expression matched)."""
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    """The server assignor it asked for (``group.remote.assignor``); None for the broker's default, or when
+    not known (ConsumerGroupDescribe does not say it)."""
+
+
+class ConsumerGroupView(_Record):
+    """A group on the consumer protocol (KIP-848) beyond its assignment: its epochs, the server assignor,
+    and each member's epoch, rack and subscription, as its coordinator's records (source
+    ``offsets-topic``) or ConsumerGroupDescribe (source ``admin-api``) last said them."""
+
+    group_epoch: int | None
+    """Bumped whenever its members or subscriptions change; None until known."""
+    assignment_epoch: int | None
+    """The group epoch its target assignment was computed for; None until known (only
+    ConsumerGroupDescribe says it)."""
+    assignor: str | None
+    """The server assignor the broker selected for the group; None until known (only
+    ConsumerGroupDescribe says it)."""
+    members: tuple[ConsumerGroupMemberView, ...]
+    """By member id; their partitions and lag are the group's ``members``."""
+
+
 class GroupDetail(_Record):
     """``GET /api/groups/{group}``: one group, measured now."""
 
@@ -273,6 +316,9 @@ class GroupDetail(_Record):
     drain: Drain = Drain()
     """When the group catches up at today's rates: when its slowest member does (``falling-behind`` when
     one member is; ``unknown`` when one member's drain is and none falls behind)."""
+    consumer_group: ConsumerGroupView | None = None
+    """For a group on the consumer protocol (KIP-848): its epochs, assignor and members' epochs, racks and
+    subscriptions; None for a classic group, and for one whose coordinator has not described it."""
 
 
 class HeldGroup(_Record):
@@ -385,7 +431,7 @@ def summarize(
         status=status,
         generation=assigned.generation if snapshot.described and assigned.generation >= 0 else None,
         protocol=assigned.protocol,
-        members=len(assigned.members),
+        members=len(assigned.members) if snapshot.described else None,
         partitions=len(snapshot.lag),
         partitions_unknown=unknown,
         total_lag=float(sum(records)) if records else None,
@@ -442,10 +488,12 @@ def group_detail(
     recommendation: Recommendation | None,
     history: Sequence[SkewPoint],
     throughput: Mapping[TopicPartition, PartitionThroughput],
+    consumer_group: ConsumerGroupState | None = None,
 ) -> GroupDetail:
     """One group measured now: ``summary`` is the group's summary from ``snapshot``, ``recommendation`` its
     latest (None without one), ``history`` its skew over the last hour, ``throughput`` each partition's rates
-    over the rate window (one missing has unknown rates).
+    over the rate window (one missing has unknown rates), ``consumer_group`` its KIP-848 state (shown, by
+    :func:`consumer_group_view`, when the snapshot's assignment is on the consumer protocol).
 
     Each member's figures are :func:`kagent.core.member_lag.member_lags`' (unknown when one of its
     partitions is), ``lag`` in ``lag_unit``. ``recommended_lag`` adds up, the same way, the lag the
@@ -530,4 +578,35 @@ def group_detail(
         recommendation=reference,
         skew_history=tuple(history),
         drain=drains.group,
+        consumer_group=(
+            consumer_group_view(consumer_group)
+            if consumer_group is not None and snapshot.assignment.group_protocol == "consumer"
+            else None
+        ),
+    )
+
+
+def consumer_group_view(state: ConsumerGroupState) -> ConsumerGroupView:
+    """What the API shows of a KIP-848 group's ``state`` beyond its assignment, members by id."""
+    members = []
+    for member_id in sorted(state.members):
+        member = state.members[member_id]
+        members.append(
+            ConsumerGroupMemberView(
+                member_id=member_id,
+                member_epoch=member.member_epoch,
+                group_instance_id=member.group_instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                rack=member.rack,
+                subscribed_topics=subscribed_topics(state, member),
+                subscribed_topic_regex=member.topic_regex,
+                server_assignor=member.server_assignor,
+            )
+        )
+    return ConsumerGroupView(
+        group_epoch=state.epoch,
+        assignment_epoch=state.assignment_epoch,
+        assignor=state.assignor,
+        members=tuple(members),
     )

@@ -4,7 +4,9 @@ A group on the consumer protocol (``group.protocol=consumer``, Kafka
 3.7+/4.x) has no one record of its assignment, as a classic group has: the
 coordinator writes the group's epoch, each member's metadata and each
 member's current assignment as separate records, which
-:func:`kagent.core.events.derive` turns into ``consumer-group-*`` events.
+:func:`kagent.core.events.derive` turns into ``consumer-group-*`` events (the
+``admin-api`` source makes the same events of what ConsumerGroupDescribe
+answers, :mod:`kagent.core.group_polling`).
 :func:`fold` applies them one by one to a :class:`ConsumerGroupState` (the
 value of a changelog table keyed by group), and :func:`assignment` reads
 from that state the group's current assignment in the classic
@@ -27,6 +29,7 @@ from kagent.core.events import (
     ConsumerGroupMemberLeft,
     ConsumerGroupRegex,
     ConsumerGroupRegexDeleted,
+    ConsumerGroupTargetAssignment,
     ConsumerGroupTopics,
     DerivedEvent,
     GroupAssigned,
@@ -36,7 +39,7 @@ from kagent.core.events import (
     TopicName,
 )
 
-__all__ = ["ConsumerGroupMemberState", "ConsumerGroupState", "assignment", "fold"]
+__all__ = ["ConsumerGroupMemberState", "ConsumerGroupState", "assignment", "fold", "subscribed_topics"]
 
 _NO_NAMES: Mapping[str, str] = MappingProxyType({})
 
@@ -63,6 +66,9 @@ class ConsumerGroupMemberState(_Frozen):
     topic_regex: str | None = None
     """The regular expression it subscribed with, if any."""
     server_assignor: str | None = None
+    """The server assignor it asked for; None for the broker's default, or when not said."""
+    rack: str | None = None
+    """The rack it is in; None when it gave none."""
     member_epoch: int | None = None
     partitions: dict[str, tuple[int, ...]] = Field(default_factory=dict)
     """Topic id -> the partitions of that topic it holds (assigned or pending revocation), sorted."""
@@ -74,6 +80,12 @@ class ConsumerGroupState(_Frozen):
     group: str
     epoch: int | None = None
     """The group epoch (type 3); None until its record arrives."""
+    assignment_epoch: int | None = None
+    """The epoch of its target assignment; None until an event says it (ConsumerGroupDescribe does; the
+    offsets topic's record type 6 is not derived)."""
+    assignor: str | None = None
+    """The server assignor the broker selected for the group, as ConsumerGroupDescribe says it; None
+    when unknown (the offsets topic names it nowhere)."""
     topics: dict[str, TopicName] = Field(default_factory=dict)
     """Topic id -> the subscribed topic's name and partition count, from the last type 4 record
     (Kafka 4.1+ no longer writes it; then empty)."""
@@ -87,6 +99,8 @@ def fold(state: ConsumerGroupState | None, event: DerivedEvent) -> ConsumerGroup
     """``state`` (None: no state yet) with ``event`` applied.
 
     - :class:`~kagent.core.events.ConsumerGroupEpoch` sets the epoch;
+    - :class:`~kagent.core.events.ConsumerGroupTargetAssignment` sets the assignment epoch and assignor,
+      and drops the members it does not name (when it names them);
     - :class:`~kagent.core.events.ConsumerGroupTopics` replaces the topics (each record lists them all);
     - :class:`~kagent.core.events.ConsumerGroupMember` sets a member's metadata, keeping its assignment;
     - :class:`~kagent.core.events.ConsumerGroupMemberAssignment` sets a member's epoch and partitions,
@@ -98,7 +112,7 @@ def fold(state: ConsumerGroupState | None, event: DerivedEvent) -> ConsumerGroup
     - :class:`~kagent.core.events.GroupDeleted` returns None;
     - any other event returns ``state`` unchanged.
 
-    The first four and ``ConsumerGroupRegex`` create the state when ``state`` is None. Raises
+    Each event that sets something creates the state when ``state`` is None. Raises
     ``ValueError`` for an event of a group other than ``state``'s.
     """
     if state is not None and event.group != state.group:
@@ -108,6 +122,13 @@ def fold(state: ConsumerGroupState | None, event: DerivedEvent) -> ConsumerGroup
             return None
         case ConsumerGroupEpoch():
             return _or_new(state, event.group).model_copy(update={"epoch": event.epoch})
+        case ConsumerGroupTargetAssignment():
+            current = _or_new(state, event.group)
+            target: dict[str, object] = {"assignment_epoch": event.assignment_epoch, "assignor": event.assignor}
+            if event.members is not None:
+                kept = set(event.members)
+                target["members"] = {member_id: m for member_id, m in current.members.items() if member_id in kept}
+            return current.model_copy(update=target)
         case ConsumerGroupTopics():
             topics = {topic.topic_id: topic for topic in event.topics}
             return _or_new(state, event.group).model_copy(update={"topics": topics})
@@ -119,6 +140,7 @@ def fold(state: ConsumerGroupState | None, event: DerivedEvent) -> ConsumerGroup
                 "topics": event.topics,
                 "topic_regex": event.topic_regex,
                 "server_assignor": event.server_assignor,
+                "rack": event.rack,
             }
             return _with_member(_or_new(state, event.group), event.member_id, metadata)
         case ConsumerGroupMemberAssignment():
@@ -149,9 +171,10 @@ def assignment(state: ConsumerGroupState, topic_names: Mapping[str, str] = _NO_N
     """The group's current assignment in kagent's classic shape, or None while a topic id has no name.
 
     - ``generation``: the group epoch, -1 while unknown;
-    - ``protocol``: the server assignor all members asked for (``uniform``,
-      ``range``), None if they differ, if one asked for none (the broker's
-      default) or there are no members;
+    - ``protocol``: the server assignor the broker selected for the group
+      (:attr:`ConsumerGroupState.assignor`) when known; otherwise the one all
+      members asked for (``uniform``, ``range``), None if they differ, if one
+      asked for none (the broker's default) or there are no members;
     - ``leader`` None: the consumer protocol has no leader;
     - ``group_protocol`` ``consumer``;
     - ``members``: those whose metadata has arrived, sorted by member id,
@@ -183,22 +206,25 @@ def assignment(state: ConsumerGroupState, topic_names: Mapping[str, str] = _NO_N
                 group_instance_id=member.group_instance_id,
                 client_id=member.client_id,
                 client_host=member.client_host,
-                topics=_subscribed(state, member),
+                topics=subscribed_topics(state, member),
                 partitions=tuple(partitions),
             )
         )
     assignors = {state.members[member.member_id].server_assignor for member in members}
+    asked = assignors.pop() if len(assignors) == 1 else None
     return GroupAssigned(
         group=state.group,
         generation=-1 if state.epoch is None else state.epoch,
-        protocol=assignors.pop() if len(assignors) == 1 else None,
+        protocol=state.assignor if state.assignor is not None else asked,
         leader=None,
         members=tuple(members),
         group_protocol="consumer",
     )
 
 
-def _subscribed(state: ConsumerGroupState, member: ConsumerGroupMemberState) -> tuple[str, ...]:
+def subscribed_topics(state: ConsumerGroupState, member: ConsumerGroupMemberState) -> tuple[str, ...]:
+    """The topics ``member`` of ``state`` subscribes to: those it named, then those its regular expression
+    matched at its last resolution that it did not name."""
     matched = state.regexes.get(member.topic_regex, ()) if member.topic_regex is not None else ()
     return member.topics + tuple(topic for topic in matched if topic not in member.topics)
 

@@ -70,6 +70,7 @@ __all__ = [
     "ConsumerGroupMemberLeft",
     "ConsumerGroupRegex",
     "ConsumerGroupRegexDeleted",
+    "ConsumerGroupTargetAssignment",
     "ConsumerGroupTopics",
     "DerivedEvent",
     "DerivedEvents",
@@ -294,7 +295,11 @@ class ConsumerGroupMember(_Frozen):
     topic_regex: str | None = None
     """The regular expression it subscribed with, if any: :class:`ConsumerGroupRegex` says which topics it matches."""
     server_assignor: str | None = None
-    """The server-side assignor it asked for (``uniform``, ``range``); None for the broker's default."""
+    """The server-side assignor it asked for (``uniform``, ``range``); None for the broker's default, and
+    from ConsumerGroupDescribe, which does not say it."""
+    rack: str | None = None
+    """The rack it is in (its ``client.rack``); None when it gave none. Added later than the other fields:
+    a record without it reads as None."""
 
 
 class ConsumerGroupMemberLeft(_Frozen):
@@ -341,6 +346,27 @@ class ConsumerGroupMemberAssignment(_Frozen):
     partitions: tuple[TopicIdPartition, ...] = ()
 
 
+class ConsumerGroupTargetAssignment(_Frozen):
+    """A KIP-848 consumer group's target assignment, in brief: its epoch, and the server assignor the
+    broker selected to compute it.
+
+    What ConsumerGroupDescribe says (the ``admin-api`` source). The offsets
+    topic keeps the epoch in record type 6, from which kagent derives nothing,
+    and names the assignor nowhere.
+    """
+
+    kind: Literal["consumer-group-target-assignment"] = "consumer-group-target-assignment"
+    group: str
+    assignment_epoch: int
+    assignor: str | None = None
+    """``uniform``, ``range``, or a plugin's name (``group.consumer.assignors``); None when not said."""
+    members: tuple[str, ...] | None = None
+    """The ids of every member it assigns to, the group's members when it was described: folding it
+    drops any other member, one that left while no event said so (the ``admin-api`` source describes a
+    group afresh after a restart or a change of leader, and cannot name members it never saw leave).
+    None when not said."""
+
+
 DerivedEvent = Annotated[
     OffsetCommitted
     | OffsetDeleted
@@ -351,6 +377,7 @@ DerivedEvent = Annotated[
     | ConsumerGroupMember
     | ConsumerGroupMemberLeft
     | ConsumerGroupMemberAssignment
+    | ConsumerGroupTargetAssignment
     | ConsumerGroupRegex
     | ConsumerGroupRegexDeleted,
     Field(discriminator="kind"),
@@ -669,6 +696,7 @@ def derive(record: Record) -> list[DerivedEvent]:
                     topics=record.subscribed_topic_names,
                     topic_regex=record.subscribed_topic_regex,
                     server_assignor=record.server_assignor,
+                    rack=record.rack_id,
                 )
             ]
         case ConsumerGroupMemberMetadataTombstone():

@@ -1,7 +1,8 @@
 """Group state from the group APIs: one poll's answers -> the derived events of what changed.
 
-The ``admin-api`` source polls ListGroups, DescribeGroups and OffsetFetch
-instead of reading ``__consumer_offsets``. This module turns what they
+The ``admin-api`` source polls ListGroups, DescribeGroups,
+ConsumerGroupDescribe and OffsetFetch instead of reading
+``__consumer_offsets``. This module turns what they
 answered into the same derived events (:mod:`kagent.core.events`) the
 ``offsets-topic`` source emits, held to the same rules
 (:mod:`kagent.core.record_checks`), and only those of what changed since the
@@ -17,21 +18,25 @@ What the group APIs cannot say, and what the events carry instead:
   carries the time of the poll that first saw the offset.
 - A group on the consumer protocol (KIP-848; ListGroups v5 says its type,
   :mod:`kagent.core.list_groups`) is not described by DescribeGroups (Kafka
-  answers ``Dead``, or ``GROUP_ID_NOT_FOUND`` from v6): only
-  ConsumerGroupDescribe describes it, which is not asked. Its
-  :class:`~kagent.core.events.GroupAssigned` has ``group_protocol``
-  ``consumer``, no members and no assignor (``protocol`` None); its committed
-  offsets are reported as any group's.
+  answers ``Dead``, or ``GROUP_ID_NOT_FOUND`` from v6) but by
+  ConsumerGroupDescribe (:mod:`kagent.core.consumer_group_describe`), whose
+  answer becomes the events the ``offsets-topic`` source derives from such a
+  group's records (:func:`consumer_group_events`), which storage folds into
+  the group's state and assignment as it folds theirs. A poll where
+  ConsumerGroupDescribe does not answer for the group (a broker without the
+  API, ``UNSUPPORTED_VERSION``, any error) changes nothing of it: a group
+  never described has no assignment, so its members are unknown (not none),
+  and its committed offsets are reported as any group's.
 
 The rules: each answer is checked as the coordinator record that would say
 the same (a committed offset as an ``OffsetCommit``, a described group as its
-``GroupMetadata``, a KIP-848 group's id as its ``ConsumerGroupMetadata``) by
-:func:`kagent.core.ingest.checked_events`, as the ``offsets-topic`` source
-checks its records. The part that breaks a rule is reported
-(:class:`RejectedAnswer`) and skipped, and what the previous poll saw of it
-stands: a committed offset's partition, a described group's assignment, a
-KIP-848 group's announcement. A dropping rule applies as there (a member's
-assigned partition outside its subscription is dropped from it).
+``GroupMetadata``, a KIP-848 group's epoch, members and assignments as its
+records of types 3, 4, 5 and 8) by :func:`kagent.core.ingest.checked_events`,
+as the ``offsets-topic`` source checks its records. The part that breaks a
+rule is reported (:class:`RejectedAnswer`) and skipped, and what the previous
+poll saw of it stands: a committed offset's partition, a described group's
+assignment, a KIP-848 group's description. A dropping rule applies as there
+(a member's assigned partition outside its subscription is dropped from it).
 
 Pure: no I/O, no Faust.
 """
@@ -41,25 +46,45 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
+from uuid import UUID
 
 from aiokafka.protocol.api import Response
 from aiokafka.structs import TopicPartition
 
+from kagent.core.consumer_group_describe import AssignedTopic, DescribedConsumerGroup
+from kagent.core.consumer_group_state import ConsumerGroupMemberState, ConsumerGroupState, fold
 from kagent.core.consumer_offsets import (
     Assignment,
+    ConsumerGroupCurrentMemberAssignment,
+    ConsumerGroupMemberMetadata,
     ConsumerGroupMetadata,
+    ConsumerGroupPartitionMetadata,
     DecodeError,
     GroupMember,
     GroupMetadata,
     OffsetCommit,
     Subscription,
+    TopicMetadata,
+    TopicPartitions,
     decode_assignment,
     decode_subscription,
 )
-from kagent.core.events import DerivedEvent, GroupAssigned, GroupDeleted, OffsetCommitted, OffsetDeleted
+from kagent.core.events import (
+    ConsumerGroupEpoch,
+    ConsumerGroupMember,
+    ConsumerGroupMemberAssignment,
+    ConsumerGroupMemberLeft,
+    ConsumerGroupTargetAssignment,
+    ConsumerGroupTopics,
+    DerivedEvent,
+    GroupAssigned,
+    GroupDeleted,
+    OffsetCommitted,
+    OffsetDeleted,
+)
 from kagent.core.ingest import checked_events
 from kagent.core.list_groups import ListedGroup
-from kagent.core.record_checks import RecordRejected, check, checked_commit
+from kagent.core.record_checks import MAX_STRING_BYTES, RecordRejected, checked_commit
 
 __all__ = [
     "CONSUMER_GROUP_TYPE",
@@ -76,7 +101,7 @@ __all__ = [
     "MalformedMetadata",
     "PollResult",
     "RejectedAnswer",
-    "consumer_protocol_group",
+    "consumer_group_events",
     "described_groups",
     "fetched_offsets",
     "group_assigned",
@@ -108,7 +133,7 @@ group's metadata only when a generation completes.
 """
 
 DEAD_STATE = "Dead"
-"""The state DescribeGroups answers for a group that no longer exists."""
+"""The state DescribeGroups (and ConsumerGroupDescribe) answers for a group that no longer exists."""
 
 _CHECKED_GENERATION = 0
 """The generation a described group is checked with (the rules want one >= 0; DescribeGroups says none)."""
@@ -180,14 +205,21 @@ class GroupAnswers:
     """Groups DescribeGroups answered without error."""
     committed: Mapping[str, FetchedOffsets] = field(default_factory=dict)
     """Groups OffsetFetch answered without an error of the whole answer."""
+    consumer_described: Mapping[str, DescribedConsumerGroup] = field(default_factory=dict)
+    """Groups on the consumer protocol ConsumerGroupDescribe answered without error."""
+    partition_counts: Mapping[str, int] = field(default_factory=dict)
+    """Topic -> its partition count, as the poll's cluster metadata answered it."""
 
 
 @dataclass(frozen=True)
 class GroupView:
-    """What the polls have seen of one group: its last settled assignment and its committed offsets."""
+    """What the polls have seen of one group: its last settled assignment (a classic group's) or its
+    state (a group on the consumer protocol's), and its committed offsets."""
 
     assignment: GroupAssigned | None = None
     committed: Mapping[TopicPartition, int] = field(default_factory=dict)
+    consumer_group: ConsumerGroupState | None = None
+    """A group on the consumer protocol: its state as the events sent of it fold it; None before any."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +238,7 @@ class RejectedAnswer:
     """Part of an answer that breaks a rule of :mod:`kagent.core.record_checks`, skipped."""
 
     api: str
-    """The API that answered it: ``OffsetFetch``, ``DescribeGroups`` or ``ListGroups``."""
+    """The API that answered it: ``OffsetFetch``, ``DescribeGroups`` or ``ConsumerGroupDescribe``."""
     group: str
     error: RecordRejected
     """The rule broken, with the field and its value (``error.rule``; ``str()`` says it all)."""
@@ -347,17 +379,181 @@ def _blob(
         return None
 
 
-def consumer_protocol_group(group: str) -> GroupAssigned:
-    """What this source knows of a group on the consumer protocol (KIP-848): that it is one.
+def consumer_group_events(
+    previous: ConsumerGroupState | None, described: DescribedConsumerGroup, partition_counts: Mapping[str, int]
+) -> tuple[ConsumerGroupState, list[DerivedEvent]]:
+    """The state of a group on the consumer protocol (KIP-848) as ConsumerGroupDescribe ``described`` it,
+    and the events that take ``previous`` (its state as the events sent of it fold it; None: none sent)
+    there.
 
-    No members and no assignor: those are ConsumerGroupDescribe's to say. Its
-    id is held to the rules of a KIP-848 group's records (non-empty, bounded);
-    raises :class:`RecordRejected` otherwise.
+    Each part of the answer is checked as the coordinator record that would say the same, and makes
+    the events the ``offsets-topic`` source derives from that record
+    (:func:`kagent.core.ingest.checked_events`):
+
+    - the group epoch, as ``ConsumerGroupMetadata`` (type 3): a
+      :class:`~kagent.core.events.ConsumerGroupEpoch`;
+    - the topics the members' current and target assignments name (the answer names each by id and
+      name), with their partition counts from ``partition_counts`` (the cluster's metadata), as
+      ``ConsumerGroupPartitionMetadata`` (type 4): a :class:`~kagent.core.events.ConsumerGroupTopics`.
+      A topic ``partition_counts`` lacks is left out (storage then names it from the cluster's
+      metadata, as it does a group's of Kafka 4.1+);
+    - each member's instance id, rack, client id and host and subscribed topic names and regular
+      expression, as ``ConsumerGroupMemberMetadata`` (type 5): a
+      :class:`~kagent.core.events.ConsumerGroupMember`, without the assignor the member asked for
+      (the answer does not say it);
+    - each member's epoch and the partitions it is assigned, as
+      ``ConsumerGroupCurrentMemberAssignment`` (type 8): a
+      :class:`~kagent.core.events.ConsumerGroupMemberAssignment` (the answer leaves out the partitions
+      pending revocation, which the member holds until it acknowledges their revocation);
+    - the assignment epoch, the server assignor the broker selected and the member ids: a
+      :class:`~kagent.core.events.ConsumerGroupTargetAssignment` (the epoch held to ``epoch-negative``
+      and the name to ``string-too-long``, as the rules hold every epoch and string), which drops
+      any other member where it is folded.
+
+    Only the events of what differs from ``previous`` are returned: members gone first (a
+    :class:`~kagent.core.events.ConsumerGroupMemberLeft` each), then the epoch, the topics, each
+    member's metadata and assignment (members by id), and the target assignment. So folding them over
+    ``previous`` (:func:`~kagent.core.consumer_group_state.fold`) gives the returned state, and an
+    unchanged group gives none. With ``previous`` None (a source that restarted, or a new leader) all
+    of them are returned, and folding them over *any* earlier state of the group gives the returned
+    state: storage's stored state loses the members that left unseen. Raises :class:`RecordRejected`
+    when a part breaks a rule (two members of one id break ``duplicate-member``): the caller skips the
+    whole answer.
     """
-    check(ConsumerGroupMetadata(group=group, epoch=0))
-    return GroupAssigned(
-        group=group, generation=UNKNOWN_GENERATION, protocol=None, leader=None, group_protocol="consumer"
+    group = described.group
+    records: list[Any] = [ConsumerGroupMetadata(group=group, epoch=described.group_epoch)]
+    named: dict[str, str] = {}
+    for member in described.members:
+        for topic in (*member.assignment, *member.target_assignment):
+            named.setdefault(topic.topic_id, topic.topic)
+    records.append(
+        ConsumerGroupPartitionMetadata(
+            group=group,
+            topics=tuple(
+                TopicMetadata(UUID(topic_id), name, partition_counts[name], ())
+                for topic_id, name in sorted(named.items())
+                if name in partition_counts
+            ),
+        )
     )
+    seen: set[str] = set()
+    for member in sorted(described.members, key=lambda m: m.member_id):
+        metadata = ConsumerGroupMemberMetadata(
+            group=group,
+            member_id=member.member_id,
+            instance_id=member.instance_id,
+            rack_id=member.rack_id,
+            client_id=member.client_id,
+            client_host=member.client_host,
+            subscribed_topic_names=member.subscribed_topic_names,
+            subscribed_topic_regex=member.subscribed_topic_regex,
+            rebalance_timeout_ms=-1,  # not in the answer; nothing is derived from it
+            server_assignor=None,
+        )
+        if member.member_id in seen:
+            raise RecordRejected(
+                type(metadata).__name__, "duplicate-member", "member_id", member.member_id, "member ids are distinct"
+            )
+        seen.add(member.member_id)
+        records.append(metadata)
+        records.append(
+            ConsumerGroupCurrentMemberAssignment(
+                group=group,
+                member_id=member.member_id,
+                member_epoch=member.member_epoch,
+                previous_member_epoch=-1,  # neither is in the answer, nor derived
+                state=0,
+                assigned_partitions=_topic_partitions(member.assignment),
+                partitions_pending_revocation=(),
+            )
+        )
+    events = [event for record in records for event in checked_events(record)]
+    events.append(_target_assignment(described))
+    state: ConsumerGroupState | None = None
+    for event in events:
+        state = fold(state, event)
+    assert state is not None  # the epoch's event makes one
+    return state, _changes(previous, state, events)
+
+
+def _topic_partitions(topics: tuple[AssignedTopic, ...]) -> tuple[TopicPartitions, ...]:
+    return tuple(TopicPartitions(UUID(topic.topic_id), topic.partitions) for topic in topics)
+
+
+def _target_assignment(described: DescribedConsumerGroup) -> ConsumerGroupTargetAssignment:
+    """The answer's assignment epoch and assignor, held to the rules an epoch and a string are held to."""
+    where = "ConsumerGroupTargetAssignmentMetadata"
+    if described.assignment_epoch < 0:
+        raise RecordRejected(
+            where, "epoch-negative", "assignment_epoch", described.assignment_epoch, "an assignment epoch is >= 0"
+        )
+    if len(described.assignor.encode()) > MAX_STRING_BYTES:
+        raise RecordRejected(
+            where,
+            "string-too-long",
+            "assignor_name",
+            described.assignor,
+            f"Kafka writes strings of at most {MAX_STRING_BYTES} bytes",
+        )
+    return ConsumerGroupTargetAssignment(
+        group=described.group,
+        assignment_epoch=described.assignment_epoch,
+        assignor=described.assignor or None,
+        members=tuple(sorted(member.member_id for member in described.members)),
+    )
+
+
+def _changes(
+    previous: ConsumerGroupState | None, state: ConsumerGroupState, events: list[DerivedEvent]
+) -> list[DerivedEvent]:
+    """Those of ``events`` (which make ``state`` from nothing) that change ``previous``, after a leave for
+    each member ``previous`` has and ``state`` has not."""
+    if previous is None:
+        return events
+    before = previous.members
+    changed: list[DerivedEvent] = [
+        ConsumerGroupMemberLeft(group=state.group, member_id=member_id)
+        for member_id in sorted(before.keys() - state.members.keys())
+    ]
+    for event in events:
+        match event:
+            case ConsumerGroupEpoch():
+                same = previous.epoch == state.epoch
+            case ConsumerGroupTargetAssignment():
+                same = (previous.assignment_epoch, previous.assignor, previous.members.keys()) == (
+                    state.assignment_epoch,
+                    state.assignor,
+                    state.members.keys(),
+                )
+            case ConsumerGroupTopics():
+                same = previous.topics == state.topics
+            case ConsumerGroupMember():
+                same = _metadata(before.get(event.member_id)) == _metadata(state.members[event.member_id])
+            case ConsumerGroupMemberAssignment():
+                same = _held(before.get(event.member_id)) == _held(state.members[event.member_id])
+            case _:
+                same = False
+        if not same:
+            changed.append(event)
+    return changed
+
+
+def _metadata(member: ConsumerGroupMemberState | None) -> tuple[Any, ...] | None:
+    if member is None:
+        return None
+    return (
+        member.group_instance_id,
+        member.client_id,
+        member.client_host,
+        member.topics,
+        member.topic_regex,
+        member.server_assignor,
+        member.rack,
+    )
+
+
+def _held(member: ConsumerGroupMemberState | None) -> tuple[Any, ...] | None:
+    return None if member is None else (member.member_epoch, member.partitions)
 
 
 def poll(previous: Mapping[str, GroupView], answers: GroupAnswers) -> PollResult:
@@ -366,11 +562,15 @@ def poll(previous: Mapping[str, GroupView], answers: GroupAnswers) -> PollResult
     The contract, group by group (in group order):
 
     - A group in ``previous`` that is no longer listed, or is described as
-      ``Dead``, is gone: an :class:`OffsetDeleted` for each partition it had
-      committed on, then a :class:`GroupDeleted`; it leaves the view.
-    - A group listed as on the consumer protocol (KIP-848) whose view is not
-      :func:`consumer_protocol_group` gets that :class:`GroupAssigned` (first,
-      before its offsets); what DescribeGroups answered of it is ignored.
+      ``Dead`` (by the API that describes it), is gone: an
+      :class:`OffsetDeleted` for each partition it had committed on, then a
+      :class:`GroupDeleted`; it leaves the view.
+    - A group listed as on the consumer protocol (KIP-848) that
+      ConsumerGroupDescribe answered gets the events of what changed in it
+      (:func:`consumer_group_events`, first, before its offsets); what
+      DescribeGroups answered of it is ignored. Not answered, or breaking a
+      rule, it gets none, and its state in the view stands (none, if it was
+      never described: then it has no assignment, and its members are unknown).
     - Otherwise a described ``consumer`` group in a settled state
       (:data:`SETTLED_STATES`) whose :func:`group_assigned` differs from the
       view's gets a :class:`GroupAssigned` (first, before its offsets). Other
@@ -394,26 +594,31 @@ def poll(previous: Mapping[str, GroupView], answers: GroupAnswers) -> PollResult
         listed = answers.listed.get(group)
         consumer_protocol = listed is not None and listed.group_type == CONSUMER_GROUP_TYPE
         described = None if consumer_protocol else answers.described.get(group)
-        if listed is None or (described is not None and described.state == DEAD_STATE):
+        consumer_described = answers.consumer_described.get(group) if consumer_protocol else None
+        dead = any(answer is not None and answer.state == DEAD_STATE for answer in (described, consumer_described))
+        if listed is None or dead:
             if group in previous:
                 events += _deleted(group, seen)
             continue
-        assignment = seen.assignment
+        assignment, consumer_group = seen.assignment, seen.consumer_group
         assigned: GroupAssigned | None = None
         bad: list[MalformedMetadata] = []
-        api = "ListGroups"
         try:
-            if consumer_protocol:
-                assigned = consumer_protocol_group(group)
+            if consumer_described is not None:
+                consumer_group, changes = consumer_group_events(
+                    seen.consumer_group, consumer_described, answers.partition_counts
+                )
+                events += changes
             elif (
                 described is not None
                 and described.protocol_type == CONSUMER_PROTOCOL_TYPE
                 and described.state in SETTLED_STATES
             ):
-                api = "DescribeGroups"
                 assigned, bad = group_assigned(described)
         except RecordRejected as exc:
-            rejected.append(RejectedAnswer(api, group, exc))
+            rejected.append(
+                RejectedAnswer("ConsumerGroupDescribe" if consumer_protocol else "DescribeGroups", group, exc)
+            )
         if assigned is not None and assigned != seen.assignment:
             assignment = assigned
             events.append(assigned)
@@ -424,7 +629,7 @@ def poll(previous: Mapping[str, GroupView], answers: GroupAnswers) -> PollResult
         else:
             committed = _committed(group, fetched, seen.committed, answers.polled_at, rejected)
             events += _offset_changes(group, seen.committed, committed, answers.polled_at)
-        view[group] = GroupView(assignment=assignment, committed=dict(committed))
+        view[group] = GroupView(assignment=assignment, committed=dict(committed), consumer_group=consumer_group)
     return PollResult(view, events, malformed, rejected)
 
 

@@ -39,8 +39,8 @@ Rejecting rules (the record goes to the dead-letter topic):
    (``isValidGroupId``, kept for old clients), so offset commits, their
    tombstones, group tombstones and member-less group metadata may have it.
 6. ``string-too-long``: every string kagent keeps from a record (group,
-   member, client and instance ids, client hosts, the assignor and protocol
-   names, regular expressions, subscribed topic names) is at most 32,767
+   member, client and instance ids, client hosts, racks, the assignor and
+   protocol names, regular expressions, subscribed topic names) is at most 32,767
    UTF-8 bytes. Kafka bounds no id but this: its generated serializers refuse
    a longer string (``'groupId' field is too long to be serialized``, limit
    ``0x7fff``), and the keys, like every non-flexible string, carry an int16
@@ -174,6 +174,7 @@ def check(record: Record) -> Record:
                 ("client_host", record.client_host),
                 ("subscribed_topic_regex", record.subscribed_topic_regex),
                 ("server_assignor", record.server_assignor),
+                ("rack_id", record.rack_id),
             ):
                 _bounded(record, field, value)
             for name in record.subscribed_topic_names:

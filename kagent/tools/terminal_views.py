@@ -210,7 +210,7 @@ def group_view(detail: GroupDetail, now: float) -> Group:
         (
             "members",
             Text(
-                f"{summary.members:,}, reading {summary.partitions:,} partitions"
+                f"{format_count(summary.members)}, reading {summary.partitions:,} partitions"
                 + (f" ({summary.partitions_unknown:,} of unknown lag)" if summary.partitions_unknown else "")
             ),
         ),

@@ -6,6 +6,8 @@ Faust leader asks the cluster's metadata, ListGroups of every broker (v5
 where the broker has it, which says which groups are on the consumer
 protocol, KIP-848: :mod:`kagent.core.list_groups`), then for each group but
 kagent's own FindCoordinator, DescribeGroups (classic ``consumer`` groups)
+or ConsumerGroupDescribe (groups on the consumer protocol, which
+DescribeGroups does not describe: :mod:`kagent.core.consumer_group_describe`)
 and OffsetFetch, and sends the derived events of what changed since its
 previous poll (:func:`kagent.core.group_polling.poll`, which holds the
 answers to the rules of :mod:`kagent.core.record_checks`) to the
@@ -18,7 +20,7 @@ forgets its view, so when it leads it announces every group afresh (the
 tables take the same events idempotently).
 
 The requests go through one aiokafka client with aiokafka's request types
-(and kagent's ListGroups v5), not aiokafka's admin client, whose OffsetFetch
+(and kagent's ListGroups v5 and ConsumerGroupDescribe), not aiokafka's admin client, whose OffsetFetch
 raises for the whole group when one partition's answer has an error, and
 reads a failed answer (an error code of the whole response) as "no commits".
 
@@ -30,7 +32,14 @@ from the first time that form fails where the explicit form works.
 What fails is counted and logged, and what it would have changed stands:
 
 - a failed request (``kagent_group_api_errors{api}``): the groups that did
-  answer are still reported, and what the others answered before stands;
+  answer are still reported, and what the others answered before stands.
+  So a group on the consumer protocol that ConsumerGroupDescribe cannot
+  describe (a broker without the API, or one that answers
+  ``UNSUPPORTED_VERSION``: the consumer protocol not enabled) is counted in
+  ``kagent_group_api_errors{api="ConsumerGroupDescribe"}`` at every poll,
+  and if it was never described its members are unknown: no assignment, so
+  the API shows it ``Unknown`` with its committed offsets' lag on no member,
+  not as a group of no members, nor as gone;
 - a partition OffsetFetch answers with an error
   (``kagent_group_api_partition_errors{api,error}``): that partition's last
   known commit stands (none if it had none), the group's other partitions
@@ -55,13 +64,14 @@ from typing import Any, TypeVar
 
 import faust
 from aiokafka import AIOKafkaClient
-from aiokafka.errors import KafkaConnectionError, KafkaError, for_code
+from aiokafka.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError, for_code
 from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.commit import OffsetFetchRequest
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.metadata import MetadataRequest
 from faust.types import TopicT
 
+from kagent.core.consumer_group_describe import ConsumerGroupDescribe, DescribedConsumerGroup, described_consumer_groups
 from kagent.core.events import DerivedEvents, by_group
 from kagent.core.group_polling import (
     CONSUMER_GROUP_TYPE,
@@ -165,7 +175,11 @@ class GroupPoller:
             polled_at=polled_at,
             listed=listed,
             described=await self._describe(client, {g: n for g, n in coordinators.items() if _classic(listed[g])}),
+            consumer_described=await self._describe_consumer_groups(
+                client, {g: n for g, n in coordinators.items() if _consumer_protocol(listed[g])}
+            ),
             committed=await self._committed(client, coordinators, metadata),
+            partition_counts=_partition_counts(metadata),
         )
         result = poll(self._view, answers)
         self._report(answers, result)
@@ -260,6 +274,28 @@ class GroupPoller:
         for error in errors:
             self._failed("DescribeGroups", f"of group {error.group!r}", for_code(error.error_code)())
 
+    async def _describe_consumer_groups(
+        self, client: AIOKafkaClient, coordinators: Mapping[str, int]
+    ) -> dict[str, DescribedConsumerGroup]:
+        """ConsumerGroupDescribe of ``coordinators``' groups (on the consumer protocol), one request per
+        coordinator; a request that fails is counted once for each of its groups."""
+        by_node: dict[int, list[str]] = defaultdict(list)
+        for group, node in coordinators.items():
+            by_node[node].append(group)
+        requests = {tuple(groups): _consumer_group_describe(client, node, groups) for node, groups in by_node.items()}
+        described: dict[str, DescribedConsumerGroup] = {}
+        for groups, response in (await self._each(requests)).items():
+            if isinstance(response, BaseException):
+                for group in groups:
+                    self._failed("ConsumerGroupDescribe", f"of group {group!r}", response)
+                continue
+            answered, errors = described_consumer_groups([response])
+            described.update(answered)
+            for error in errors:
+                exc = for_code(error.error_code)(error.error_message or "")
+                self._failed("ConsumerGroupDescribe", f"of group {error.group!r}", exc)
+        return described
+
     async def _committed(
         self, client: AIOKafkaClient, coordinators: Mapping[str, int], metadata: Any
     ) -> dict[str, FetchedOffsets]:
@@ -307,12 +343,31 @@ def _classic(listed: ListedGroup) -> bool:
     return listed.protocol_type == CONSUMER_PROTOCOL_TYPE and listed.group_type != CONSUMER_GROUP_TYPE
 
 
+def _consumer_protocol(listed: ListedGroup) -> bool:
+    """Whether ConsumerGroupDescribe describes the group: one on the consumer protocol (KIP-848)."""
+    return listed.group_type == CONSUMER_GROUP_TYPE
+
+
+async def _consumer_group_describe(client: AIOKafkaClient, node: int, groups: list[str]) -> Any:
+    """ConsumerGroupDescribe of ``groups`` on ``node``; a broker whose versions of the API kagent does not
+    know raises :class:`UnsupportedVersionError`, as one without the API raises ``IncompatibleBrokerVersion``."""
+    try:
+        return await client.send(node, ConsumerGroupDescribe(groups))
+    except NotImplementedError as exc:
+        raise UnsupportedVersionError(str(exc)) from exc
+
+
 async def _coordinator(client: AIOKafkaClient, group: str) -> int:
     """The node id of ``group``'s coordinator (FindCoordinator); raises its error."""
     response = await client.send(client.get_random_node(), FindCoordinatorRequest(group, 0))
     if response.error_code:
         raise for_code(response.error_code)(f"finding the coordinator of group {group!r}")
     return int(response.coordinator_id)
+
+
+def _partition_counts(metadata: Any) -> dict[str, int]:
+    """Topic -> its partition count, for every topic the cluster's ``metadata`` answers without error."""
+    return {topic: len(partitions) for topic, partitions in _cluster_partitions(metadata)}
 
 
 def _cluster_partitions(metadata: Any) -> list[tuple[str, list[int]]]:

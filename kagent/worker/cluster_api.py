@@ -199,6 +199,7 @@ class ClusterApi(Stage):
             latest,
             self._overview.history(group, now),
             self._groups.throughput(snapshot, self._policy.rate_window),
+            self._groups.consumer_group(group),
         )
 
     def held(self) -> HeldGroups:

@@ -81,6 +81,11 @@ class ConsumerGroupAssignments:
             self._touched[group] = None if raw is None else ConsumerGroupState.model_validate_json(raw)
         self._touched[group] = fold(self._touched[group], event)
 
+    def state(self, group: str) -> ConsumerGroupState | None:
+        """``group``'s state as last stored (None: not a KIP-848 group, or not held here)."""
+        raw = self._states.get(group)
+        return None if raw is None else ConsumerGroupState.model_validate_json(raw)
+
     async def store(self) -> list[str]:
         """Write the touched groups' states and the assignments that can be named (with the names
         of every answer so far); start asking the cluster for names, in the background, if some

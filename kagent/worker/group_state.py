@@ -17,6 +17,7 @@ from typing import NamedTuple, Protocol
 
 from aiokafka.structs import TopicPartition
 
+from kagent.core.consumer_group_state import ConsumerGroupState
 from kagent.core.events import GroupAssigned
 from kagent.core.group_health import GroupHealth
 from kagent.core.incidents import Incident
@@ -108,6 +109,11 @@ class GroupStateReader(Protocol):
 
     def snapshot(self, group: str, now: float) -> GroupSnapshot | None:
         """The group's assignment, partition counts and lag at ``now``; None without an assignment."""
+        ...
+
+    def consumer_group(self, group: str) -> ConsumerGroupState | None:
+        """A KIP-848 group's state (epochs, assignor, members' epochs, racks and subscriptions); None for
+        a classic group, or one whose coordinator has not described it here."""
         ...
 
     def health(self, snapshot: GroupSnapshot, now: float) -> GroupHealth:

@@ -48,6 +48,7 @@ from aiokafka.structs import TopicPartition
 from faust.types import TP, TopicT
 from pydantic import ValidationError
 
+from kagent.core.consumer_group_state import ConsumerGroupState
 from kagent.core.events import (
     DerivedEvent,
     GroupAssigned,
@@ -570,6 +571,9 @@ class Storage(Stage, GroupStateReader):
     def assignment(self, group: str) -> GroupAssigned | None:
         raw = self._assignments.get(group)
         return GroupAssigned.model_validate_json(raw) if raw is not None else None
+
+    def consumer_group(self, group: str) -> ConsumerGroupState | None:
+        return self._consumer_groups.state(group)
 
     def snapshot(self, group: str, now: float) -> GroupSnapshot | None:
         assignment = self.assignment(group)

@@ -265,9 +265,9 @@ async def test_a_kip848_consumer_group_is_measured_from_its_member_records(
         ConsumerGroupPartitionMetadata(group, (TopicMetadata(topic_id, topic, 4, ()),)),
         *(
             ConsumerGroupMemberMetadata(
-                group, member, None, None, member, "/10.0.0.1", (topic,), None, 300_000, "uniform"
+                group, member, None, f"rack-{rack}", member, "/10.0.0.1", (topic,), None, 300_000, "uniform"
             )
-            for member in members
+            for rack, member in enumerate(members)
         ),
         *(offset_commit(group, topic, p, 10) for p in range(4)),
     ]
@@ -280,6 +280,19 @@ async def test_a_kip848_consumer_group_is_measured_from_its_member_records(
 
     body = await wait_json(worker.url + "api/local/groups", measured, 60)
     assert body["groups"][group]["generation"] == 5
+    # The API shows the epochs and racks the records say; the target assignment's epoch and the assignor the
+    # broker selected are in no record kagent derives, so they are unknown.
+    detail = await wait_json(worker.url + f"api/groups/{group}", lambda b: b["consumer_group"] is not None, 30)
+    consumer_group = detail["consumer_group"]
+    assert (consumer_group["group_epoch"], consumer_group["assignment_epoch"], consumer_group["assignor"]) == (
+        5,
+        None,
+        None,
+    )
+    assert [
+        (m["member_id"], m["member_epoch"], m["rack"], m["server_assignor"]) for m in consumer_group["members"]
+    ] == [(member, 5, f"rack-{rack}", "uniform") for rack, member in enumerate(members)]
+    assert detail["summary"]["protocol"] == "uniform"  # the one every member asked for
     assert worker.stop() == 0
 
 

@@ -795,7 +795,7 @@ def test_unknown_figures_read_unknown_and_an_estimate_is_marked_as_one(page: Pag
         expect(row.get_by_test_id("group-status")).to_have_text("UNKNOWN")
         expect(row.get_by_test_id("group-status")).to_have_class("status status-UNKNOWN")
         expect(row.get_by_test_id("group-state")).to_have_text("Unknown")
-        for cell in ("generation", "protocol", "total-lag-value", "max-lag", "max-lag-seconds", "skew"):
+        for cell in ("members", "generation", "protocol", "total-lag-value", "max-lag", "max-lag-seconds", "skew"):
             expect(row.get_by_test_id(f"group-{cell}")).to_have_text("unknown")
         expect(row.get_by_test_id("partitions-unknown")).to_have_text("2 of 2 unknown")
         known_row = page.locator(f'[data-testid="group-row"][data-group="{group}"]')

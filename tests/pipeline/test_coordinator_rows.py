@@ -24,6 +24,9 @@ from kagent.core.consumer_offsets import (
     encode,
 )
 from kagent.core.events import (
+    ConsumerGroupEpoch,
+    ConsumerGroupMember,
+    ConsumerGroupTargetAssignment,
     DerivedEvents,
     GroupDeleted,
     OffsetCommitted,
@@ -153,6 +156,25 @@ def test_derived_events_source_and_many_batches() -> None:
     assert [(row["group"], row["partition"], row["committed_offset"], row["leader_epoch"]) for row in rows[3:]] == [
         ("g", 2, 11, 4),
         ("h", 2, 11, 4),
+    ]
+
+
+def test_the_admin_sources_kip848_events_are_rows_of_kind_and_group() -> None:
+    """What the admin-api source sends of a group ConsumerGroupDescribe described, read back as the
+    derived-events topic holds it."""
+    events = [
+        ConsumerGroupEpoch(group="g", epoch=4),
+        ConsumerGroupMember(group="g", member_id="m1", client_id="c", client_host="/h", topics=("t",), rack="r1"),
+        ConsumerGroupTargetAssignment(group="g", assignment_epoch=4, assignor="uniform", members=("m1",)),
+    ]
+    (_, value), *_ = packed_records(by_group(events), 1)
+
+    got = decode_batch(_batch([(None, value)]), "derived-events").to_pylist()
+
+    assert [(r["kind"], r["group"]) for r in got] == [
+        ("consumer-group-epoch", "g"),
+        ("consumer-group-member", "g"),
+        ("consumer-group-target-assignment", "g"),
     ]
 
 

@@ -9,8 +9,14 @@ What Tansu 0.6 (as the tests run it) never answers, measured:
 - an OffsetFetch answer whose offset breaks a rule (below -1): the broker
   keeps what clients commit, and a client cannot commit one;
 - a group on the consumer protocol (KIP-848): it has no
-  ConsumerGroupHeartbeat (API 68), so no client can join one, and its
-  ListGroups v5 gives every group the type ``classic``;
+  ConsumerGroupHeartbeat (API 68), so no client can join one (librdkafka on
+  ``group.protocol=consumer`` logs "ConsumerGroupHeartbeatRequest not
+  supported by broker" and never joins), its ListGroups v5 gives every group
+  the type ``classic``, and its ConsumerGroupDescribe (v0, the one version
+  it advertises) answers any group id with no error, state ``Stable`` or
+  ``Empty``, epochs -1, no members, and a classic member's id as the
+  assignor: a fake of what a broker with the consumer protocol answers is
+  the only way to show kagent such a group;
 - a Produce answer refusing a topic's batches (an ACL that forgot the topic,
   say): it takes every write.
 
@@ -19,6 +25,17 @@ is the narrowest seam such an answer can be made at: it passes every byte as
 it is, except, in the answers to the requests named here, the one field that
 says the fault (a partition's error code and offset, a group's type), decoded
 and encoded again with the same protocol types kagent reads them with. The
+one answer it makes whole is ConsumerGroupDescribe's for the groups a test
+describes (:attr:`AnswerRewriter.consumer_groups`): the request still goes to
+the broker (as v0, the same bytes as v1), so answers keep their order on the
+connection, and the broker's answer is replaced by one laid out by hand from
+Kafka's message definitions (``tests/support/consumer_group_describe_bytes.py``),
+not with kagent's declaration: a fake of a broker capability Tansu lacks, whose
+groups, offsets, topics and coordinator stay the real broker's. What
+ApiVersions v0 (what aiokafka asks) advertises can be changed too
+(:attr:`AnswerRewriter.api_versions`): ConsumerGroupDescribe up to v1, so
+clients ask for v1 and are answered in it, or not at all, as a broker
+without the API. The
 broker advertises the relay's address, so every connection a client makes
 after bootstrap goes through it too. What it rewrites can be changed while it
 runs (:attr:`AnswerRewriter.offset_fetch_errors` and the others are plain
@@ -38,17 +55,25 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka.protocol import produce
+from aiokafka.protocol.admin import ApiVersionResponse_v0
 from aiokafka.protocol.api import Response
 from aiokafka.protocol.commit import OffsetFetchResponse_v1, OffsetFetchResponse_v2, OffsetFetchResponse_v3
 from aiokafka.protocol.types import String, TaggedFields
 
 from kagent.core.list_groups import ListGroupsResponse_v5
 from kagent.tools.embedded import EmbeddedBroker, free_port
+from tests.support.consumer_group_describe_bytes import (
+    GROUP_ID_NOT_FOUND,
+    Group,
+    request_groups,
+    response_body,
+    response_frame,
+)
 
-__all__ = ["AnswerRewriter", "rewritten_broker"]
+__all__ = ["CONSUMER_GROUP_DESCRIBE", "AnswerRewriter", "rewritten_broker"]
 
 HOST = "127.0.0.1"
-PRODUCE, OFFSET_FETCH, LIST_GROUPS = 0, 9, 16
+PRODUCE, OFFSET_FETCH, LIST_GROUPS, API_VERSIONS, CONSUMER_GROUP_DESCRIBE = 0, 9, 16, 18, 69
 _PRODUCE_RESPONSES: dict[int, type[Response]] = {
     version: getattr(produce, f"ProduceResponse_v{version}") for version in range(2, 9)
 }
@@ -76,6 +101,13 @@ class AnswerRewriter:
     produce_errors: dict[str, int] = field(default_factory=dict)
     """Topic -> the error code Produce answers (v2-v8) for each of its partitions: the batch refused. The
     broker has written it; its client is told it did not."""
+    consumer_groups: dict[str, Group] = field(default_factory=dict)
+    """Group -> what ConsumerGroupDescribe answers for it (a described group, or an error such as
+    ``Group.failed(group, UNSUPPORTED_VERSION)``). A request asking for any of these groups is answered
+    whole by the relay: the groups it asks for that are not here get ``GROUP_ID_NOT_FOUND``."""
+    api_versions: dict[int, int | None] = field(default_factory=dict)
+    """API key -> the highest version ApiVersions v0 answers advertise for it (None: not at all), for the
+    connections made from then on."""
     rewritten: dict[str, int] = field(default_factory=dict)
     """How many answers of each API were rewritten (``OffsetFetch``, ``ListGroups``)."""
     _server: asyncio.Server | None = None
@@ -99,8 +131,9 @@ class AnswerRewriter:
         except OSError:
             client_writer.close()
             return
-        asked: dict[int, tuple[int, int, str | None]] = {}
-        """Correlation id -> the request's API key, version and (OffsetFetch) group, for its answer."""
+        asked: dict[int, tuple[int, int, Any]] = {}
+        """Correlation id -> the request's API key, version and (OffsetFetch) group or (ConsumerGroupDescribe)
+        groups, for its answer."""
         pumps = [
             asyncio.create_task(self._pump(client_reader, broker_writer, lambda frame: self._asked(frame, asked))),
             asyncio.create_task(self._pump(broker_reader, client_writer, lambda frame: self._answer(frame, asked))),
@@ -126,23 +159,33 @@ class AnswerRewriter:
                 await writer.drain()
 
     @staticmethod
-    def _asked(frame: bytes, asked: dict[int, tuple[int, int, str | None]]) -> bytes:
-        """Note a request's API, version and (OffsetFetch v1-v3) group; the request goes on as it is."""
+    def _asked(frame: bytes, asked: dict[int, tuple[int, int, Any]]) -> bytes:
+        """Note a request's API, version and (OffsetFetch v1-v3) group or (ConsumerGroupDescribe) groups; the
+        request goes on as it is, but a ConsumerGroupDescribe of a later version goes as v0 (the same body)."""
         api_key, version, correlation_id = _HEADER.unpack_from(frame)
-        group = None
+        group: Any = None
         if api_key == OFFSET_FETCH and version in _OFFSET_FETCH_RESPONSES:
             body = BytesIO(frame[_HEADER.size :])
             String("utf-8").decode(body)  # the client id
             group = String("utf-8").decode(body)
+        if api_key == CONSUMER_GROUP_DESCRIBE:
+            group = request_groups(frame)
+            frame = _HEADER.pack(api_key, 0, correlation_id) + frame[_HEADER.size :]
         asked[correlation_id] = (api_key, version, group)
         return frame
 
-    def _answer(self, frame: bytes, asked: dict[int, tuple[int, int, str | None]]) -> bytes:
+    def _answer(self, frame: bytes, asked: dict[int, tuple[int, int, Any]]) -> bytes:
         """An answer, rewritten if it answers a request named here; as it is otherwise, and whenever it does
         not decode (Tansu cuts some short: the client must see them as they are)."""
         (correlation_id,) = _SIZE.unpack_from(frame)
         api_key, version, group = asked.pop(correlation_id, (-1, -1, None))
+        if api_key == CONSUMER_GROUP_DESCRIBE and self.consumer_groups.keys() & set(group):
+            self._count("ConsumerGroupDescribe")
+            answered = [self.consumer_groups.get(g) or Group.failed(g, GROUP_ID_NOT_FOUND) for g in group]
+            return response_frame(correlation_id, response_body(answered, version))
         try:
+            if api_key == API_VERSIONS and version == 0 and self.api_versions:
+                return self._api_versions(frame)
             if api_key == LIST_GROUPS and version == 5:
                 return self._list_groups(frame)
             if api_key == OFFSET_FETCH and group is not None:
@@ -152,6 +195,16 @@ class AnswerRewriter:
         except (ValueError, struct.error):
             pass
         return frame
+
+    def _api_versions(self, frame: bytes) -> bytes:
+        response = ApiVersionResponse_v0.decode(BytesIO(frame[4:]))
+        versions = [
+            (key, low, self.api_versions.get(key, high))
+            for key, low, high in response.api_versions  # type: ignore[attr-defined]
+            if self.api_versions.get(key, high) is not None
+        ]
+        self._count("ApiVersions")
+        return frame[:4] + ApiVersionResponse_v0(response.error_code, versions).encode()  # type: ignore[attr-defined]
 
     def _list_groups(self, frame: bytes) -> bytes:
         body = BytesIO(frame[4:])

@@ -44,6 +44,7 @@ from kagent.core.events import (
     ConsumerGroupMemberLeft,
     ConsumerGroupRegex,
     ConsumerGroupRegexDeleted,
+    ConsumerGroupTargetAssignment,
     ConsumerGroupTopics,
     DerivedEvent,
     GroupAssigned,
@@ -422,6 +423,41 @@ def test_protocol_is_the_assignor_members_agree_on_else_none() -> None:
     assert protocol(two_members("uniform")) == "uniform"
     assert protocol(two_members("range")) is None
     assert protocol(two_members(None)) is None
+
+
+def test_the_assignor_the_broker_selected_is_the_protocol_whatever_members_asked() -> None:
+    """ConsumerGroupDescribe (the admin-api source) says which assignor the broker selected: it is the
+    group's protocol even where members asked for different ones, or for the broker's default."""
+    names = {str(ORDERS): "orders", str(PAYMENTS): "payments"}
+    selected = ConsumerGroupTargetAssignment(group=GROUP, assignment_epoch=8, assignor="uniform")
+
+    for asked in ("range", None):
+        state = fold(two_members(asked), selected)
+        assert state is not None and (state.assignment_epoch, state.assignor) == (8, "uniform")
+        assigned = assignment(state, names)
+        assert assigned is not None and assigned.protocol == "uniform"
+    unnamed = fold(two_members("range"), selected.model_copy(update={"assignor": None}))
+    assert unnamed is not None and (assigned := assignment(unnamed, names)) is not None and assigned.protocol is None
+    # It starts a state, as any event that sets something does.
+    assert folded([selected]) == ConsumerGroupState(group=GROUP, assignment_epoch=8, assignor="uniform")
+
+
+def test_a_target_assignment_naming_its_members_drops_the_others() -> None:
+    state = fold(two_members(), ConsumerGroupTargetAssignment(group=GROUP, assignment_epoch=9, members=("m2",)))
+    assert state is not None and list(state.members) == ["m2"]
+    unnamed = fold(two_members(), ConsumerGroupTargetAssignment(group=GROUP, assignment_epoch=9))
+    assert unnamed is not None and sorted(unnamed.members) == ["m1", "m2"]
+
+
+def test_a_members_rack_is_derived_and_kept() -> None:
+    racked = member_metadata("m1")._replace(rack_id="eu-west-1c")
+    (event,) = through_bytes(racked)
+    assert isinstance(event, ConsumerGroupMember) and event.rack == "eu-west-1c"
+    state = folded([event])
+    assert state is not None and state.members["m1"].rack == "eu-west-1c"
+    # A record of the event before it had a rack reads as None.
+    older = {k: v for k, v in event.model_dump(mode="json").items() if k != "rack"}
+    assert ConsumerGroupMember.model_validate(older).rack is None
 
 
 def regex_member(member_id: str, topics: tuple[str, ...], regex: str) -> ConsumerGroupMemberMetadata:

@@ -323,6 +323,18 @@ def test_a_group_shows_its_summary_members_moves_and_partitions() -> None:
     assert any("stale-end-offset" in line and "7,000" in line for line in shown.splitlines())
 
 
+def test_a_group_whose_members_are_unknown_says_so() -> None:
+    """A group the cluster does not describe (a KIP-848 group through a broker without
+    ConsumerGroupDescribe): its member count is unknown, not 0."""
+    undescribed = detail("payments").model_copy(
+        update={"summary": summary("payments", state="Unknown", members=None, generation=None)}
+    )
+    shown = text(group_view(undescribed, NOW))
+    assert "unknown, reading" in shown and "generation unknown" in shown
+    [row] = [line for line in text(groups_table(page(undescribed.summary), NOW)).splitlines() if "payments" in line]
+    assert [cell.strip() for cell in row.strip(" │┃|").split("│")][3] == "unknown"
+
+
 def test_a_group_shows_the_drain_time_of_the_group_each_member_and_each_partition() -> None:
     shown = text(
         group_view(

@@ -43,6 +43,7 @@ from kagent.core.events import (
     ConsumerGroupMemberLeft,
     ConsumerGroupRegex,
     ConsumerGroupRegexDeleted,
+    ConsumerGroupTargetAssignment,
     ConsumerGroupTopics,
     DerivedEvent,
     GroupAssigned,
@@ -174,6 +175,7 @@ def _row(event: DerivedEvent) -> dict[str, Any]:
             | ConsumerGroupMember()
             | ConsumerGroupMemberLeft()
             | ConsumerGroupMemberAssignment()
+            | ConsumerGroupTargetAssignment()
             | ConsumerGroupRegex()
             | ConsumerGroupRegexDeleted()
         ):
