@@ -31,7 +31,8 @@ offsets-topic source's own ``ingest``) and through the admin-api source's decodi
 blobs, each of which gives what the Java consumers report holding; and through a second, real worker
 on the ``offsets-topic`` source that reads that record and the commits the consumers reported, whose API
 shows every member with its client id, host, partitions and lag, in the consumers' generation. A member
-leaving and one joining are followed through all of it.
+leaving and one joining are followed through all of it. A group one of whose members lags gets from that
+worker a rebalance recommendation whose moves name the Java consumers' own member ids.
 """
 
 from __future__ import annotations
@@ -120,7 +121,9 @@ def cluster(classpath: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 @dataclass
 class JavaGroup:
-    """A group of Java consumers on one topic of :data:`PARTITIONS` partitions, each stopping at a known offset."""
+    """A group of Java consumers on one topic of :data:`PARTITIONS` partitions, each stopping at a known offset:
+    partition ``p`` holds ``records[p]`` records (6 + 2p by default) and its commits stop at ``stop_at[p]``
+    (p + 1 by default), whoever holds it."""
 
     cluster: Cluster
     classpath: str
@@ -128,14 +131,16 @@ class JavaGroup:
     assignor: str
     directory: Path
     rack: str | None = None
+    records: tuple[int, ...] = tuple(6 + 2 * p for p in range(PARTITIONS))
+    stop_at: tuple[int, ...] = tuple(p + 1 for p in range(PARTITIONS))
 
     def __post_init__(self) -> None:
         self.topic = f"{self.name}-orders"
         self.partitions = {TopicPartition(self.topic, p) for p in range(PARTITIONS)}
-        self.ends = {TopicPartition(self.topic, p): 6 + 2 * p for p in range(PARTITIONS)}
-        """Each partition's log-end offset: the records produced to it."""
-        self.committed = {TopicPartition(self.topic, p): p + 1 for p in range(PARTITIONS)}
-        """Where each partition's commits stop, whoever holds it."""
+        self.ends = {TopicPartition(self.topic, p): n for p, n in enumerate(self.records)}
+        """Each partition's log-end offset."""
+        self.committed = {TopicPartition(self.topic, p): min(o, self.records[p]) for p, o in enumerate(self.stop_at)}
+        """Where each partition's commits stop."""
         self.members: list[JavaConsumer] = []
         self.every: list[JavaConsumer] = []
 
@@ -459,5 +464,58 @@ async def test_a_java_member_the_broker_describes_without_its_assignment_is_not_
                 f"member {member['member_id']} (partitions {member['partitions']}): offset lag, time lag, lag, "
                 f"drain, group skew = {shown}; the broker gave no assignment, so each is unknown"
             )
+    finally:
+        group.kill()
+
+
+async def test_a_java_group_whose_member_lags_gets_a_rebalance_naming_its_real_members_and_partitions(
+    cluster: Cluster, classpath: str, tmp_path: Path, drill_figures: Callable[[str], None]
+) -> None:
+    """The range assignor gives the first member (by member id) partitions 0-2, the second 3-5. The first's
+    commits stop at offset 1 of 600 records while the second commits all it reads: kagent, reading the
+    coordinator's record of Java's own bytes, recommends moving some of the first member's partitions to the
+    second, naming both by the member ids the Java consumers have. The admin-api worker, told no
+    assignment by the broker, recommends nothing."""
+    group = JavaGroup(
+        cluster,
+        classpath,
+        "java-skewed-app",
+        RANGE,
+        tmp_path,
+        records=(600, 600, 600, 10, 10, 10),
+        stop_at=(1,) * 3 + (10,) * 3,
+    )
+    await group.produce()
+    try:
+        group.join(f"{group.name}-a")
+        group.join(f"{group.name}-b")
+        await group.settled("two Java consumers to hold the six partitions and commit")
+        await watched(cluster, group, "range", drill_figures)
+        ((lagging, _), (idle, _)) = sorted(group.held.items(), key=lambda held: held[1][0])
+        assert {tp.partition for tp in group.held[lagging][1]} == {0, 1, 2}
+
+        read = await asyncio.to_thread(
+            api,
+            cluster.offsets_topic,
+            group.name,
+            lambda b: b["recommendation"] is not None,
+            f"the offsets-topic worker to recommend a rebalance of {group.name}",
+        )
+        recommendation = read["recommendation"]
+        assert (recommendation["kind"], recommendation["generation"]) == ("rebalance", group.generation)
+        moves = {(m["topic"], m["partition"], m["from_member"], m["to_member"]) for m in recommendation["moves"]}
+        # Some of the lagging member's partitions go to the idle one (which may give back some that have no lag:
+        # the assignor keeps the members' partition counts even).
+        relieved = {p for t, p, f, to in moves if (t, f, to) == (group.topic, lagging, idle)}
+        returned = {p for t, p, f, to in moves if (t, f, to) == (group.topic, idle, lagging)}
+        assert relieved and relieved < {0, 1, 2} and returned <= {3, 4, 5}, moves
+        assert len(moves) == len(relieved) + len(returned), moves
+        polled = await asyncio.to_thread(api, cluster.admin_api, group.name, lambda b: True, "the admin-api worker")
+        assert polled["recommendation"] is None
+        drill_figures(
+            f"java skewed range generation {group.generation}: offsets-topic worker recommends moving "
+            f"{sorted(relieved)} from {group.held[lagging][0]} to {group.held[idle][0]} and {sorted(returned)} back; "
+            "admin-api worker: no recommendation (no assignment known)"
+        )
     finally:
         group.kill()
