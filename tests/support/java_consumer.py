@@ -109,7 +109,8 @@ class Assigned:
     partitions: frozenset[TopicPartition]
     """What the callback was given."""
     holding: frozenset[TopicPartition]
-    """Every partition the consumer held after it."""
+    """``consumer.assignment()`` during the callback: after an assignment, every partition it holds; during
+    a revocation, still the partitions revoked."""
 
 
 class JavaConsumer:

@@ -32,16 +32,17 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * {@code rack} (client.rack; optional), {@code delay-ms} (processing time per record, default 0), {@code stop-at}
  * (comma-separated {@code partition:offset}: a partition's records at or past its offset are not processed and the
  * partition is paused, so that its commits stop there whoever holds it; partitions not named are read on),
- * {@code commit}
- * ({@code sync}: commitSync of what each poll processed, the default; {@code async}: commitAsync; {@code none}).
+ * {@code commit} ({@code sync}: commitSync of what each poll processed, the default; {@code async}: commitAsync;
+ * {@code none}).
  *
  * <p>It prints one JSON object a line on stdout, each with an {@code event}:
  * <ul>
  *   <li>{@code assigned} and {@code revoked}, from its ConsumerRebalanceListener: the partitions the callback was
- *       given ({@code partitions}), every partition it holds after it ({@code holding}), and its
+ *       given ({@code partitions}), {@code consumer.assignment()} during the callback ({@code holding}: after an
+ *       assignment, everything it holds; during a revocation, still the partitions revoked), and its
  *       {@code member_id} and {@code generation} as {@code consumer.groupMetadata()} says then;</li>
- *   <li>{@code committed}: after a commit, the committed offsets of every partition it holds, as the broker
- *       answers them ({@code consumer.committed}), with its member id and generation;</li>
+ *   <li>{@code committed}: after each commitSync, the committed offsets of every partition it holds, as the
+ *       broker answers them ({@code consumer.committed}), with its member id and generation;</li>
  *   <li>{@code closed}: it left the group.</li>
  * </ul>
  * Partitions are {@code [topic, partition]} pairs, sorted; committed offsets a map of {@code "topic/partition"}.
