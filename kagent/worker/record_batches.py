@@ -30,6 +30,7 @@ from typing import Any
 
 import faust
 from aiokafka.errors import KafkaTimeoutError
+from faust.exceptions import NotReady, ProducerSendError
 
 from kagent.core.events import DerivedEvents, packed_records
 
@@ -51,13 +52,17 @@ async def send_batches(
     batch to Faust's producer; a future per batch, done when the broker has it.
 
     Raises what the producer raises when a batch cannot be queued (``aiokafka.errors.KafkaError``,
-    or Faust's ``ProducerSendError`` family), and ``KafkaTimeoutError`` when a batch is not taken
-    within ``timeout`` seconds (the producer has no metadata for its topic, or the partition's
-    previous batch is not sent); batches queued before that are sent regardless.
+    or Faust's ``ProducerSendError`` family, raised too when the producer is stopped), and
+    ``KafkaTimeoutError`` when a batch is not taken within ``timeout`` seconds (the producer has no
+    metadata for its topic, or the partition's previous batch is not sent); batches queued before
+    that are sent regardless.
     """
     producer = app.producer
     await producer.maybe_start()
-    kafka = producer._ensure_producer()  # Faust's AIOKafkaProducer: no public accessor in faust-streaming 0.15
+    try:
+        kafka = producer._ensure_producer()  # Faust's AIOKafkaProducer: no public accessor in faust-streaming 0.15
+    except NotReady as exc:  # the worker is stopping: Faust stopped its producer before a stage's timer last ran
+        raise ProducerSendError("the producer is stopped: the worker is stopping") from exc
     chains: dict[tuple[str, int], list[Any]] = {}
     for topic, partition, key, value in records:
         chain = chains.get((topic, partition))

@@ -18,11 +18,13 @@ import time
 import uuid
 from pathlib import Path
 
+import faust
 import pytest
 from aiokafka.structs import TopicPartition
+from faust.exceptions import ProducerSendError
 
 from kagent.tools.embedded import EmbeddedBroker
-from kagent.worker.record_batches import SEND_TIMEOUT
+from kagent.worker.record_batches import SEND_TIMEOUT, send_batches
 from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
@@ -94,3 +96,16 @@ async def test_a_flush_to_a_broker_stopped_past_its_bound_fails_in_time_and_the_
         finally:
             worker.kill()
         assert "Traceback" not in worker.log(), worker.log_tail(200)
+
+
+async def test_a_send_once_the_producer_stopped_raises_a_producer_error_the_stages_catch(
+    kafka_broker: EmbeddedBroker,
+) -> None:
+    """A worker stopping stops Faust's producer before a stage's timer has last run (seen: the admin-api
+    source's poll, crashing the worker's exit with Faust's ``NotReady``). A send then raises Faust's
+    ``ProducerSendError``, which every stage handles as a failed send, with why."""
+    app = faust.App(f"stopped-producer-{uuid.uuid4().hex[:6]}", broker=f"kafka://{kafka_broker.bootstrap_servers}")
+    await app.producer.start()
+    await app.producer.stop()
+    with pytest.raises(ProducerSendError, match="the producer is stopped"):
+        await send_batches(app, [("stopped-producer-topic", 0, None, b"x")])
