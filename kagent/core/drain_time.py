@@ -200,7 +200,7 @@ def group_drain(
     from each partition's ``throughput`` (a partition missing from it has unknown rates)."""
     partitions = {tp: partition_drain(lag, throughput.get(tp)) for tp, lag in offset_lags.items()}
     members = {
-        row.member_id: member_drain(row.offset_lag, [throughput.get(tp) for tp in row.partitions]) for row in rows
+        row.member_id: member_drain(row.offset_lag, [throughput.get(tp) for tp in row.partitions or ()]) for row in rows
     }
     return GroupDrain(group=slowest(members.values()), members=members, partitions=partitions)
 
