@@ -175,7 +175,7 @@ class MemberTotals:
         rows = []
         for index, member in enumerate(self._members):
             if member.partitions is None:
-                rows.append(MemberLag(member.member_id, member.client_id, member.client_host, True, None, None, None, 0))
+                rows.append(MemberLag(*member[:3], True, None, None, None, 0))  # its lag is unknown, as its partitions
                 continue
             records, millis, unknown, seconds_unknown, added = self._sums[index]
             unknown += self._expected[index] - added + self._uncounted[index]
