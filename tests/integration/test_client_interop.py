@@ -14,8 +14,9 @@ what these tests assert of each side:
   DescribeGroups names the members (their real ids) and nothing else: client
   id, host, protocol, subscription and assignment come back empty for every
   client and every request version (its storage layer answers so; measured
-  with librdkafka 2.16 joining with JoinGroup v5 / SyncGroup v3 and
-  kafka-python 3.0 with v7 / v5, as aiokafka does with v5 / v3). So the
+  with librdkafka 2.16 joining with JoinGroup v5 / SyncGroup v3, and with v0 /
+  v0 under ``api.version.request=false`` and ``broker.version.fallback=0.9.0``,
+  kafka-python 3.0 with v7 / v5, and aiokafka with v5 / v3). So the
   worker shows the real member ids, each member's partitions and lag unknown
   (null, never "none" and 0), no skew and no recommendation, and every
   partition with its committed offset and its lag (end offset minus committed,
@@ -55,7 +56,14 @@ from kagent.core.group_polling import DescribedGroup, DescribedMember, group_ass
 from kagent.core.ingest import checked_events
 from kagent.tools.embedded import EmbeddedBroker, free_port
 from tests.support.client_members import ClientMember, MemberState
-from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, offset_commit, produce, publish
+from tests.support.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_PARTITIONS,
+    OffsetsTopicMessage,
+    offset_commit,
+    produce,
+    publish,
+)
 from tests.support.group_wire import Generation, RecordingRelay, generations, group_metadata_message
 from tests.support.waiting import wait_until
 from tests.support.web import get_json
@@ -150,16 +158,22 @@ def api(worker: Worker, path: str, predicate: Callable[[Any], bool], timeout: fl
     )
 
 
-def last_generation(relay: RecordingRelay, group: str, member_ids: set[str]) -> Generation:
-    """The latest generation of ``group`` on the wire, once it is the one of ``member_ids``."""
+def last_generation(relay: RecordingRelay, group: str, clients: dict[str, MemberState]) -> Generation:
+    """The latest generation of ``group`` on the wire, once it is the one ``clients`` (by member id) hold.
+
+    The relay records an exchange as its answer passes, so a member can hold its partitions a moment
+    before the leader's SyncGroup answer is through; and a cooperative rebalance has a first generation of
+    the same members in which the newcomer holds nothing: hence the wait for what the clients hold.
+    """
 
     def settled() -> Generation | None:
         seen = generations(relay.exchanges(), group)
-        if seen and {m.member_id for m in seen[-1].members} == member_ids:
-            return seen[-1]
-        return None
+        if not seen or {m.member_id for m in seen[-1].members} != set(clients):
+            return None
+        holds = {m.member_id: set(decode_assignment(m.assignment).partitions) for m in seen[-1].members}
+        return seen[-1] if holds == {i: set(state.assignment) for i, state in clients.items()} else None
 
-    return wait_until(settled, 30, f"the generation of {sorted(member_ids)} on the wire", interval=0.2)
+    return wait_until(settled, 30, f"the generation of {sorted(clients)} on the wire", interval=0.2)
 
 
 def held(state: MemberState) -> list[tuple[str, int]]:
@@ -170,9 +184,11 @@ def refs(partitions: Any) -> list[tuple[str, int]]:
     return sorted((p["topic"], p["partition"]) for p in partitions)
 
 
-def the_decoded_group_is_what_the_clients_hold(generation: Generation, clients: dict[str, MemberState], topic: str):
+def the_decoded_group_is_what_the_clients_hold(
+    generation: Generation, clients: dict[str, MemberState], topic: str
+) -> OffsetsTopicMessage:
     """The wire's blobs decode through kagent's codec, the ``admin-api`` source's decoding and the
-    coordinator record's, each to what the clients hold; returns the record's event."""
+    coordinator record's, each to what the clients hold; returns that record's ``__consumer_offsets`` message."""
     assert {m.member_id for m in generation.members} == set(clients)
     for member in generation.members:
         assert decode_subscription(member.subscription).topics == (topic,)
@@ -248,7 +264,7 @@ def test_a_real_group_is_watched_and_decoded_from_its_own_bytes(
         assert summary["total_lag"] == sum(lag.values()) and shown["recommendation"] is None
 
         # The clients' own bytes, from the wire: decoded, and written as a coordinator writes them.
-        generation = last_generation(cluster.relay, group, set(clients))
+        generation = last_generation(cluster.relay, group, clients)
         if client == "kafka-python":
             assert {state.generation for state in now} == {generation.generation_id}
         message = the_decoded_group_is_what_the_clients_hold(generation, clients, topic)
@@ -324,7 +340,7 @@ def test_a_member_leaving_and_another_joining_show_as_the_new_generation(
 
         both = wait_holding([first, second], PARTITIONS)
         admin_members(both)
-        before = last_generation(cluster.relay, group, {str(s.member_id) for s in both})
+        before = last_generation(cluster.relay, group, {str(s.member_id): s for s in both})
 
         second.stop()
         (alone,) = wait_holding([first], PARTITIONS)
@@ -335,7 +351,7 @@ def test_a_member_leaving_and_another_joining_show_as_the_new_generation(
         admin_members(after)
 
         clients = {str(state.member_id): state for state in after}
-        generation = last_generation(cluster.relay, group, set(clients))
+        generation = last_generation(cluster.relay, group, clients)
         assert generation.generation_id > before.generation_id
         if client == "kafka-python":
             assert {state.generation for state in after} == {generation.generation_id}
