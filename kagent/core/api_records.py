@@ -205,7 +205,10 @@ class MemberView(_Record):
     member_id: str
     client_id: str
     client_host: str
-    partitions: tuple[PartitionRef, ...]
+    partitions: tuple[PartitionRef, ...] | None
+    """The partitions it holds; None when the cluster did not say (a DescribeGroups answer without its
+    assignment, as Tansu gives): then its lag is unknown too, and the partitions the group reads are
+    shown on ``unassigned``, with their lag."""
     offset_lag: float | None = Field(ge=0)
     """Records of its partitions, added up; None when one of them has no measured lag."""
     time_lag: float | None
@@ -510,13 +513,13 @@ def group_detail(
     )
     owners: dict[TopicPartition, str] = {}
     for member in sorted(snapshot.assignment.members, key=lambda m: m.member_id):
-        for ref in member.partitions:
+        for ref in member.partitions or ():
             owners.setdefault(ref.topic_partition, member.member_id)
     by_id = {member.member_id: member for member in snapshot.assignment.members}
 
     def view(row: MemberLag) -> MemberView:
         target = recommended.get(row.member_id) if row.assigned else None
-        partitions = by_id[row.member_id].partitions if row.assigned else tuple(_refs(row.partitions))
+        partitions = by_id[row.member_id].partitions if row.assigned else tuple(_refs(row.partitions or ()))
         return MemberView(
             member_id=row.member_id,
             client_id=row.client_id,

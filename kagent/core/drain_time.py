@@ -188,7 +188,8 @@ class LagRow(Protocol):
     def member_id(self) -> str: ...
 
     @property
-    def partitions(self) -> tuple[TopicPartition, ...]: ...
+    def partitions(self) -> tuple[TopicPartition, ...] | None:
+        """None when the member's assignment is unknown (its lag is then unknown too, and so is its drain)."""
 
     @property
     def offset_lag(self) -> int | None: ...
@@ -216,7 +217,7 @@ def group_drain(
     from each partition's ``throughput`` (a partition missing from it has unknown rates)."""
     partitions = {tp: partition_drain(lag, throughput.get(tp)) for tp, lag in offset_lags.items()}
     members = {
-        row.member_id: member_drain(row.offset_lag, [throughput.get(tp) for tp in row.partitions]) for row in rows
+        row.member_id: member_drain(row.offset_lag, [throughput.get(tp) for tp in row.partitions or ()]) for row in rows
     }
     return GroupDrain(group=slowest(members.values()), members=members, partitions=partitions)
 

@@ -213,7 +213,9 @@ class MemberAssignment(_Frozen):
     client_host: str
     topics: tuple[str, ...] = ()
     """The topics it subscribed to."""
-    partitions: tuple[PartitionRef, ...] = ()
+    partitions: tuple[PartitionRef, ...] | None = ()
+    """The partitions it was assigned; None when the cluster did not say (a DescribeGroups answer without
+    the member's assignment, as Tansu's, or with one that does not decode): unknown, not none."""
 
 
 class GroupAssigned(_Frozen):

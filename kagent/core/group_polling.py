@@ -329,9 +329,13 @@ def group_assigned(described: DescribedGroup) -> tuple[GroupAssigned, list[Malfo
     DescribeGroups does not say, checked as 0 and carried as
     :data:`UNKNOWN_GENERATION`). Members are ordered by member id; each
     member's subscribed topics and assigned partitions come from its blobs.
-    An empty blob (not given) leaves them empty, and so does one that does
-    not decode, which is also reported, so one member's broken blob affects
-    only that member. Raises :class:`RecordRejected` when the group breaks a
+    An empty subscription blob (not given) leaves its topics empty; an empty
+    assignment blob leaves its partitions unknown (None), since a coordinator
+    that has the member's assignment describes it as the consumer protocol's
+    bytes (an empty assignment is 10 bytes, not none), so an empty one says
+    the broker did not tell (Tansu 0.6 never does). A blob that does not
+    decode is treated alike and reported, so one member's broken blob
+    affects only that member. Raises :class:`RecordRejected` when the group breaks a
     rule (an empty or duplicate member id, a negative partition where the
     member's subscription is unknown, ...).
     """
@@ -363,7 +367,12 @@ def group_assigned(described: DescribedGroup) -> tuple[GroupAssigned, list[Malfo
     )
     (assigned,) = checked_events(record)
     assert isinstance(assigned, GroupAssigned)  # a consumer group's metadata derives exactly that
-    return assigned.model_copy(update={"generation": UNKNOWN_GENERATION}), malformed
+    untold = {member.member_id for member in members if member.assignment is None}
+    described_members = tuple(
+        member.model_copy(update={"partitions": None}) if member.member_id in untold else member
+        for member in assigned.members
+    )
+    return assigned.model_copy(update={"generation": UNKNOWN_GENERATION, "members": described_members}), malformed
 
 
 def _blob(

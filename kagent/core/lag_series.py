@@ -312,7 +312,7 @@ def render_group(
             f'consumer_id="{label_value(member.member_id)}",group="{quoted}",'
             f'member_host="{label_value(member.client_host)}",partition="'
         )
-        for tp in member.partitions:
+        for tp in member.partitions or ():  # none known: its partitions are the unknown member's
             owners.setdefault(tp, prefix)
     unowned = (
         f'{{client_id="{NO_MEMBER}",cluster_name="{cluster}",consumer_id="{NO_MEMBER}",group="{quoted}",'

@@ -16,6 +16,11 @@ Kafka's ``Empty`` state, or one whose assignment kagent was never told) are adde
 one more row, :data:`NO_MEMBER` in kafka-lag-exporter's convention, so that a group whose consumers
 all crashed shows its lag rather than none.
 
+A member whose assignment the cluster did not say (``partitions`` None: a DescribeGroups answer
+without it, as Tansu gives) holds no partition kagent knows of, and its lag is unknown, never 0:
+its row has no partitions (None) and no figures, and the partitions it may hold are counted on the
+row of no member, where their lag is seen.
+
 Pure: no I/O, no Faust.
 """
 
@@ -66,15 +71,18 @@ class Member(NamedTuple):
     member_id: str
     client_id: str
     client_host: str
-    partitions: Sequence[TopicPartition]
-    """The partitions it is assigned."""
+    partitions: Sequence[TopicPartition] | None
+    """The partitions it is assigned; None when the cluster did not say."""
 
 
 def members_of(assignment: GroupAssigned) -> list[Member]:
     """The members of ``assignment``, as :func:`member_lags_of` takes them."""
     return [
         Member(
-            member.member_id, member.client_id, member.client_host, [ref.topic_partition for ref in member.partitions]
+            member.member_id,
+            member.client_id,
+            member.client_host,
+            None if member.partitions is None else [ref.topic_partition for ref in member.partitions],
         )
         for member in assignment.members
     ]
@@ -89,14 +97,16 @@ class MemberLag(NamedTuple):
     client_host: str
     assigned: bool
     """False for the row of the partitions no member holds."""
-    partitions: tuple[TopicPartition, ...]
-    """The partitions added up, by topic and partition."""
+    partitions: tuple[TopicPartition, ...] | None
+    """The partitions added up, by topic and partition; None when the member's assignment is unknown."""
     offset_lag: int | None
-    """Records, added up; None when one partition's offset lag is unknown."""
+    """Records, added up; None when one partition's offset lag is unknown, or which partitions are."""
     time_lag: float | None
-    """Seconds, added up in whole milliseconds; None when one partition's time lag is unknown."""
+    """Seconds, added up in whole milliseconds; None when one partition's time lag is unknown, or which
+    partitions are."""
     unknown: int
-    """How many of its partitions have no measured lag (or a topic of unknown partition count)."""
+    """How many of its partitions have no measured lag (or a topic of unknown partition count); 0 when
+    which partitions it holds is unknown."""
 
 
 class MemberTotals:
@@ -120,7 +130,7 @@ class MemberTotals:
         self._uncounted = [0] * len(self._members)
         self._expected = [0] * len(self._members)
         for index, member in enumerate(self._members):
-            for tp in member.partitions:
+            for tp in member.partitions or ():
                 self._held.add(tp)
                 count = counts.get(tp.topic)
                 if count is None:
@@ -160,9 +170,13 @@ class MemberTotals:
 
     def rows(self, partitions: bool = True) -> tuple[list[MemberLag], MemberLag | None]:
         """Each member with its lag, by member id, and the row of no member (None without one); each row's
-        ``partitions`` empty unless ``partitions``."""
+        ``partitions`` empty unless ``partitions`` (None, whatever ``partitions``, for a member whose
+        assignment is unknown)."""
         rows = []
         for index, member in enumerate(self._members):
+            if member.partitions is None:
+                rows.append(MemberLag(*member[:3], True, None, None, None, 0))  # its lag is unknown, as its partitions
+                continue
             records, millis, unknown, seconds_unknown, added = self._sums[index]
             unknown += self._expected[index] - added + self._uncounted[index]
             counted: tuple[TopicPartition, ...] = ()

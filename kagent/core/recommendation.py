@@ -605,7 +605,9 @@ def propose(snapshot: GroupSnapshot, policy: EvaluationPolicy) -> Proposal:
 
     Each member of the current generation becomes an assignor member that
     subscribes to its topics (when its subscription was not decoded, to every
-    topic of ``snapshot.partition_counts``) and owns its current partitions.
+    topic of ``snapshot.partition_counts``) and owns its current partitions
+    (none when they are unknown: the evaluation proposes nothing for such a
+    group, whose members' lag and so skew are unknown).
     Partitions are those of the subscribed topics in ``partition_counts``;
     lag figures and current partitions outside them are left out (no
     assignor can place them). Lag is in ``policy.lag_unit`` as
@@ -619,7 +621,7 @@ def propose(snapshot: GroupSnapshot, policy: EvaluationPolicy) -> Proposal:
     members = {
         member.member_id: Member(
             topics=member.topics or all_topics,
-            owned=[partition.topic_partition for partition in member.partitions],
+            owned=[partition.topic_partition for partition in member.partitions or ()],
             generation=assigned.generation,
             group_instance_id=member.group_instance_id,
         )

@@ -243,8 +243,11 @@ def follow_applied(applied: Applied | None, recommendation: Recommendation, deta
 
 
 def _holds_recommended(detail: GroupDetail, recommendation: Recommendation) -> bool:
-    """Whether the group's assignment in ``detail`` is exactly the one ``recommendation`` recommends."""
-    holds = {m.member_id: frozenset(m.partitions) for m in detail.members}
+    """Whether the group's assignment in ``detail`` is exactly the one ``recommendation`` recommends (not
+    when a member's partitions are unknown)."""
+    if any(m.partitions is None for m in detail.members):
+        return False
+    holds = {m.member_id: frozenset(m.partitions or ()) for m in detail.members}
     recommended = {m.member_id: frozenset(m.recommended) for m in recommendation.members}
     return holds == recommended
 

@@ -105,8 +105,10 @@ def format_time(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
-def format_partitions(partitions: Iterable[PartitionRef]) -> str:
-    """Partitions by topic: ``orders[0,1,5] audit[2]``; ``-`` for none."""
+def format_partitions(partitions: Iterable[PartitionRef] | None) -> str:
+    """Partitions by topic: ``orders[0,1,5] audit[2]``; ``-`` for none; ``unknown`` when not known."""
+    if partitions is None:
+        return "unknown"
     by_topic: dict[str, list[int]] = {}
     for ref in partitions:
         by_topic.setdefault(ref.topic, []).append(ref.partition)

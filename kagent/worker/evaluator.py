@@ -396,7 +396,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         rows, rest = member_lags(snapshot)
         every_row = [*rows, *([rest] if rest is not None else [])]
         drains = {
-            row.member_id: member_drain(row.offset_lag, [throughput.get(tp) for tp in row.partitions])
+            row.member_id: member_drain(row.offset_lag, [throughput.get(tp) for tp in row.partitions or ()])
             for row in every_row
         }
         gauges.set_member_drain(

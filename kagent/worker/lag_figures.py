@@ -75,7 +75,7 @@ class GroupReads(NamedTuple):
         return cls(
             assignment.generation,
             frozenset(sys.intern(topic) for member in assignment.members for topic in member.topics),
-            tuple(interned(ref.topic_partition) for member in assignment.members for ref in member.partitions),
+            tuple(interned(ref.topic_partition) for member in assignment.members for ref in member.partitions or ()),
         )
 
     @classmethod

@@ -585,7 +585,7 @@ class Storage(Stage, GroupStateReader):
         counts, read = self._read_by(
             group,
             {topic for member in assignment.members for topic in member.topics},
-            (ref.topic_partition for member in assignment.members for ref in member.partitions),
+            (ref.topic_partition for member in assignment.members for ref in member.partitions or ()),
         )
         lag = {tp: self._lag.partition_lag(group, tp, now) for tp in read}
         return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now, described=described)
@@ -647,17 +647,19 @@ class Storage(Stage, GroupStateReader):
         # (Kafka's Empty state), all of them: a group whose consumers all crashed while records wait is
         # STOP. With members, those they read (hold, or subscribe to the topic of): commits left on a
         # topic the group no longer reads stay until they expire, and are shown, but a STOP there would
-        # be a false alarm.
+        # be a false alarm. With a member whose assignment is unknown, what the group reads is not known
+        # either: all of them, as without members.
         judged: dict[TopicPartition, PartitionHealth] = {}
         windows = self._windows_of(snapshot)
         members = snapshot.assignment.members
         topics = {topic for member in members for topic in member.topics}
-        held = {ref.topic_partition for member in members for ref in member.partitions}
+        held = {ref.topic_partition for member in members for ref in member.partitions or ()}
+        reads_known = bool(members) and all(member.partitions is not None for member in members)
         for tp, entry in snapshot.lag.items():
             window = windows.get(tp) if entry.committed is not None else None
             if window is None or entry.log_end is None or not entry.measured:
                 continue
-            if members and tp.topic not in topics and tp not in held:
+            if reads_known and tp.topic not in topics and tp not in held:
                 continue
             judged[tp] = partition_status(
                 window,

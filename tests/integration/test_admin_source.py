@@ -5,7 +5,9 @@ What Tansu answers the group APIs, as measured with aiokafka 0.14:
 - ListGroups: every group and its protocol type (``consumer``), kagent's own included.
 - DescribeGroups (v2): the state (``Stable``) and the real member ids, but an
   empty protocol, client id and client host, and empty member metadata and
-  assignment blobs.
+  assignment blobs (Tansu's storage layer answers every member so, whatever
+  the client: librdkafka's and kafka-python's groups alike,
+  ``tests/integration/test_client_interop.py``).
 - OffsetFetch for explicit partitions: the committed offsets (-1 where none).
   For all of a group's partitions (topics null) its answer stops after the
   error code, without the topics array (v3: ``00 00 00 00 00 00``), so
@@ -188,6 +190,8 @@ async def test_the_admin_source_reports_a_real_groups_members_and_commits(
             30,
         )
         assert body["groups"][GROUP]["generation"] is None  # DescribeGroups gave none
+        # Nor the member's assignment: its lag is unknown, not the 0 of a member holding nothing.
+        assert body["groups"][GROUP]["member_lag"][member_id(first)] is None
         metrics = await asyncio.to_thread(worker.metrics)
         assert metrics is not None and metric_total(metrics, "kagent_group_api_errors_total") == 0
         assert "does not answer OffsetFetch for all of a group's partitions" in worker.log()

@@ -88,6 +88,9 @@ def reference_member_lags(snapshot: GroupSnapshot) -> tuple[list[MemberLag], Mem
     held: set[TopicPartition] = set()
     rows = []
     for member in sorted(snapshot.assignment.members, key=lambda m: m.member_id):
+        if member.partitions is None:  # which partitions it holds is unknown: so is its lag
+            rows.append(MemberLag(member.member_id, member.client_id, member.client_host, True, None, None, None, 0))
+            continue
         partitions = []
         uncounted = 0
         for ref in member.partitions:

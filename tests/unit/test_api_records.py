@@ -3,6 +3,7 @@ the recent-recommendations table value, and the OpenAPI description generated fr
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jsonschema
@@ -138,6 +139,33 @@ def test_a_group_known_only_by_its_commits_has_an_unknown_state_and_generation()
     assert detail.unassigned is not None
     assert (detail.unassigned.member_id, detail.unassigned.offset_lag, detail.unassigned.lag) == ("unknown", 60, 60)
     assert [p.member_id for p in detail.partitions] == [None]
+
+
+def test_members_whose_assignment_is_unknown_hold_no_known_partition_and_their_group_reads_on_unknown() -> None:
+    """What the admin-api source knows of a group on a broker that describes no assignment (Tansu): its
+    members, and their partitions unknown. Neither member is shown holding nothing with lag 0: their
+    partitions and lag are null, and every partition with its lag is on the unknown member."""
+    untold = SNAPSHOT.assignment.model_copy(
+        update={"members": tuple(m.model_copy(update={"partitions": None}) for m in SNAPSHOT.assignment.members)}
+    )
+    snapshot = dataclasses.replace(SNAPSHOT, assignment=untold)
+    summary = summary_of(snapshot, skew=None)
+    detail = group_detail(summary, snapshot, LagUnit.MESSAGES, None, [], {})
+    assert [(m.member_id, m.partitions, m.offset_lag, m.lag, m.time_lag) for m in detail.members] == [
+        ("a", None, None, None, None),
+        ("b", None, None, None, None),
+    ]
+    assert all(m.drain.state is DrainState.UNKNOWN for m in detail.members)
+    assert detail.unassigned is not None
+    assert [p.partition for p in detail.unassigned.partitions or ()] == [0, 1, 2, 3]
+    assert detail.unassigned.offset_lag is None  # partition 3 has no commit: unknown, as anywhere
+    assert [(p.partition, p.member_id, p.offset_lag) for p in detail.partitions] == [
+        (0, None, 1000),
+        (1, None, 500),
+        (2, None, 0),
+        (3, None, None),
+    ]
+    assert (summary.state, summary.members, summary.total_lag) == ("Stable", 2, 1500)
 
 
 def test_the_detail_shows_each_members_lag_now_and_under_the_recommendation() -> None:

@@ -271,7 +271,11 @@ def test_a_malformed_blob_is_reported_once_and_its_member_kept_without_it() -> N
     assert all(isinstance(m, MalformedMetadata) and "byte" in m.error for m in malformed)
     assigned = events[0]
     assert isinstance(assigned, GroupAssigned)
-    assert [(m.member_id, m.topics, m.partitions) for m in assigned.members][1] == ("billing-2-c", (), ())
+    # Its assignment is unknown (None), not empty: it must not read as a member holding nothing.
+    assert [(m.member_id, m.topics, m.partitions) for m in assigned.members] == [
+        ("billing-0-a", (TOPIC,), tuple(PartitionRef(topic=TOPIC, partition=p) for p in (0, 1))),
+        ("billing-2-c", (), None),
+    ]
     assert poll(view, answers({"billing": group}, {})) == (view, [], [], [])
 
 
@@ -394,14 +398,15 @@ def test_a_committed_offset_that_breaks_a_rule_is_skipped_and_the_last_one_stand
     assert next_view == view
 
 
-def test_members_without_blobs_are_kept_without_topics_or_partitions() -> None:
-    """What Tansu's DescribeGroups answers: member ids, and no client id, host or blobs."""
+def test_members_without_blobs_are_kept_without_topics_and_with_partitions_unknown() -> None:
+    """What Tansu's DescribeGroups answers: member ids, and no client id, host or blobs. The member's
+    partitions are unknown (None), not none: it is not shown holding nothing."""
     bare = described("billing", [DescribedMember("billing-0-a", "", "", b"", b"")], protocol="")
     assigned, malformed = group_assigned(bare)
     assert not malformed
     assert assigned.protocol is None
     assert [(m.member_id, m.client_id, m.topics, m.partitions) for m in assigned.members] == [
-        ("billing-0-a", "", (), ())
+        ("billing-0-a", "", (), None)
     ]
 
 

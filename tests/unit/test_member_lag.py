@@ -113,6 +113,30 @@ def test_a_group_without_members_has_its_lag_on_the_unknown_member_and_no_skew()
         assert current_skew(group, LagUnit.MESSAGES, SkewMetric.GINI) is None
 
 
+def test_a_member_whose_assignment_is_unknown_has_unknown_lag_and_its_partitions_are_the_unknown_members() -> None:
+    """Tansu's DescribeGroups names the members but not their assignments: neither member may read as
+    holding nothing with lag 0; every partition's lag is on the row of no member, and the skew is unknown."""
+    unknown = [m.model_copy(update={"partitions": None}) for m in (member("a"), member("b"))]
+    group = snapshot(unknown, [figures(0, 4, 1.0), figures(1, 6, 2.0)], {"t": 2})
+    rows, rest = member_lags(group)
+    assert [(r.member_id, r.partitions, r.offset_lag, r.time_lag, r.assigned) for r in rows] == [
+        ("a", None, None, None, True),
+        ("b", None, None, None, True),
+    ]
+    assert rest is not None and (rest.partitions, rest.offset_lag, rest.time_lag) == (
+        (TopicPartition("t", 0), TopicPartition("t", 1)),
+        10,
+        3.0,
+    )
+    assert current_skew(group, LagUnit.MESSAGES, SkewMetric.PEAK_TO_MEAN) is None
+    # One member known, one not: the known one's lag stands, the skew is still unknown.
+    mixed = snapshot([member("a", 0), unknown[1]], [figures(0, 4, 1.0), figures(1, 6, 2.0)], {"t": 2})
+    rows, rest = member_lags(mixed)
+    assert [(r.member_id, r.offset_lag) for r in rows] == [("a", 4), ("b", None)]
+    assert rest is not None and rest.partitions == (TopicPartition("t", 1),)
+    assert current_skew(mixed, LagUnit.MESSAGES, SkewMetric.PEAK_TO_MEAN) is None
+
+
 @st.composite
 def _groups(draw: st.DrawFn) -> GroupSnapshot:
     """Members listing partitions of two topics (some twice, some beyond a topic's count, some of a topic of
@@ -127,7 +151,10 @@ def _groups(draw: st.DrawFn) -> GroupSnapshot:
             client_id="c",
             client_host="/h",
             topics=("t",),
-            partitions=tuple(PartitionRef(topic=t, partition=p) for t, p in draw(st.lists(refs, max_size=5))),
+            partitions=draw(
+                st.none()
+                | st.lists(refs, max_size=5).map(lambda ps: tuple(PartitionRef(topic=t, partition=p) for t, p in ps))
+            ),
         )
         for _ in range(draw(st.integers(0, 3)))
     ]

@@ -764,7 +764,8 @@
           const [name, now, rec] = div.children;
           setText(name.children[0], m.member_id);
           const unmeasured = m.partitions_unknown ? ` (${INTEGER.format(m.partitions_unknown)} not measured)` : "";
-          const held = `${plural(m.partitions.length, "partition")}${unmeasured}`;
+          // A member whose assignment the cluster did not say holds partitions kagent does not know.
+          const held = m.partitions === null ? "partitions unknown" : `${plural(m.partitions.length, "partition")}${unmeasured}`;
           if (m.unassigned) {
             setText(name.children[1], `no member holds these ${held}`);
           } else {
