@@ -161,10 +161,12 @@ class _KafkaPython:
         self._consumer.pause(self._kafka.TopicPartition(tp.topic, tp.partition))
 
     def state(self, committed: dict[TopicPartition, int]) -> MemberState:
-        group = self._consumer.group_metadata()
+        # kafka-python 2.x (pinned: kagent's kafka-python assignor is for it) has no group_metadata(); its
+        # coordinator says the generation and member id it holds, None while it is joining.
+        group = self._consumer._coordinator.generation_if_stable()
         held = frozenset(TopicPartition(tp.topic, tp.partition) for tp in self._consumer.assignment())
-        member_id = group.member_id or None
-        generation = group.generation_id if group.generation_id >= 0 else None
+        member_id = (group.member_id or None) if group is not None else None
+        generation = group.generation_id if group is not None and group.generation_id >= 0 else None
         return MemberState(member_id, generation, held, dict(committed))
 
     def close(self) -> None:
