@@ -23,17 +23,18 @@ what these tests assert of each side:
   as the test computes) on the unknown member. A member leaving and another
   joining shows as the new set of members (DescribeGroups says no generation).
 - **The clients' own bytes, taken on the wire.** A recording relay in front of
-  the broker (:mod:`tests.support.group_wire`) keeps each JoinGroup and
+  the broker (:mod:`tests.support.wire_capture`) keeps each JoinGroup and
   SyncGroup. Their subscription and assignment blobs decode through kagent's
   codec to exactly what each client reports holding; the DescribeGroups answer
   a Kafka broker would give with them decodes through the ``admin-api``
   source's own function to the same; and the ``GroupMetadataValue`` record a
-  coordinator writes for that generation (encoded here from Kafka's schema,
-  the blobs as sent) goes to ``__consumer_offsets`` with the group's commits,
-  where a second real worker (source ``offsets-topic``) shows the group's
-  generation, assignor, member ids, client ids, hosts, each member's
-  partitions and lag, and a rebalance recommendation whose moves take real
-  partitions from the member that fell behind to the other.
+  coordinator writes for that generation (encoded from Kafka's schema with
+  aiokafka's types, not kagent's codec, the blobs as sent) goes to
+  ``__consumer_offsets`` with the group's commits, where a second real worker
+  (source ``offsets-topic``) shows the group's generation, assignor, member
+  ids, client ids, hosts, each member's partitions and lag, and a rebalance
+  recommendation whose moves take real partitions from the member that fell
+  behind to the other.
 
 Both workers and the broker are shared by the module's cases.
 """
@@ -54,7 +55,7 @@ from kagent.core.consumer_offsets import GroupMetadata, decode, decode_assignmen
 from kagent.core.events import GroupAssigned
 from kagent.core.group_polling import DescribedGroup, DescribedMember, group_assigned
 from kagent.core.ingest import checked_events
-from kagent.tools.embedded import EmbeddedBroker, free_port
+from kagent.tools.embedded import EmbeddedBroker
 from tests.support.client_members import ClientMember, MemberState
 from tests.support.coordinator import (
     OFFSETS_TOPIC,
@@ -64,9 +65,9 @@ from tests.support.coordinator import (
     produce,
     publish,
 )
-from tests.support.group_wire import Generation, RecordingRelay, generations, group_metadata_message
 from tests.support.waiting import wait_until
 from tests.support.web import get_json
+from tests.support.wire_capture import CapturedGeneration, WireRecorder, generations, recorded_broker
 from tests.support.worker import FAST, Worker, running_workers
 
 pytestmark = pytest.mark.integration
@@ -91,7 +92,7 @@ class Cluster:
 
     broker: EmbeddedBroker
     bootstrap: str
-    relay: RecordingRelay
+    relay: WireRecorder
     admin: Worker
     """Source ``admin-api``: what a user of a cluster without ``__consumer_offsets`` access runs."""
     offsets: Worker
@@ -101,21 +102,16 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     directory: Path = tmp_path_factory.mktemp("interop")
-    port = free_port()
-    with EmbeddedBroker(advertised=f"127.0.0.1:{port}", log_dir=directory) as broker:
-        relay = RecordingRelay(port, broker.port).start()
-        try:
-            asyncio.run(broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS}))
-            bootstrap = f"127.0.0.1:{port}"
-            with running_workers(bootstrap, directory) as start:
-                admin = start("interop-admin", **FAST, source="admin-api")
-                offsets = start("interop-offsets", **FAST, min_total_lag="10")
-                admin.wait_ready()
-                offsets.wait_ready()
-                yield Cluster(broker, bootstrap, relay, admin, offsets)
-                assert relay.unread() == []
-        finally:
-            relay.stop()
+    with recorded_broker(directory) as (broker, relay):
+        asyncio.run(broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS}))
+        bootstrap = relay.bootstrap_servers
+        with running_workers(bootstrap, directory) as start:
+            admin = start("interop-admin", **FAST, source="admin-api")
+            offsets = start("interop-offsets", **FAST, min_total_lag="10")
+            admin.wait_ready()
+            offsets.wait_ready()
+            yield Cluster(broker, bootstrap, relay, admin, offsets)
+            relay.exchanges()  # raises if the relay could not decode a group request or answer
 
 
 def members_of(
@@ -158,16 +154,16 @@ def api(worker: Worker, path: str, predicate: Callable[[Any], bool], timeout: fl
     )
 
 
-def last_generation(relay: RecordingRelay, group: str, clients: dict[str, MemberState]) -> Generation:
+def last_generation(relay: WireRecorder, group: str, clients: dict[str, MemberState]) -> CapturedGeneration:
     """The latest generation of ``group`` on the wire, once it is the one ``clients`` (by member id) hold.
 
-    The relay records an exchange as its answer passes, so a member can hold its partitions a moment
-    before the leader's SyncGroup answer is through; and a cooperative rebalance has a first generation of
+    A member can hold its partitions a moment before the leader's SyncGroup answer is through the relay
+    (the generation is complete only then); and a cooperative rebalance has a first generation of
     the same members in which the newcomer holds nothing: hence the wait for what the clients hold.
     """
 
-    def settled() -> Generation | None:
-        seen = generations(relay.exchanges(), group)
+    def settled() -> CapturedGeneration | None:
+        seen = generations(relay.exchanges(group=group), group)
         if not seen or {m.member_id for m in seen[-1].members} != set(clients):
             return None
         holds = {m.member_id: set(decode_assignment(m.assignment).partitions) for m in seen[-1].members}
@@ -185,7 +181,7 @@ def refs(partitions: Any) -> list[tuple[str, int]]:
 
 
 def the_decoded_group_is_what_the_clients_hold(
-    generation: Generation, clients: dict[str, MemberState], topic: str
+    generation: CapturedGeneration, clients: dict[str, MemberState], topic: str
 ) -> OffsetsTopicMessage:
     """The wire's blobs decode through kagent's codec, the ``admin-api`` source's decoding and the
     coordinator record's, each to what the clients hold; returns that record's ``__consumer_offsets`` message."""
@@ -208,9 +204,9 @@ def the_decoded_group_is_what_the_clients_hold(
     described_assignment, malformed = group_assigned(described)
     assert malformed == []
     # As a coordinator writes them to __consumer_offsets, through the offsets-topic source's decoding.
-    message = group_metadata_message(generation, int(time.time() * 1000))
+    message = generation.message(int(time.time() * 1000))
     record = decode(message.key, message.value)
-    assert isinstance(record, GroupMetadata) and record.generation == generation.generation_id
+    assert isinstance(record, GroupMetadata) and record.generation == generation.generation
     (event,) = checked_events(record)
     assert isinstance(event, GroupAssigned)
     for assigned in (described_assignment, event):
@@ -266,13 +262,13 @@ def test_a_real_group_is_watched_and_decoded_from_its_own_bytes(
         # The clients' own bytes, from the wire: decoded, and written as a coordinator writes them.
         generation = last_generation(cluster.relay, group, clients)
         if client == "kafka-python":
-            assert {state.generation for state in now} == {generation.generation_id}
+            assert {state.generation for state in now} == {generation.generation}
         message = the_decoded_group_is_what_the_clients_hold(generation, clients, topic)
         commits = [offset_commit(group, topic, p, offset) for p, offset in sorted(committed.items())]
         asyncio.run(publish(cluster.bootstrap, [message, *commits], by_group=True))
 
         def recommended(body: dict[str, Any]) -> bool:
-            return body["summary"]["generation"] == generation.generation_id and body["recommendation"] is not None
+            return body["summary"]["generation"] == generation.generation and body["recommendation"] is not None
 
         shown = api(cluster.offsets, f"api/groups/{group}", recommended, 60, f"{group}'s recommendation")
         summary = shown["summary"]
@@ -352,12 +348,12 @@ def test_a_member_leaving_and_another_joining_show_as_the_new_generation(
 
         clients = {str(state.member_id): state for state in after}
         generation = last_generation(cluster.relay, group, clients)
-        assert generation.generation_id > before.generation_id
+        assert generation.generation > before.generation
         if client == "kafka-python":
-            assert {state.generation for state in after} == {generation.generation_id}
-        seen = generations(cluster.relay.exchanges(), group)
-        ids = [g.generation_id for g in seen]
-        assert ids == sorted(set(ids))  # one completed generation each, in order
+            assert {state.generation for state in after} == {generation.generation}
+        seen = generations(cluster.relay.exchanges(group=group), group)
+        ids = [g.generation for g in seen]
+        assert before.generation in ids and ids[-1] == generation.generation  # every one completed, in order
         the_decoded_group_is_what_the_clients_hold(generation, clients, topic)
         if strategy == "cooperative-sticky":
             # The member that stayed says in its subscription what it owned before the last rebalance.
@@ -370,17 +366,13 @@ def test_a_member_leaving_and_another_joining_show_as_the_new_generation(
                 for tp in decode_assignment(member.assignment).partitions
             }
             assert owned is not None and set(owned) == previous
-        asyncio.run(
-            publish(
-                cluster.bootstrap, [group_metadata_message(g, int(time.time() * 1000)) for g in seen], by_group=True
-            )
-        )
+        asyncio.run(publish(cluster.bootstrap, [g.message(int(time.time() * 1000)) for g in seen], by_group=True))
         shown = api(
             cluster.offsets,
             f"api/groups/{group}",
-            lambda body: body["summary"]["generation"] == generation.generation_id,
+            lambda body: body["summary"]["generation"] == generation.generation,
             60,
-            f"generation {generation.generation_id} of {group} on the offsets-topic worker",
+            f"generation {generation.generation} of {group} on the offsets-topic worker",
         )
         assert {m["member_id"]: refs(m["partitions"]) for m in shown["members"]} == {
             member_id: held(state) for member_id, state in clients.items()

@@ -10,10 +10,23 @@ it (the client id of its header, the address it came from) and the fields of
 both, decoded with aiokafka's protocol types (the flexible versions, which
 aiokafka does not speak, declared here from Kafka's JoinGroup and SyncGroup
 JSON message definitions). From them :func:`generation` pieces together what
-a group coordinator stores for a completed generation: each member's
-subscription as it sent it in the JoinGroup that made it a member, and its
-assignment as the leader sent it in SyncGroup; :meth:`CapturedGeneration.record`
-is the ``__consumer_offsets`` record a coordinator writes of it.
+a group coordinator stores for a completed generation (:func:`generations`,
+every one of a group): each member's subscription as it sent it in the
+JoinGroup that made it a member, its assignment as the leader sent it in
+SyncGroup, and what its own SyncGroup answer gave it.
+
+A generation becomes the ``__consumer_offsets`` record a coordinator writes of
+it in two ways, for two kinds of test:
+
+- :meth:`CapturedGeneration.record` is kagent's :class:`GroupMetadata`, each
+  member's blobs decoded by kagent's codec: for tests that check the codec on
+  a client's bytes (its encoder must write them back byte for byte).
+- :meth:`CapturedGeneration.message` is the message's bytes, encoded here from
+  Kafka's ``GroupMetadataKey`` and ``GroupMetadataValue`` v3 with aiokafka's
+  protocol types and never through kagent's codec, the blobs in it exactly as
+  the clients sent them: for tests whose worker must read what a coordinator
+  would write, so that a fault of kagent's encoder cannot hide one of its
+  decoder.
 
 The broker advertises the relay's address, so every connection a client makes
 after bootstrap goes through it too. The relay runs on a thread and event loop
@@ -26,6 +39,7 @@ Use::
         ...  # clients on relay.bootstrap_servers
         captured = generation(relay.exchanges(group="my-group"), "my-group")
         captured.members[0].subscription  # the bytes the client sent
+        every = generations(relay.exchanges(group="my-group"), "my-group")  # oldest first
         print("\n".join(map(str, relay.exchanges())))  # what was said, one line an exchange
 """
 
@@ -56,11 +70,13 @@ from aiokafka.protocol.group import (
 from aiokafka.protocol.types import (
     Array,
     Boolean,
+    Bytes,
     CompactArray,
     CompactBytes,
     CompactString,
     Int16,
     Int32,
+    Int64,
     Schema,
     String,
     TaggedFields,
@@ -68,6 +84,8 @@ from aiokafka.protocol.types import (
 
 from kagent.core.consumer_offsets import GroupMember, GroupMetadata, decode_assignment, decode_subscription
 from kagent.tools.embedded import EmbeddedBroker, free_port
+from kagent.tools.simulator.coordinator_records import OffsetsTopicMessage
+from kagent.tools.simulator.partitioners import OFFSETS_TOPIC_PARTITIONS, offsets_partition_for
 
 __all__ = [
     "JOIN_GROUP",
@@ -79,6 +97,7 @@ __all__ = [
     "decode_request",
     "decode_response",
     "generation",
+    "generations",
     "recorded_broker",
 ]
 
@@ -387,6 +406,35 @@ class CapturedMember:
     """Its metadata for the group's protocol, as it sent it in the JoinGroup that made it a member."""
     assignment: bytes
     """What the leader assigned it, as the leader sent it in SyncGroup."""
+    received: bytes | None
+    """What the answer to its own SyncGroup of the generation gave it (None if no answer without error was
+    captured, as for a member that left before it synced)."""
+
+
+_GROUP_METADATA_KEY = Schema(("version", Int16), ("group", String("utf-8")))
+"""Kafka's ``GroupMetadataKey``, behind its version (2: a group's metadata, the record's type)."""
+_GROUP_METADATA_VALUE_V3 = Schema(
+    ("version", Int16),
+    ("protocol_type", String("utf-8")),
+    ("generation", Int32),
+    ("protocol", String("utf-8")),
+    ("leader", String("utf-8")),
+    ("current_state_timestamp", Int64),
+    (
+        "members",
+        Array(
+            ("member_id", String("utf-8")),
+            ("group_instance_id", String("utf-8")),
+            ("client_id", String("utf-8")),
+            ("client_host", String("utf-8")),
+            ("rebalance_timeout", Int32),
+            ("session_timeout", Int32),
+            ("subscription", Bytes),
+            ("assignment", Bytes),
+        ),
+    ),
+)
+"""Kafka's ``GroupMetadataValue`` v3 (with static membership), behind its version, as coordinators write it."""
 
 
 @dataclass(frozen=True)
@@ -428,20 +476,66 @@ class CapturedGeneration:
             value_version=3,
         )
 
+    def message(self, state_timestamp_ms: int) -> OffsetsTopicMessage:
+        """The ``__consumer_offsets`` message a coordinator appends for this generation (``GroupMetadataKey``
+        and ``GroupMetadataValue`` v3), on the group's partition of a topic of Kafka's default partition
+        count: encoded with aiokafka's protocol types, not kagent's codec, each member's blobs exactly as its
+        client sent them (a rebalance timeout the JoinGroup version lacked is written as the session timeout,
+        as Kafka's coordinator does)."""
+        key = _GROUP_METADATA_KEY.encode((2, self.group))
+        value = _GROUP_METADATA_VALUE_V3.encode(
+            (
+                3,
+                self.protocol_type,
+                self.generation,
+                self.protocol,
+                self.leader,
+                state_timestamp_ms,
+                [
+                    (
+                        m.member_id,
+                        m.group_instance_id,
+                        m.client_id,
+                        m.client_host,
+                        m.session_timeout_ms if m.rebalance_timeout_ms is None else m.rebalance_timeout_ms,
+                        m.session_timeout_ms,
+                        m.subscription,
+                        m.assignment,
+                    )
+                    for m in self.members
+                ],
+            )
+        )
+        return OffsetsTopicMessage(offsets_partition_for(self.group, OFFSETS_TOPIC_PARTITIONS), key, value)
+
+
+def _answered_well(exchange: GroupExchange) -> bool:
+    return exchange.response is not None and not exchange.response["error_code"]
+
+
+def _leader_syncs(exchanges: Sequence[GroupExchange], group: str) -> list[GroupExchange]:
+    """The SyncGroups of ``group`` that carry assignments (a leader's), but for those answered with an error."""
+    return [
+        e
+        for e in exchanges
+        if e.api_key == SYNC_GROUP
+        and e.request["group"] == group
+        and e.request["group_assignment"]
+        and (e.response is None or not e.response["error_code"])
+    ]
+
 
 def generation(exchanges: Sequence[GroupExchange], group: str, generation_id: int | None = None) -> CapturedGeneration:
     """Generation ``generation_id`` of ``group`` (the last one a leader assigned, when None) as its coordinator
     stores it, from ``exchanges`` (:meth:`WireRecorder.exchanges`): the leader's SyncGroup of that generation
-    gives the members and their assignments; each member's JoinGroup answered with that generation (its
-    member id in the answer) gives its subscription for the protocol the answer names, its client id and host,
-    and its timeouts. Raises ``LookupError`` when the exchanges do not hold that generation whole."""
+    (not one answered with an error: the coordinator stored nothing of it) gives the members and their
+    assignments; each member's JoinGroup answered with that generation (its member id in the answer) gives its
+    subscription for the protocol the answer names, its client id and host, and its timeouts; its own
+    SyncGroup's answer what it was given. Raises ``LookupError`` when the exchanges do not hold that
+    generation whole."""
     ours = [e for e in exchanges if e.request["group"] == group]
     syncs = [
-        e
-        for e in ours
-        if e.api_key == SYNC_GROUP
-        and e.request["group_assignment"]
-        and (generation_id is None or e.request["generation_id"] == generation_id)
+        e for e in _leader_syncs(ours, group) if generation_id is None or e.request["generation_id"] == generation_id
     ]
     if not syncs:
         raise LookupError(f"no leader's SyncGroup of group {group!r} (generation {generation_id}) was captured")
@@ -452,8 +546,16 @@ def generation(exchanges: Sequence[GroupExchange], group: str, generation_id: in
         for e in ours
         if e.api_key == JOIN_GROUP
         and e.response is not None
-        and not e.response["error_code"]
+        and _answered_well(e)
         and e.response["generation_id"] == number
+    }
+    received = {
+        e.request["member_id"]: e.response.get("member_assignment")
+        for e in ours
+        if e.api_key == SYNC_GROUP
+        and e.response is not None
+        and _answered_well(e)
+        and e.request["generation_id"] == number
     }
     members = []
     for assigned in leader.request["group_assignment"]:
@@ -472,6 +574,7 @@ def generation(exchanges: Sequence[GroupExchange], group: str, generation_id: in
                 rebalance_timeout_ms=join.request.get("rebalance_timeout"),
                 subscription=subscriptions[protocol],
                 assignment=assigned["member_metadata"],
+                received=received.get(assigned["member_id"]),
             )
         )
     first = joined[leader.request["member_id"]]
@@ -484,6 +587,13 @@ def generation(exchanges: Sequence[GroupExchange], group: str, generation_id: in
         leader=leader.request["member_id"],
         members=tuple(members),
     )
+
+
+def generations(exchanges: Sequence[GroupExchange], group: str) -> list[CapturedGeneration]:
+    """Every generation of ``group`` a coordinator completed (its leader's SyncGroup answered without error),
+    oldest first, each as :func:`generation` pieces it together (``LookupError`` likewise)."""
+    numbers = {e.request["generation_id"] for e in _leader_syncs(exchanges, group) if e.response is not None}
+    return [generation(exchanges, group, number) for number in sorted(numbers)]
 
 
 @contextlib.contextmanager

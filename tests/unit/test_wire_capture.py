@@ -2,8 +2,10 @@
 
 The flexible versions Java sends (JoinGroup v9, SyncGroup v5) are decoded from a real Java consumer's
 bytes in ``tests/integration/test_java_consumers.py``; here, the classic versions older clients speak
-(aiokafka and kafka-python, librdkafka up to JoinGroup v5 and SyncGroup v3), and how
-:func:`~tests.support.wire_capture.generation` pieces a generation together.
+(aiokafka and kafka-python, librdkafka up to JoinGroup v5 and SyncGroup v3), how
+:func:`~tests.support.wire_capture.generation` pieces a generation together (and
+:func:`~tests.support.wire_capture.generations` every completed one), and that the ``__consumer_offsets``
+message built of one with aiokafka's types decodes through kagent's codec to the record kagent builds of it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from aiokafka.protocol.group import (
 )
 from aiokafka.structs import TopicPartition
 
-from kagent.core.consumer_offsets import decode_assignment, decode_subscription
+from kagent.core.consumer_offsets import decode, decode_assignment, decode_subscription
+from kagent.tools.simulator.partitioners import offsets_partition_for
 from tests.support.wire_capture import (
     JOIN_GROUP,
     SYNC_GROUP,
@@ -26,6 +29,7 @@ from tests.support.wire_capture import (
     decode_request,
     decode_response,
     generation,
+    generations,
 )
 
 SUBSCRIPTION = ConsumerProtocolMemberMetadata(0, ["orders"], b"").encode()
@@ -80,10 +84,18 @@ def join(client_id: str, member_id: str, generation_id: int, error_code: int = 0
     return exchange(JOIN_GROUP, client_id, request, response | {"leader_id": "a-1", "member_id": member_id})
 
 
-def sync(client_id: str, member_id: str, generation_id: int, assignments: list[tuple[str, bytes]]) -> GroupExchange:
+def sync(
+    client_id: str,
+    member_id: str,
+    generation_id: int,
+    assignments: list[tuple[str, bytes]],
+    given: bytes | None = None,
+    error_code: int = 0,
+) -> GroupExchange:
     request = {"group": "g", "generation_id": generation_id, "member_id": member_id, "group_instance_id": None}
     assigned = [{"member_id": m, "member_metadata": blob} for m, blob in assignments]
-    return exchange(SYNC_GROUP, client_id, request | {"group_assignment": assigned}, {"error_code": 0})
+    answer = {"error_code": error_code, "member_assignment": given or b""}
+    return exchange(SYNC_GROUP, client_id, request | {"group_assignment": assigned}, answer)
 
 
 def test_a_generation_is_the_leaders_assignments_with_each_members_subscription_from_its_join() -> None:
@@ -110,3 +122,34 @@ def test_a_generation_is_the_leaders_assignments_with_each_members_subscription_
     assert decode_subscription(last.members[0].subscription).topics == ("orders",)
     record = last.record(1_000)
     assert (record.generation, record.protocol, record.members[0].client_id) == (2, "range", "b")
+
+
+def test_every_completed_generation_oldest_first_with_what_each_member_was_given() -> None:
+    exchanges = [
+        join("a", "a-1", 1),
+        join("b", "b-1", 1),
+        sync("b", "b-1", 1, [], given=ASSIGNMENT_A),  # the follower's sync, answered before the leader's
+        sync("a", "a-1", 1, [("a-1", ASSIGNMENT_B), ("b-1", ASSIGNMENT_A)], given=ASSIGNMENT_B),
+        join("a", "a-1", 2),
+        sync("a", "a-1", 2, [("a-1", ASSIGNMENT_A)], error_code=27),  # a rebalance began: not completed
+        join("a", "a-1", 3),
+        sync("a", "a-1", 3, [("a-1", ASSIGNMENT_A)], given=ASSIGNMENT_A),
+    ]
+    every = generations(exchanges, "g")
+    assert [g.generation for g in every] == [1, 3]
+    assert [(m.member_id, m.received) for m in every[0].members] == [("a-1", ASSIGNMENT_B), ("b-1", ASSIGNMENT_A)]
+    assert generation(exchanges, "g") == every[-1]
+    assert generations(exchanges, "other") == []
+
+
+def test_the_message_built_with_aiokafkas_types_decodes_to_the_record_kagent_builds() -> None:
+    exchanges = [
+        join("a", "a-1", 1),
+        join("b", "b-1", 1),
+        sync("a", "a-1", 1, [("a-1", ASSIGNMENT_B), ("b-1", ASSIGNMENT_A)]),
+    ]
+    captured = generation(exchanges, "g")
+    message = captured.message(1_000)
+    assert message.partition == offsets_partition_for("g")
+    assert SUBSCRIPTION in (message.value or b"") and ASSIGNMENT_A in (message.value or b"")  # the blobs as sent
+    assert decode(message.key, message.value) == captured.record(1_000)
