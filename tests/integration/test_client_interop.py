@@ -16,7 +16,7 @@ what these tests assert of each side:
   client and every request version (its storage layer answers so; measured
   with librdkafka 2.16 joining with JoinGroup v5 / SyncGroup v3, and with v0 /
   v0 under ``api.version.request=false`` and ``broker.version.fallback=0.9.0``,
-  kafka-python 3.0 with v7 / v5, and aiokafka with v5 / v3). So the
+  kafka-python 2.3 with v5 / v3 (3.0 with v7 / v5), and aiokafka with v5 / v3). So the
   worker shows the real member ids, each member's partitions and lag unknown
   (null, never "none" and 0), no skew and no recommendation, and every
   partition with its committed offset and its lag (end offset minus committed,
