@@ -38,7 +38,7 @@ from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.group_health import GroupStatus
 from kagent.core.member_lag import current_skew
 from kagent.core.policy import LagUnit, SkewMetric
-from kagent.core.recommendation import RecommendationKind, skew
+from kagent.core.recommendation import Recommendation, RecommendationKind, skew
 from kagent.core.remedies import Remedy, remedy_drain_text
 from kagent.core.snapshot import GroupSnapshot, PartitionLag
 from kagent.core.throughput import PartitionThroughput
@@ -433,23 +433,8 @@ def test_a_page_polls_only_while_visible(page: Page) -> None:
 
 def test_a_scale_recommendation_says_how_many_members_the_group_needs(page: Page) -> None:
     """A group no assignment of whose members keeps up: its page says the count instead of listing moves."""
-    state, recommendation, evaluation = None, None, None
-    for now in (0.0, 5.0, 10.0):
-        evaluation = evaluate(EVEN_SNAPSHOT, state, POLICY, now, every(EVEN_SNAPSHOT, (100.0, 50.0, True)))
-        state, recommendation = evaluation.state, evaluation.recommendation or recommendation
-    assert evaluation is not None and evaluation.proposal is not None and recommendation is not None
+    recommendation, summary = recommended(EVEN_SNAPSHOT, every(EVEN_SNAPSHOT, (100.0, 50.0, True)))
     assert recommendation.kind is RecommendationKind.SCALE
-    summary = summarize(
-        EVEN_SNAPSHOT,
-        status=GroupStatus.OK,
-        skew=evaluation.skew,
-        skew_metric=POLICY.skew_metric,
-        lag_unit=POLICY.lag_unit,
-        min_total_lag=POLICY.min_total_lag,
-        state=state,
-        incidents=(),
-        worker="http://stand-in",
-    )
     with StandInApi(
         groups=[summary], details={"g": group_detail(summary, EVEN_SNAPSHOT, POLICY.lag_unit, recommendation, (), {})}
     ) as api:
@@ -470,23 +455,8 @@ def test_a_hot_partition_recommendation_names_the_partition_its_rate_and_the_fas
     """A partition written faster than any member reads: its page says so, with the remedy, and moves nothing."""
     from tests.unit.test_hot_partition_evaluation import HOT_ALONE, HOT_ALONE_RATES
 
-    state, recommendation, evaluation = None, None, None
-    for now in (0.0, 5.0, 10.0):
-        evaluation = evaluate(HOT_ALONE, state, POLICY, now, HOT_ALONE_RATES)
-        state, recommendation = evaluation.state, evaluation.recommendation or recommendation
-    assert evaluation is not None and recommendation is not None
+    recommendation, summary = recommended(HOT_ALONE, HOT_ALONE_RATES)
     assert recommendation.kind is RecommendationKind.HOT_PARTITION
-    summary = summarize(
-        HOT_ALONE,
-        status=GroupStatus.OK,
-        skew=evaluation.skew,
-        skew_metric=POLICY.skew_metric,
-        lag_unit=POLICY.lag_unit,
-        min_total_lag=POLICY.min_total_lag,
-        state=state,
-        incidents=(),
-        worker="http://stand-in",
-    )
     detail = group_detail(summary, HOT_ALONE, POLICY.lag_unit, recommendation, (), HOT_ALONE_RATES)
     with StandInApi(groups=[summary], details={"g": detail}) as api:
         page.goto(api.url + "groups/g")
@@ -514,22 +484,8 @@ def test_a_rebalance_that_isolates_a_heavy_partition_names_it_its_rate_and_the_m
     partition it leaves alone, on which member, and why."""
     from tests.unit.test_heavy_partition_evaluation import CROWDED, CROWDED_RATES
 
-    state, recommendation, evaluation = None, None, None
-    for now in (0.0, 5.0, 10.0):
-        evaluation = evaluate(CROWDED, state, POLICY, now, CROWDED_RATES)
-        state, recommendation = evaluation.state, evaluation.recommendation or recommendation
-    assert evaluation is not None and recommendation is not None and recommendation.isolated is not None
-    summary = summarize(
-        CROWDED,
-        status=GroupStatus.OK,
-        skew=evaluation.skew,
-        skew_metric=POLICY.skew_metric,
-        lag_unit=POLICY.lag_unit,
-        min_total_lag=POLICY.min_total_lag,
-        state=state,
-        incidents=(),
-        worker="http://stand-in",
-    )
+    recommendation, summary = recommended(CROWDED, CROWDED_RATES)
+    assert recommendation.isolated is not None
     detail = group_detail(summary, CROWDED, POLICY.lag_unit, recommendation, (), CROWDED_RATES)
     with StandInApi(groups=[summary], details={"g": detail}) as api:
         page.goto(api.url + "groups/g")
@@ -551,23 +507,8 @@ def test_the_remedies_compared_say_what_each_option_gives_and_an_older_record_sa
     recommendation as a worker of an earlier version wrote it (no remedies) says so instead of an empty table."""
     from tests.unit.test_hot_partition_evaluation import HOT_AND_SKEW, HOT_AND_SKEW_RATES
 
-    state, recommendation, evaluation = None, None, None
-    for now in (0.0, 5.0, 10.0):
-        evaluation = evaluate(HOT_AND_SKEW, state, POLICY, now, HOT_AND_SKEW_RATES)
-        state, recommendation = evaluation.state, evaluation.recommendation or recommendation
-    assert evaluation is not None and recommendation is not None
+    recommendation, summary = recommended(HOT_AND_SKEW, HOT_AND_SKEW_RATES, GroupStatus.WARN)
     assert recommendation.kind is RecommendationKind.REBALANCE
-    summary = summarize(
-        HOT_AND_SKEW,
-        status=GroupStatus.WARN,
-        skew=evaluation.skew,
-        skew_metric=POLICY.skew_metric,
-        lag_unit=POLICY.lag_unit,
-        min_total_lag=POLICY.min_total_lag,
-        state=state,
-        incidents=(),
-        worker="http://stand-in",
-    )
     compared = group_detail(summary, HOT_AND_SKEW, POLICY.lag_unit, recommendation, (), HOT_AND_SKEW_RATES)
     older = recommendation.model_copy(update={"remedies": ()})
     before = group_detail(summary, HOT_AND_SKEW, POLICY.lag_unit, older, (), HOT_AND_SKEW_RATES)
@@ -590,6 +531,32 @@ def test_the_remedies_compared_say_what_each_option_gives_and_an_older_record_sa
         expect(page.get_by_test_id("no-remedies")).to_be_visible()
         expect(page.get_by_test_id("no-remedies")).to_contain_text("made before kagent compared remedies")
         expect(page.get_by_test_id("remedies-table")).to_be_hidden()
+
+
+def recommended(
+    snapshot: GroupSnapshot,
+    throughput: Mapping[TopicPartition, PartitionThroughput],
+    status: GroupStatus = GroupStatus.OK,
+) -> tuple[Recommendation, GroupSummary]:
+    """The recommendation three evaluations of ``snapshot`` 5 s apart make with each partition's rates
+    ``throughput`` (``POLICY`` holds for two), and the group's summary as the API answers it after the last."""
+    state, recommendation, evaluation = None, None, None
+    for now in (0.0, 5.0, 10.0):
+        evaluation = evaluate(snapshot, state, POLICY, now, throughput)
+        state, recommendation = evaluation.state, evaluation.recommendation or recommendation
+    assert evaluation is not None and recommendation is not None
+    summary = summarize(
+        snapshot,
+        status=status,
+        skew=evaluation.skew,
+        skew_metric=POLICY.skew_metric,
+        lag_unit=POLICY.lag_unit,
+        min_total_lag=POLICY.min_total_lag,
+        state=state,
+        incidents=(),
+        worker="http://stand-in",
+    )
+    return recommendation, summary
 
 
 def remedy_rows(page: Page) -> list[list[str]]:
