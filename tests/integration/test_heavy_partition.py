@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator import GroupSpec, MemberSpec, Scenario, TopicSpec, TrafficSpec, run_simulation
 from tests.support.waiting import wait_until_async
-from tests.support.web import get_answer
+from tests.support.web import group_page, group_recommendations
 from tests.support.worker import FAST, Worker
 
 pytestmark = pytest.mark.integration
@@ -73,23 +72,13 @@ def scenario() -> Scenario:
     )
 
 
-def recommendations(worker: Worker) -> list[dict[str, Any]]:
-    status, body = get_answer(worker.url + f"api/recommendations?group={quote(GROUP)}&limit=10")
-    return list(body["recommendations"]) if status == 200 else []
-
-
-def group_detail(worker: Worker) -> dict[str, Any] | None:
-    status, body = get_answer(worker.url + f"api/groups/{quote(GROUP, safe='')}")
-    return body if status == 200 else None
-
-
 def _isolating(rec: dict[str, Any]) -> bool:
     """A rebalance of the whole group (every member joined) that isolates a partition."""
     return rec.get("kind") == "rebalance" and rec.get("isolated") is not None and len(rec["members"]) == MEMBERS
 
 
 async def _isolating_recommendation(worker: Worker) -> dict[str, Any] | None:
-    found = await asyncio.to_thread(recommendations, worker)  # not blocking the simulated group's loop
+    found = await asyncio.to_thread(group_recommendations, worker.url, GROUP)  # not blocking the simulated group's loop
     return next((r for r in found if _isolating(r)), None)
 
 
@@ -111,9 +100,9 @@ async def test_a_heavy_partition_sharing_a_member_that_falls_behind_gets_a_rebal
             DEADLINE,
             "a rebalance that isolates a heavy partition",
             interval=0.5,
-            detail=lambda: f"recommendations: {recommendations(worker)}",
+            detail=lambda: f"recommendations: {group_recommendations(worker.url, GROUP)}",
         )
-        detail = await asyncio.to_thread(group_detail, worker)
+        detail = await asyncio.to_thread(group_page, worker.url, GROUP)
     finally:
         stop.set()
         await asyncio.wait_for(running, 60)

@@ -16,14 +16,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator import GroupSpec, MemberSpec, Scenario, TopicSpec, TrafficSpec, run_simulation
 from tests.support.waiting import wait_until_async
-from tests.support.web import get_answer
+from tests.support.web import group_page, group_recommendations
 from tests.support.worker import FAST, Worker
 
 pytestmark = pytest.mark.integration
@@ -65,16 +64,6 @@ def scenario() -> Scenario:
     )
 
 
-def recommendations(worker: Worker) -> list[dict[str, Any]]:
-    status, body = get_answer(worker.url + f"api/recommendations?group={quote(GROUP)}&limit=10")
-    return list(body["recommendations"]) if status == 200 else []
-
-
-def group_detail(worker: Worker) -> dict[str, Any] | None:
-    status, body = get_answer(worker.url + f"api/groups/{quote(GROUP, safe='')}")
-    return body if status == 200 else None
-
-
 HOT_FAMILIES = (
     "kagent_group_partition_hot",
     "kagent_group_partition_hot_production_rate",
@@ -91,7 +80,7 @@ def hot_series(worker: Worker) -> dict[str, float] | None:
 
 
 async def _hot_partition_recommendation(worker: Worker) -> dict[str, Any] | None:
-    found = await asyncio.to_thread(recommendations, worker)  # not blocking the simulated group's loop
+    found = await asyncio.to_thread(group_recommendations, worker.url, GROUP)  # not blocking the simulated group's loop
     return next((r for r in found if r.get("kind") == "hot-partition"), None)
 
 
@@ -109,9 +98,9 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
             DEADLINE,
             "a hot-partition recommendation",
             interval=0.5,
-            detail=lambda: f"recommendations: {recommendations(worker)}",
+            detail=lambda: f"recommendations: {group_recommendations(worker.url, GROUP)}",
         )
-        detail = await asyncio.to_thread(group_detail, worker)
+        detail = await asyncio.to_thread(group_page, worker.url, GROUP)
         # Prometheus' side: the worker exports the hot partition, its rate and the fastest member's.
         exported = await wait_until_async(
             lambda: asyncio.to_thread(hot_series, worker),
@@ -144,7 +133,7 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
     assert hot["window"] == RATE_WINDOW and "more partitions" in hot["remedy"]
     # It moves nothing, and no rebalance (nor scale) was recommended for the group.
     assert rec["moves"] == [] and all(m["recommended"] == m["current"] for m in rec["members"])
-    kinds = [r["kind"] for r in recommendations(worker)]
+    kinds = [r["kind"] for r in group_recommendations(worker.url, GROUP)]
     assert set(kinds) == {"hot-partition"}, kinds
     # The remedies compared: a rebalance leaves t-0's member falling behind, as the group does today; no
     # assignment helps, and that is what is chosen.

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 
@@ -31,7 +30,7 @@ from kagent.tools.simulator import (
     run_simulation,
 )
 from tests.support.waiting import wait_until_async
-from tests.support.web import get_answer
+from tests.support.web import group_page, group_recommendations
 from tests.support.worker import FAST, Worker
 
 pytestmark = pytest.mark.integration
@@ -108,16 +107,6 @@ async def simulating(broker: EmbeddedBroker, members: int, committed: Committed 
         await asyncio.wait_for(running, 60)
 
 
-def group_detail(worker: Worker) -> dict[str, Any] | None:
-    status, body = get_answer(worker.url + f"api/groups/{quote(GROUP, safe='')}")
-    return body if status == 200 else None
-
-
-def recommendations(worker: Worker) -> list[dict[str, Any]]:
-    status, body = get_answer(worker.url + f"api/recommendations?group={quote(GROUP)}&limit=5")
-    return list(body["recommendations"]) if status == 200 else []
-
-
 async def test_a_group_that_cannot_keep_up_is_told_how_many_members_and_that_many_keep_up(
     kafka_broker: EmbeddedBroker, offsets_topic: str, start_worker: Callable[..., Worker], drill_figures: Any
 ) -> None:
@@ -131,7 +120,7 @@ async def test_a_group_that_cannot_keep_up_is_told_how_many_members_and_that_man
             DEADLINE,
             "a scale recommendation for the slow group",
             interval=0.5,
-            detail=lambda: f"recommendations: {recommendations(worker)}",
+            detail=lambda: f"recommendations: {group_recommendations(worker.url, GROUP, limit=5)}",
         )
     evidence = scale["scale"]
     assert scale["kind"] == "scale" and scale["moves"] == []
@@ -169,7 +158,7 @@ async def test_a_group_that_cannot_keep_up_is_told_how_many_members_and_that_man
             DEADLINE,
             f"kagent to see the group with {needed} members",
             interval=0.5,
-            detail=lambda: f"group: {(group_detail(worker) or {}).get('summary')}",
+            detail=lambda: f"group: {(group_page(worker.url, GROUP) or {}).get('summary')}",
         )
         # Members that joined one by one rebalanced the group on the way: measure once it has settled.
         settled = time.monotonic() + SETTLE
@@ -193,13 +182,14 @@ async def test_a_group_that_cannot_keep_up_is_told_how_many_members_and_that_man
 
 
 async def _scale_recommendation(worker: Worker) -> dict[str, Any] | None:
-    found = await asyncio.to_thread(recommendations, worker)  # not blocking the simulated group's loop
+    # In a thread: not blocking the simulated group's loop.
+    found = await asyncio.to_thread(group_recommendations, worker.url, GROUP, limit=5)
     return next((r for r in found if r.get("kind") == "scale"), None)
 
 
 async def _with_members(worker: Worker, members: int) -> dict[str, Any] | None:
     """The group's summary once kagent has evaluated it with ``members`` members and lag figures."""
-    detail = await asyncio.to_thread(group_detail, worker)
+    detail = await asyncio.to_thread(group_page, worker.url, GROUP)
     summary = detail["summary"] if detail else None
     return summary if summary and summary["members"] == members and summary["total_lag"] is not None else None
 

@@ -8,10 +8,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from tests.support.waiting import wait_until_async
 
-__all__ = ["get_answer", "get_json", "wait_json"]
+__all__ = ["get_answer", "get_json", "group_page", "group_recommendations", "wait_json"]
 
 
 def get_json(url: str, timeout: float = 5.0) -> Any | None:
@@ -33,6 +34,19 @@ def get_answer(url: str, timeout: float = 5.0, headers: dict[str, str] | None = 
     except urllib.error.HTTPError as error:
         with error:
             return error.code, json.load(error)
+
+
+def group_page(base_url: str, group: str) -> dict[str, Any] | None:
+    """``GET /api/groups/{group}`` of the worker at ``base_url``: the group's page; None until it answers 200."""
+    status, body = get_answer(base_url + f"api/groups/{quote(group, safe='')}")
+    return body if status == 200 else None
+
+
+def group_recommendations(base_url: str, group: str, limit: int = 10) -> list[dict[str, Any]]:
+    """``GET /api/recommendations?group=``: ``group``'s latest ``limit`` recommendations, newest first; empty
+    until the worker answers 200."""
+    status, body = get_answer(base_url + f"api/recommendations?group={quote(group)}&limit={limit}")
+    return list(body["recommendations"]) if status == 200 else []
 
 
 async def wait_json(url: str, predicate: Callable[[Any], bool], timeout: float, what: str | None = None) -> Any:
