@@ -38,6 +38,9 @@ printed idle beside it). The scrapes:
   **prometheus_client** writing the same samples from its own families
   (``generate_latest``), the part of the old per-scrape cost that was
   formatting;
+- **the worker's memory**: its RSS before any full scrape and after them, and
+  the difference per group-partition: what it keeps between scrapes (the text
+  of the groups without lag, every group's labels);
 - **live, scraped by a real Prometheus**: ``--live-rounds`` commit rounds by
   every group, each member committing all its partitions every 5 s (the Java
   consumer's auto-commit pace, as ``bench_ingest.py``'s live line), with a
@@ -75,7 +78,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_hold import FIRST_OFFSETS, POOL, STEPS, TOPIC_RECORDS, produce_topic_records
+from bench_hold import FIRST_OFFSETS, POOL, STEPS, TOPIC_RECORDS, produce_topic_records, rss_kb
 from bench_ingest import COMMIT_INTERVAL, LIVE_SAMPLE, TOPIC_PARTITIONS, build_mix, publish_paced
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -330,6 +333,7 @@ async def main(
                 interval=0.5,
             )
 
+            unscraped_kb = rss_kb(worker)
             with HealthProbe(worker) as probe:
                 idle = idle_rate(worker)
                 idle_wait = probe.reset()
@@ -362,6 +366,12 @@ async def main(
                 )
                 polled = scrape(worker, probe, idle)
                 polled_again = scrape(worker, probe, idle)
+            scraped_kb = rss_kb(worker)
+            print(
+                f"worker RSS: {unscraped_kb / 1024:.0f} MB before any full scrape, {scraped_kb / 1024:.0f} MB after "
+                f"them: {(scraped_kb - unscraped_kb) * 1024 / mix.group_partitions:.0f} bytes a group-partition kept "
+                "for scrapes (the text of the groups without lag, every group's labels)"
+            )
             changed = sorted(moved, key=lambda one: one.cpu)[len(moved) // 2]._replace(body=None)  # the median
             samples = changed.samples
             per_sample = changed.cpu / samples * 1e6

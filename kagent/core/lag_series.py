@@ -3,7 +3,8 @@
 The worker keeps each group's series as rendered text, one piece per family,
 and a scrape joins the pieces family by family (:mod:`kagent.worker.lag_exporter`).
 This module is what renders them: :func:`render_group` from a group's plain
-figures (:class:`GroupLag`), :func:`render_partition_offsets` for the
+figures (:class:`GroupLag`) and its :class:`GroupLayout` (its labels, made once
+while its members and partitions stay the same), :func:`render_partition_offsets` for the
 per-partition log offsets the groups share. What it writes is what
 ``prometheus_client`` writes for the same samples (:mod:`kagent.core.exposition`).
 
@@ -78,7 +79,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
@@ -96,7 +97,8 @@ __all__ = [
     "NO_MEMBER",
     "Family",
     "GroupLag",
-    "LagOf",
+    "GroupLayout",
+    "LagsOf",
     "Level",
     "PartitionOffsets",
     "RenderedGroup",
@@ -230,9 +232,10 @@ def families_at(granularity: str | None) -> tuple[Family, ...]:
     return tuple(family for family in FAMILIES if family.level in kept)
 
 
-LagOf = Callable[[TopicPartition, int | None], tuple[int | None, float | None]]
-"""The offset lag and time lag (each None when not measured; the time lag 0 whenever the offset lag is)
-of a committed offset (None: none) on a partition, as of the figures' time."""
+LagsOf = Callable[[Sequence[TopicPartition], Sequence[int | None]], tuple[Sequence[int | None], Sequence[float | None]]]
+"""The offset lag and time lag of a group on each of some partitions, from its committed offset on each
+(None: none), as of the figures' time: two sequences in the partitions' order, each figure None when not
+measured (the time lag 0 whenever the offset lag is)."""
 
 
 class GroupLag(NamedTuple):
@@ -249,9 +252,13 @@ class GroupLag(NamedTuple):
     committed: Sequence[int | None]
     """The group's committed offset on each of :attr:`partitions`; None without one (no ``group_offset``
     series, and NaN lag while records wait)."""
-    lag_of: LagOf
-    """Its lag on a partition, from the committed offset: called once per partition per render (the
-    worker measures it then, kafka-lag-exporter's way: as of the latest poll)."""
+    lags: LagsOf
+    """Its lag on partitions, from the committed offsets: called once per render for all of
+    :attr:`partitions` (the worker measures it then, kafka-lag-exporter's way: as of the latest poll)."""
+    shape: Hashable = None
+    """The same for two figures of the group whose :attr:`members`, :attr:`partition_counts` and
+    :attr:`partitions` are the same (what its :class:`GroupLayout` is made of); None: not known to be
+    the same as any other (a layout is made for these figures alone)."""
 
 
 class PartitionOffsets(NamedTuple):
@@ -274,6 +281,112 @@ def _value(number: int) -> str:
     return f"{digits[0]}.{rest}e+{len(digits) - 1:02d}" if rest else f"{digits[0]}e+{len(digits) - 1:02d}"
 
 
+class GroupLayout:
+    """What a group's series are written with apart from its figures: the label sets of its
+    group-partition, member and group series, each partition's place in its topic, and how its
+    partitions add up per member (:class:`MemberTotals`). Made once (:meth:`of`) and used for every
+    render of the group's figures of the same :attr:`GroupLag.shape`, so a render only measures and
+    writes figures."""
+
+    __slots__ = (
+        "families",
+        "group_labels",
+        "labels",
+        "member_labels",
+        "partitions",
+        "rest_labels",
+        "shape",
+        "topics",
+        "totals",
+    )
+
+    def __init__(self, figures: GroupLag, cluster_name: str, families: Iterable[Family]) -> None:
+        """The layout of ``figures``' group for the ``families`` to export (those of :data:`GROUP_FAMILIES`,
+        in that order)."""
+        self.shape = figures.shape
+        self.families = tuple(families)
+        wanted = frozenset(family.name for family in self.families)
+        cluster = label_value(cluster_name)
+        quoted = label_value(figures.group)
+        self.group_labels = f'{{cluster_name="{cluster}",group="{quoted}"}} '
+        """The labels of the per-group series, braces and the space before the value included."""
+        self.partitions = tuple(figures.partitions)
+        self.totals = MemberTotals(figures.members, figures.partition_counts, self.partitions)
+        """The members' totals with nothing added (:meth:`MemberTotals.again` for each render)."""
+        self.member_labels = tuple(
+            _member_labels(cluster_name, figures.group, member.client_host, member.member_id, member.client_id)
+            for member in self.totals.members
+        )
+        """Each member's series' labels, in :attr:`MemberTotals.members`' order."""
+        self.rest_labels = _member_labels(cluster_name, figures.group, NO_MEMBER, NO_MEMBER, NO_MEMBER)
+        """The labels of the series of the partitions no member holds."""
+        self.topics: list[tuple[str, int, int]] = []
+        """Each topic read, with the range of :attr:`partitions` that are its partitions."""
+        for index, tp in enumerate(self.partitions):  # by topic, then partition
+            if not self.topics or self.topics[-1][0] != tp.topic:
+                self.topics.append((tp.topic, index, index + 1))
+            else:
+                self.topics[-1] = (tp.topic, self.topics[-1][1], index + 1)
+        self.labels: tuple[str, ...] | None = None
+        """Each partition's group-partition labels, braces and the space before the value included; None
+        when no group-partition family is exported."""
+        if wanted.isdisjoint((GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name)):
+            return
+        owners: dict[TopicPartition, str] = {}
+        for member in figures.members:
+            prefix = (
+                f'{{client_id="{label_value(member.client_id)}",cluster_name="{cluster}",'
+                f'consumer_id="{label_value(member.member_id)}",group="{quoted}",'
+                f'member_host="{label_value(member.client_host)}",partition="'
+            )
+            for tp in member.partitions or ():  # none known: its partitions are the unknown member's
+                owners.setdefault(tp, prefix)
+        unowned = (
+            f'{{client_id="{NO_MEMBER}",cluster_name="{cluster}",consumer_id="{NO_MEMBER}",group="{quoted}",'
+            f'member_host="{NO_MEMBER}",partition="'
+        )
+        labels = []
+        for topic, start, end in self.topics:
+            suffix = f'",topic="{label_value(topic)}"}} '
+            labels += [f"{owners.get(tp, unowned)}{tp.partition}{suffix}" for tp in self.partitions[start:end]]
+        self.labels = tuple(labels)
+
+    @classmethod
+    def of(
+        cls, figures: GroupLag, cluster_name: str, families: Iterable[Family], known: GroupLayout | None = None
+    ) -> GroupLayout:
+        """``known`` when it is the layout of figures of the same shape for the same families (not None);
+        a new one otherwise."""
+        if known is not None and figures.shape is not None and known.shape == figures.shape:
+            return known
+        return cls(figures, cluster_name, families)
+
+
+def _member_labels(cluster_name: str, group: str, host: str, member_id: str, client_id: str) -> str:
+    labels = labels_text(
+        (
+            ("cluster_name", cluster_name),
+            ("group", group),
+            ("member_host", host),
+            ("consumer_id", member_id),
+            ("client_id", client_id),
+        )
+    )
+    return f"{{{labels}}} "
+
+
+def _time_lag_text(offset_lag: int | None, time_lag: float | None) -> str:
+    """A partition's ``group_lag_seconds`` value: NaN when its offset lag is unknown, or when records wait
+    and their time lag is unknown; 0 when nothing waits."""
+    if offset_lag is None:
+        return "NaN"
+    if offset_lag == 0:
+        return "0.0"
+    if time_lag is None:
+        return "NaN"
+    return repr(time_lag) if time_lag < 1e6 else go_float(time_lag)
+
+
 class RenderedGroup(NamedTuple):
     """One group's series as text, and whether their figures age with time."""
 
@@ -283,109 +396,73 @@ class RenderedGroup(NamedTuple):
     """Whether a partition had lag: its time lag grows with each poll, so the text changes with it."""
 
 
-def render_group(
-    figures: GroupLag, cluster_name: str, families: Iterable[Family], unit: LagUnit, metric: SkewMetric
-) -> RenderedGroup:
-    """The text of ``figures``' samples in each of ``families`` (those of :data:`GROUP_FAMILIES` to
-    export, in that order), one piece per family (empty when it has none); the lines as
-    ``prometheus_client`` would write the same samples. ``unit`` and ``metric`` are the evaluation's
-    (the skew exported is the one it measures). Measures each partition's lag once
-    (:attr:`GroupLag.lag_of`), and adds up the members' as it goes (:class:`MemberTotals`)."""
-    wanted = frozenset(family.name for family in families)
-    group = figures.group
-    cluster = label_value(cluster_name)
-    quoted = label_value(group)
-    group_labels = f'{{cluster_name="{cluster}",group="{quoted}"}} '
-
-    offsets: list[str] = []
-    lags: list[str] = []
-    seconds: list[str] = []
-    topic_sums: dict[str, float] = {}
-    known = 0
-    max_lag = total_lag = 0
-    max_seconds = NAN
-    per_partition = GROUP_OFFSET.name in wanted or GROUP_LAG.name in wanted or GROUP_LAG_SECONDS.name in wanted
-    owners: dict[TopicPartition, str] = {}
-    for member in figures.members:
-        prefix = (
-            f'{{client_id="{label_value(member.client_id)}",cluster_name="{cluster}",'
-            f'consumer_id="{label_value(member.member_id)}",group="{quoted}",'
-            f'member_host="{label_value(member.client_host)}",partition="'
-        )
-        for tp in member.partitions or ():  # none known: its partitions are the unknown member's
-            owners.setdefault(tp, prefix)
-    unowned = (
-        f'{{client_id="{NO_MEMBER}",cluster_name="{cluster}",consumer_id="{NO_MEMBER}",group="{quoted}",'
-        f'member_host="{NO_MEMBER}",partition="'
-    )
+def render_group(figures: GroupLag, layout: GroupLayout, unit: LagUnit, metric: SkewMetric) -> RenderedGroup:
+    """The text of ``figures``' samples in each of ``layout``'s families, one piece per family (empty when
+    it has none), written with ``layout`` (made for figures of the same shape: :meth:`GroupLayout.of`);
+    the lines as ``prometheus_client`` would write the same samples. ``unit`` and ``metric`` are the
+    evaluation's (the skew exported is the one it measures). Measures the partitions' lag once
+    (:attr:`GroupLag.lags`), and adds up the members' (:class:`MemberTotals`)."""
+    labels = layout.labels
     offset_name, lag_name, seconds_name = GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name
-    totals = MemberTotals(figures.members, figures.partition_counts)
-    add_to_members, lag_of = totals.add, figures.lag_of
-    topic = suffix = ""
-    topic_total = NAN
-    for tp, committed in zip(figures.partitions, figures.committed, strict=True):  # by topic, then partition
-        offset_lag, time_lag = lag_of(tp, committed)
-        add_to_members(tp, offset_lag, time_lag)
-        if tp.topic != topic:
-            if topic:
-                topic_sums[topic] = topic_total
-            topic, topic_total = tp.topic, NAN
-            suffix = f'",topic="{label_value(topic)}"}} '
-        if offset_lag is None:
-            lag_text = seconds_text = "NaN"
-        else:
-            lag_text = f"{offset_lag}.0" if offset_lag < 1_000_000 else _value(offset_lag)
-            known += 1
-            total_lag += offset_lag
-            if offset_lag > max_lag:
-                max_lag = offset_lag
-            topic_total = offset_lag if topic_total != topic_total else topic_total + offset_lag
-            if offset_lag == 0:
-                seconds_text = "0.0"
-                if not max_seconds >= 0.0:
-                    max_seconds = 0.0
-            elif time_lag is None:
-                seconds_text = "NaN"
-            else:
-                seconds_text = repr(time_lag) if time_lag < 1e6 else go_float(time_lag)
-                if not max_seconds >= time_lag:
-                    max_seconds = time_lag
-        if per_partition:
-            labels = f"{owners.get(tp, unowned)}{tp.partition}{suffix}"
-            if committed is not None:
-                value = f"{committed}.0" if 0 <= committed < 1_000_000 else _value(committed)
-                offsets.append(f"{offset_name}{labels}{value}\n")
-            lags.append(f"{lag_name}{labels}{lag_text}\n")
-            seconds.append(f"{seconds_name}{labels}{seconds_text}\n")
-    if topic:
-        topic_sums[topic] = topic_total
+    partitions, committed_offsets = figures.partitions, figures.committed
+    offset_lags, time_lags = figures.lags(partitions, committed_offsets)
+    if not len(layout.partitions) == len(partitions) == len(committed_offsets) == len(offset_lags) == len(time_lags):
+        raise ValueError(
+            f"{len(partitions)} partitions ({len(layout.partitions)} laid out) but {len(committed_offsets)} "
+            f"committed offsets and {len(offset_lags)}, {len(time_lags)} lags"
+        )
+    totals = layout.totals.again()
+    totals.add_read(offset_lags, time_lags)
+    known = [lag for lag in offset_lags if lag is not None]
+    max_lag = max(known, default=0)
+    waited = [seconds for lag, seconds in zip(offset_lags, time_lags, strict=True) if lag and seconds is not None]
+    if 0 in offset_lags:  # caught up on a partition: nothing waits there
+        waited.append(0.0)
+    topic_sums: dict[str, float] = {}
+    for topic, start, end in layout.topics:
+        in_topic = [lag for lag in offset_lags[start:end] if lag is not None]
+        topic_sums[topic] = float(sum(in_topic)) if in_topic else NAN
+    offsets = lags = seconds = ""
+    if labels is not None:
+        lags = "".join(
+            [
+                f"{lag_name}{label}{'NaN' if lag is None else f'{lag}.0' if lag < 1_000_000 else _value(lag)}\n"
+                for label, lag in zip(labels, offset_lags, strict=True)
+            ]
+        )
+        seconds = "".join(
+            [
+                f"{seconds_name}{label}{_time_lag_text(lag, waiting)}\n"
+                for label, lag, waiting in zip(labels, offset_lags, time_lags, strict=True)
+            ]
+        )
+        offsets = "".join(
+            [
+                f"{offset_name}{label}{f'{committed}.0' if 0 <= committed < 1_000_000 else _value(committed)}\n"
+                for label, committed in zip(labels, committed_offsets, strict=True)
+                if committed is not None
+            ]
+        )
 
     rows, rest = totals.rows(partitions=False)
     member_lag: list[str] = []
     member_seconds: list[str] = []
-    for member_row in [*rows, *([rest] if rest is not None else [])]:
-        member_labels = labels_text(
-            (
-                ("cluster_name", cluster_name),
-                ("group", group),
-                ("member_host", member_row.client_host),
-                ("consumer_id", member_row.member_id),
-                ("client_id", member_row.client_id),
-            )
-        )
+    labelled = list(zip(rows, layout.member_labels, strict=True))
+    if rest is not None:
+        labelled.append((rest, layout.rest_labels))
+    for member_row, member_labels in labelled:
         if member_row.offset_lag is not None:
-            member_lag.append(f"{MEMBER_LAG.name}{{{member_labels}}} {_value(member_row.offset_lag)}\n")
+            member_lag.append(f"{MEMBER_LAG.name}{member_labels}{_value(member_row.offset_lag)}\n")
         if member_row.time_lag is not None:
-            member_seconds.append(f"{MEMBER_LAG_SECONDS.name}{{{member_labels}}} {go_float(member_row.time_lag)}\n")
+            member_seconds.append(f"{MEMBER_LAG_SECONDS.name}{member_labels}{go_float(member_row.time_lag)}\n")
     skew = skew_of(rows, unit, metric)
-
+    group_labels = layout.group_labels
     pieces: dict[str, str] = {
-        offset_name: "".join(offsets),
-        lag_name: "".join(lags),
-        seconds_name: "".join(seconds),
+        offset_name: offsets,
+        lag_name: lags,
+        seconds_name: seconds,
         TOPIC_SUM_LAG.name: "".join(
-            f'{TOPIC_SUM_LAG.name}{{cluster_name="{cluster}",group="{quoted}",topic="{label_value(topic)}"}} '
-            f"{go_float(float(total))}\n"
+            f'{TOPIC_SUM_LAG.name}{group_labels[:-2]},topic="{label_value(topic)}"}} {go_float(float(total))}\n'
             for topic, total in topic_sums.items()
         ),
         MEMBER_LAG.name: "".join(member_lag),
@@ -393,11 +470,12 @@ def render_group(
         GROUP_SKEW.name: "" if skew is None else f"{GROUP_SKEW.name}{group_labels}{go_float(skew)}\n",
         GROUP_MEMBERS.name: f"{GROUP_MEMBERS.name}{group_labels}{go_float(float(len(figures.members)))}\n",
     }
-    if figures.partitions:
+    if partitions:
+        max_seconds = max(waited, default=NAN)
         pieces[MAX_LAG.name] = f"{MAX_LAG.name}{group_labels}{_value(max_lag) if known else 'NaN'}\n"
         pieces[MAX_LAG_SECONDS.name] = f"{MAX_LAG_SECONDS.name}{group_labels}{go_float(max_seconds)}\n"
-        pieces[SUM_LAG.name] = f"{SUM_LAG.name}{group_labels}{_value(total_lag) if known else 'NaN'}\n"
-    return RenderedGroup(tuple(pieces.get(family.name, "").encode() for family in families), max_lag > 0)
+        pieces[SUM_LAG.name] = f"{SUM_LAG.name}{group_labels}{_value(sum(known)) if known else 'NaN'}\n"
+    return RenderedGroup(tuple(pieces.get(family.name, "").encode() for family in layout.families), max_lag > 0)
 
 
 def render_partition_offsets(cluster_name: str, offsets: Iterable[PartitionOffsets]) -> tuple[bytes, bytes]:

@@ -113,16 +113,31 @@ class MemberTotals:
     """Members' lag added up one partition at a time: :func:`member_lags_of`'s rules for a caller that goes
     over a group's partitions anyway (the metrics' render), so the sums cost no second pass.
 
-    :meth:`add` each partition the group reads once, then read :meth:`rows`. A member's partitions are those
-    it holds below their topic's count in ``counts`` (a partition listed twice counts twice); one whose
-    topic's count is unknown makes its lag unknown, and so does one of its partitions never added. The row
-    of no member adds up the partitions added that no member holds and that exist as far as known (not at
-    or above a known count).
+    :meth:`add` each partition the group reads once (or :meth:`add_read` them all, when they were given
+    at the start), then read :meth:`rows`. A member's partitions are those it holds below their topic's
+    count in ``counts`` (a partition listed twice counts twice); one whose topic's count is unknown makes
+    its lag unknown, and so does one of its partitions never added. The row of no member adds up the
+    partitions added that no member holds and that exist as far as known (not at or above a known count).
     """
 
-    __slots__ = ("_counts", "_expected", "_held", "_members", "_owners", "_rest", "_sums", "_uncounted")
+    __slots__ = (
+        "_counts",
+        "_expected",
+        "_held",
+        "_members",
+        "_owners",
+        "_read",
+        "_read_owners",
+        "_read_rest",
+        "_rest",
+        "_sums",
+        "_uncounted",
+    )
 
-    def __init__(self, members: Iterable[Member], counts: Mapping[str, int]) -> None:
+    def __init__(
+        self, members: Iterable[Member], counts: Mapping[str, int], read: Sequence[TopicPartition] = ()
+    ) -> None:
+        """Totals of ``members`` with nothing added; ``read``: the partitions :meth:`add_read` adds."""
         self._members = sorted(members, key=_member_id)
         self._counts = counts
         self._owners: dict[TopicPartition, list[int]] = {}
@@ -142,31 +157,71 @@ class MemberTotals:
         """Per member, then the row of no member: records, milliseconds, partitions unknown, whether a time
         lag is unknown, partitions added."""
         self._rest: list[TopicPartition] = []
+        self._read = tuple(read)
+        self._read_owners = [self._owners_of(tp) for tp in self._read]
+        """The rows each of :attr:`_read` adds to."""
+        self._read_rest = [tp for tp, owners in zip(self._read, self._read_owners, strict=True) if owners is _REST]
+
+    @property
+    def members(self) -> Sequence[Member]:
+        """The members, by member id: the order of :meth:`rows`."""
+        return self._members
+
+    def again(self) -> MemberTotals:
+        """Totals of the same members, counts and partitions read with nothing added: for adding up the
+        same group's partitions once more (each render of its series) without going over its assignment
+        again."""
+        again = MemberTotals.__new__(MemberTotals)
+        again._members, again._counts, again._owners = self._members, self._counts, self._owners
+        again._held, again._uncounted, again._expected = self._held, self._uncounted, self._expected
+        again._read, again._read_owners, again._read_rest = self._read, self._read_owners, self._read_rest
+        again._sums = [[0, 0, 0, False, 0] for _ in range(len(self._members) + 1)]
+        again._rest = []
+        return again
+
+    def _owners_of(self, tp: TopicPartition) -> Sequence[int]:
+        """The rows ``tp``'s figures add to: its members'; :data:`_REST` (the row of no member) for one no
+        member holds; none for one held beyond its topic's count or of a topic of unknown count, or one
+        beyond a known count."""
+        owners: Sequence[int] | None = self._owners.get(tp)
+        if owners is not None:
+            return owners
+        if tp in self._held:
+            return ()
+        count = self._counts.get(tp.topic)
+        return () if count is not None and tp.partition >= count else _REST
 
     def add(self, tp: TopicPartition, offset_lag: int | None, time_lag: float | None) -> None:
         """One partition the group reads, with its offset lag and time lag (None: unknown)."""
-        owners: Sequence[int] | None = self._owners.get(tp)
-        if owners is None:
-            if tp in self._held:
-                return  # held, but beyond its topic's count or of a topic of unknown count
-            count = self._counts.get(tp.topic)
-            if count is not None and tp.partition >= count:
-                return
+        owners = self._owners_of(tp)
+        if owners is _REST:
             self._rest.append(tp)
-            owners = _REST
+        self._add_to((owners,), (offset_lag,), (time_lag,))
+
+    def add_read(self, offset_lags: Sequence[int | None], time_lags: Sequence[float | None]) -> None:
+        """Each of the partitions read given when the totals were made, with its offset lag and time lag
+        (None: unknown), in that order: as :meth:`add` of each, in one call."""
+        self._rest += self._read_rest
+        self._add_to(self._read_owners, offset_lags, time_lags)
+
+    def _add_to(
+        self, owners: Sequence[Sequence[int]], offset_lags: Sequence[int | None], time_lags: Sequence[float | None]
+    ) -> None:
+        """Add the figures of each partition to the rows it adds to (``owners``, a sequence per partition)."""
         sums = self._sums
-        for index in owners:
-            total = sums[index]
-            total[4] += 1
-            if offset_lag is None:
-                total[2] += 1
-            else:
-                total[0] += offset_lag
-                if offset_lag:
-                    if time_lag is None:
-                        total[3] = True
-                    else:
-                        total[1] += round(time_lag * 1000)
+        for rows, offset_lag, time_lag in zip(owners, offset_lags, time_lags, strict=True):
+            for index in rows:
+                total = sums[index]
+                total[4] += 1
+                if offset_lag is None:
+                    total[2] += 1
+                else:
+                    total[0] += offset_lag
+                    if offset_lag:
+                        if time_lag is None:
+                            total[3] = True
+                        else:
+                            total[1] += round(time_lag * 1000)
 
     def rows(self, partitions: bool = True) -> tuple[list[MemberLag], MemberLag | None]:
         """Each member with its lag, by member id, and the row of no member (None without one); each row's

@@ -18,7 +18,7 @@ from json.encoder import encode_basestring as _json_string  # what json.dumps(..
 
 from aiokafka.partitioner import murmur2
 
-__all__ = ["group_of_partition_key", "partition_key", "partition_key_prefix", "partition_of_group"]
+__all__ = ["group_of_partition_key", "partition_key", "partition_of_group"]
 
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 """The standard library's parser of one JSON string (its C one where built), from just after the
@@ -42,12 +42,6 @@ def partition_key(group: str, topic: str, partition: int) -> str:
     Tables with one entry per group are keyed by the group itself.
     """
     return f"[{_json_string(group)},{_json_string(topic)},{int(partition)}]"
-
-
-def partition_key_prefix(group: str, topic: str) -> str:
-    """What every :func:`partition_key` of ``group`` on ``topic`` begins with: the key of partition ``p``
-    is this followed by ``f"{p}]"``."""
-    return f"[{_json_string(group)},{_json_string(topic)},"
 
 
 def group_of_partition_key(key: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from kagent.core.lag import partition_lag
@@ -26,6 +27,7 @@ __all__ = [
     "EndOffsetHistory",
     "EndOffsetPoint",
     "measured_lag",
+    "measured_lags",
     "partition_lag_values",
     "time_lag",
 ]
@@ -172,21 +174,40 @@ def measured_lag(
     committed: int | None, answered: Answered | None, now: float, stale_after: float
 ) -> tuple[int | None, float | None]:
     """The offset lag and time lag of a committed offset at ``now`` (each None when not measured), by
-    :func:`partition_lag_values`' rules, without the rest of its value: what the metrics read of every
-    group-partition at a scrape. ``answered``: None when the latest poll had no answer for the partition
-    (or none ever did)."""
-    if answered is None:
-        return None, None
-    log_start, log_end, polled_at, history = answered
-    if now - polled_at > stale_after:
-        return None, None
-    if committed is None:
-        return (0, 0.0) if log_end <= log_start else (None, None)
-    if committed >= log_end:
-        return 0, 0.0
-    if history is None:
-        return log_end - committed, None
-    return log_end - committed, time_lag(history, committed, now)
+    :func:`partition_lag_values`' rules, without the rest of its value (:func:`measured_lags` of one).
+    ``answered``: None when the latest poll had no answer for the partition (or none ever did)."""
+    offset_lags, time_lags = measured_lags((committed,), (answered,), now, stale_after)
+    return offset_lags[0], time_lags[0]
+
+
+def measured_lags(
+    committed: Sequence[int | None], answered: Sequence[Answered | None], now: float, stale_after: float
+) -> tuple[list[int | None], list[float | None]]:
+    """The offset lag and time lag at ``now`` (each None when not measured) of each committed offset of
+    ``committed`` (None: none) on the partition ``answered`` gives the offsets of, by
+    :func:`partition_lag_values`' rules: what the metrics read of every group-partition they render, a
+    group at a time. ``answered``: None for a partition the latest poll had no answer for (or none ever
+    did). Measured only from an answer no more than ``stale_after`` before ``now``; 0 (and a time lag
+    of 0) at or beyond the log end, or without a commit on an empty partition; unknown without a commit
+    while records wait; the time lag from the partition's end-offset history (:func:`time_lag`)."""
+    offset_lags: list[int | None] = []
+    time_lags: list[float | None] = []
+    for position, answer in zip(committed, answered, strict=True):
+        if answer is None:
+            offset_lags.append(None)
+            time_lags.append(None)
+            continue
+        log_start, log_end, polled_at, history = answer
+        if now - polled_at > stale_after or (position is None and log_end > log_start):
+            offset_lags.append(None)
+            time_lags.append(None)
+        elif position is None or position >= log_end:
+            offset_lags.append(0)
+            time_lags.append(0.0)
+        else:
+            offset_lags.append(log_end - position)
+            time_lags.append(None if history is None else time_lag(history, position, now))
+    return offset_lags, time_lags
 
 
 def partition_lag_values(

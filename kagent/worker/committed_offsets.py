@@ -18,7 +18,7 @@ timestamp) writes nothing, and one older than the stored commit is refused.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from aiokafka.structs import TopicPartition
@@ -26,7 +26,7 @@ from aiokafka.structs import TopicPartition
 from kagent.core import committed_offset
 from kagent.core.committed_offset import Applied, StoredCommit
 from kagent.core.group_health import CommitWindow
-from kagent.core.table_keys import partition_key, partition_key_prefix
+from kagent.core.table_keys import partition_key
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.group_index import PartitionIndex
 
@@ -115,19 +115,23 @@ class CommittedOffsets:
         raw = self._table.stored.get(partition_key(group, tp.topic, tp.partition))
         return committed_offset.offset_of(raw) if raw is not None else None
 
-    def offsets(self, group: str, partitions: Iterable[TopicPartition]) -> list[int | None]:
-        """The group's committed offset on each of ``partitions``, in order; None where none is stored.
-        One key prefix for the group and one per topic, not a whole key built per partition."""
-        stored = self._table.stored
-        topics: dict[str, str] = {}
-        found: list[int | None] = []
-        for tp in partitions:
-            head = topics.get(tp.topic)
-            if head is None:
-                head = topics[tp.topic] = partition_key_prefix(group, tp.topic)
-            raw = stored.get(f"{head}{tp.partition}]")
-            found.append(None if raw is None else committed_offset.offset_of(raw))
-        return found
+    def partitions_version(self, group: str) -> Hashable:
+        """The same for as long as which partitions ``group`` has committed offsets on stays the same;
+        None when that is not followed (no index kept: see the constructor)."""
+        return self._index.version(group) if self._index is not None else None
+
+    def entry_keys(self, group: str, partitions: Iterable[TopicPartition]) -> list[str | None]:
+        """The key of ``group``'s entry on each of ``partitions`` (the very strings the table holds), None
+        where it has none: to read its offsets again and again with :meth:`offsets_at` while the partitions
+        it has entries on stay the same (:meth:`partitions_version`)."""
+        keys = {tp: key for key, tp in self._indexed().keyed(group).items()}
+        return [keys.get(tp) for tp in partitions]
+
+    def offsets_at(self, keys: Iterable[str | None]) -> list[int | None]:
+        """The committed offset of each entry of ``keys`` (:meth:`entry_keys`), in order; None where there
+        is no key or no entry is stored."""
+        stored, offset_of = self._table.stored, committed_offset.offset_of
+        return [None if key is None or (raw := stored.get(key)) is None else offset_of(raw) for key in keys]
 
     def window(self, group: str, tp: TopicPartition) -> CommitWindow | None:
         """The group's commit window on ``tp``, at the configured capacity and distance; None when no

@@ -15,7 +15,7 @@ dropping the entries of partitions no longer active here.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, KeysView
+from collections.abc import Callable, Iterable, KeysView, Mapping
 from typing import Any
 
 from aiokafka.structs import TopicPartition
@@ -58,6 +58,8 @@ class PartitionIndex:
         self._groups: dict[str, dict[str, TopicPartition]] = {}
         self._groups_of: dict[TopicPartition, int] = {}
         """Partition -> how many groups have an entry on it."""
+        self._removals = 0
+        """Entries removed since the index was made (see :meth:`version`)."""
 
     def add(self, key: str) -> None:
         """An entry of ``key`` is in the table (again)."""
@@ -74,6 +76,7 @@ class PartitionIndex:
         group, _tp = self._parse(key)
         keys = self._groups.get(group)
         if keys is not None and (tp := keys.pop(key, None)) is not None:
+            self._removals += 1
             if not keys:
                 del self._groups[group]
             left = self._groups_of[tp] - 1
@@ -83,6 +86,7 @@ class PartitionIndex:
                 del self._groups_of[tp]
 
     def clear(self) -> None:
+        self._removals += 1
         self._groups.clear()
         self._groups_of.clear()
 
@@ -100,6 +104,16 @@ class PartitionIndex:
         """The partitions of ``group``'s entries (none when it has none)."""
         keys = self._groups.get(group)
         return keys.values() if keys is not None else ()
+
+    def keyed(self, group: str) -> Mapping[str, TopicPartition]:
+        """``group``'s entries' keys (the strings the table holds) -> the partition each names."""
+        return self._groups.get(group, {})
+
+    def version(self, group: str) -> tuple[int, int]:
+        """The same for as long as which partitions ``group`` has entries on stays the same: an entry
+        added to it makes it larger, and an entry removed from any group changes it."""
+        keys = self._groups.get(group)
+        return (len(keys) if keys is not None else 0), self._removals
 
     def all_partitions(self) -> KeysView[TopicPartition]:
         """Every partition some group has an entry on."""

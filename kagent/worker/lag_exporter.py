@@ -23,7 +23,13 @@ held group's series as rendered text, a piece per family, and a scrape:
    client between blocks (:meth:`LagExporter.exposition`): no whole body is
    ever held, and a slow scraper slows only its own scrape.
 
-What is kept between scrapes is the rendered text of the groups without lag
+Each group is rendered with its layout (:class:`~kagent.core.lag_series.GroupLayout`:
+its series' labels, each partition's owner), made when the group is first
+rendered and again only when its members, the partitions it reads or their
+topics' partition counts change (the figures' :attr:`~kagent.core.lag_series.GroupLag.shape`):
+a render then measures and writes figures, nothing else.
+
+What is kept between scrapes is every held group's layout, and the rendered text of the groups without lag
 (and, while partition series are exported, which partitions each reads): a
 caught-up or idle group's series stay the same until it commits another
 position or is rebalanced, and cost a scrape a join. A group with lag is
@@ -49,6 +55,7 @@ from kagent.core.lag_series import (
     GROUP_FAMILIES,
     LATEST_OFFSET,
     Family,
+    GroupLayout,
     families_at,
     render_group,
     render_partition_offsets,
@@ -107,6 +114,9 @@ class LagExporter:
         self._clock = clock
         self._slice = slice_seconds
         self._rendered: dict[str, _Rendered] = {}
+        self._layouts: dict[str, GroupLayout] = {}
+        """Group -> the layout its series were last rendered with (its labels: see
+        :class:`~kagent.core.lag_series.GroupLayout`), kept while its shape stays the same."""
         self._failing: set[str] = set()
         """Groups whose last rendering failed (logged once)."""
         self._listing_failed = False
@@ -181,9 +191,10 @@ class LagExporter:
                 log.exception("lag exporter: could not list the held groups; lag series left out (logged once)")
         else:
             self._listing_failed = False
-        if len(rendered) > len(held):  # groups no longer held
-            for group in [group for group in rendered if group not in held]:
-                del rendered[group]
+        for kept in (rendered, self._layouts):
+            if len(kept) > len(held):  # groups no longer held
+                for group in [group for group in kept if group not in held]:
+                    del kept[group]
         self._failing &= held
         return found, partitions
 
@@ -202,6 +213,7 @@ class LagExporter:
                     rendered[group] = known
         except Exception:  # one broken group must not break the scrape
             rendered.pop(group, None)
+            self._layouts.pop(group, None)
             if group not in self._failing:
                 self._failing.add(group)
                 log.exception("lag exporter: group %r left out of the scrape (logged once until it recovers)", group)
@@ -214,9 +226,13 @@ class LagExporter:
     def _render_group(self, group: str, version: Hashable, clock: LagClock) -> _Rendered | None:
         figures = self._reader.group_lag(group, clock)
         if figures is None:
+            self._layouts.pop(group, None)
             return None
         self.renders += 1
-        pieces, lagging = render_group(figures, self._cluster_name, self.group_families, self._unit, self._metric)
+        layout = self._layouts[group] = GroupLayout.of(
+            figures, self._cluster_name, self.group_families, self._layouts.get(group)
+        )
+        pieces, lagging = render_group(figures, layout, self._unit, self._metric)
         return _Rendered(
             version, clock.stale, lagging, list(pieces), tuple(figures.partitions) if self._offsets else ()
         )

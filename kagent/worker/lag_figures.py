@@ -32,7 +32,7 @@ partitions beyond a topic's partition count are forgotten.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
@@ -41,10 +41,10 @@ from aiokafka.structs import TopicPartition
 from kagent.core.assigned_json import AssignedJson
 from kagent.core.events import GroupAssigned
 from kagent.core.json_bytes import kept
-from kagent.core.lag_series import LagOf, PartitionOffsets
+from kagent.core.lag_series import LagsOf, PartitionOffsets
 from kagent.core.snapshot import LagFlag, PartitionLag
 from kagent.core.table_keys import partition_key
-from kagent.core.time_lag import Answered, EndOffsetHistory, measured_lag, partition_lag_values
+from kagent.core.time_lag import Answered, EndOffsetHistory, measured_lags, partition_lag_values
 from kagent.worker.changelog import ChangelogWriter, PublishedTable
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_index import interned
@@ -345,16 +345,18 @@ class LagFigures:
         values["flags"] = tuple(LagFlag(flag) for flag in values["flags"])
         return PartitionLag.model_construct(**values)  # computed here, not read: no validation (2 µs a partition)
 
-    def lag_of(self, at: float) -> LagOf:
-        """A group's offset lag and time lag on a partition from its committed offset, at ``at``, by
-        :meth:`partition_lag`'s rules (:func:`kagent.core.time_lag.measured_lag`) but as plain figures: what
+    def lags_at(self, at: float) -> LagsOf:
+        """A group's offset lag and time lag on partitions from its committed offsets, at ``at``, by
+        :meth:`partition_lag`'s rules (:func:`kagent.core.time_lag.measured_lags`) but as plain figures: what
         the metrics render, for every group-partition a scrape renders."""
         answered, stale_after = self._answered.get, self._stale_after
 
-        def lag(tp: TopicPartition, committed: int | None) -> tuple[int | None, float | None]:
-            return measured_lag(committed, answered(tp), at, stale_after)
+        def lags(
+            partitions: Sequence[TopicPartition], committed: Sequence[int | None]
+        ) -> tuple[list[int | None], list[float | None]]:
+            return measured_lags(committed, [answered(tp) for tp in partitions], at, stale_after)
 
-        return lag
+        return lags
 
     def fresh_offsets(self, partitions: Iterable[TopicPartition], at: float) -> list[PartitionOffsets]:
         """The log offsets of those of ``partitions`` whose latest poll answered, no more than

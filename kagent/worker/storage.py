@@ -41,6 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
+from typing import NamedTuple
 
 import faust
 import orjson
@@ -107,6 +108,24 @@ STOP_FLUSH_TIMEOUT = 5.0
 """Seconds the flush at stop may take before what is left is given up (a successor re-derives it)."""
 
 
+class _GroupShape(NamedTuple):
+    """A group's members, the partition counts of the topics it reads and the partitions it reads, as
+    :meth:`Storage.group_lag` gives them, and what they were made from: the same while the stored
+    assignment is the same object and neither the polls' answers nor the partitions the group committed
+    on changed."""
+
+    assignment: bytes | None
+    polled_version: int
+    committed_version: Hashable
+    serial: int
+    """Different for each shape made: the :attr:`GroupLag.shape` of the figures given with it."""
+    members: list[Member]
+    counts: dict[str, int]
+    read: list[TopicPartition]
+    keys: list[str | None]
+    """The key of the group's committed-offsets entry on each of :attr:`read` (None: none)."""
+
+
 class Storage(Stage, GroupStateReader):
     """Applies derived events and end offsets to the group state it owns, and answers reads of it."""
 
@@ -151,6 +170,10 @@ class Storage(Stage, GroupStateReader):
         """Groups changed since the last flush -> the weightiest change (notices go out after it)."""
         self._versions: dict[str, int] = {}
         """Group -> how many changes were noted of it (:meth:`lag_version`)."""
+        self._shapes: dict[str, _GroupShape] = {}
+        """Group -> its members, partition counts and partitions read as :meth:`group_lag` last gave them."""
+        self._shape_serial = 0
+        """Shapes made so far: each one's :attr:`GroupLag.shape`."""
         self._tasks: list[asyncio.Task[None]] = []
         self._app: faust.App | None = None
         self._applied = 0
@@ -503,6 +526,7 @@ class Storage(Stage, GroupStateReader):
             self._parsed = {group: self._parsed[group] for group in held if group in self._parsed}
             self._unassigned = {group: self._unassigned[group] for group in held if group in self._unassigned}
             self._versions = {group: self._versions[group] for group in held if group in self._versions}
+            self._shapes = {group: self._shapes[group] for group in held if group in self._shapes}
             groups = {group: reads for group in held if (reads := self._reads_or_commits(group)) is not None}
             self._lag.keep_only(groups)
             tracked = 0
@@ -621,9 +645,38 @@ class Storage(Stage, GroupStateReader):
 
     def group_lag(self, group: str, clock: LagClock) -> GroupLag | None:
         raw = self._assignments.get(group)
+        committed_version = self._committed.partitions_version(group)
+        polled_version = self._lag.polled_version
+        shape = self._shapes.get(group)
+        if (
+            shape is None
+            or shape.assignment is not raw
+            or shape.polled_version != polled_version
+            or shape.committed_version != committed_version
+            or committed_version is None
+        ):
+            shape = self._group_shape(group, raw, polled_version, committed_version)
+            if shape is None:
+                return None
+        return GroupLag(
+            group,
+            shape.members,
+            shape.counts,
+            shape.read,
+            self._committed.offsets_at(shape.keys),
+            self._lag.lags_at(clock.at),
+            shape.serial,
+        )
+
+    def _group_shape(
+        self, group: str, raw: bytes | None, polled_version: int, committed_version: Hashable
+    ) -> _GroupShape | None:
+        """What :meth:`group_lag` gives of ``group`` apart from its figures, made afresh and remembered
+        (while the group is held); None for a group with neither an assignment nor commits."""
         members: list[Member] = []
         if raw is None:
             if not any(True for _ in self._committed.partitions(group)):
+                self._shapes.pop(group, None)
                 return None
             counts, read = self._read_by(group, frozenset(), ())
         else:
@@ -637,7 +690,19 @@ class Storage(Stage, GroupStateReader):
                 )
                 start = end
             counts, read = self._read_by(group, reads.topics, reads.assigned)
-        return GroupLag(group, members, counts, read, self._committed.offsets(group, read), self._lag.lag_of(clock.at))
+        self._shape_serial += 1
+        shape = _GroupShape(
+            raw,
+            polled_version,
+            committed_version,
+            self._shape_serial,
+            members,
+            counts,
+            read,
+            self._committed.entry_keys(group, read),
+        )
+        self._shapes[group] = shape
+        return shape
 
     def partition_offsets(self, partitions: Iterable[TopicPartition], clock: LagClock) -> list[PartitionOffsets]:
         return self._lag.fresh_offsets(partitions, clock.at)

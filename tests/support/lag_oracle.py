@@ -46,10 +46,12 @@ def group_lag_of(snapshot: GroupSnapshot) -> GroupLag:
     snapshot's figures say."""
     partitions = sorted(snapshot.lag)
 
-    def lag_of(tp: TopicPartition, committed: int | None) -> tuple[int | None, float | None]:
-        figures = snapshot.lag[tp]
-        assert committed == figures.committed
-        return figures.offset_lag, figures.time_lag
+    def lags(
+        tps: Sequence[TopicPartition], committed: Sequence[int | None]
+    ) -> tuple[list[int | None], list[float | None]]:
+        figures = [snapshot.lag[tp] for tp in tps]
+        assert list(committed) == [one.committed for one in figures]
+        return [one.offset_lag for one in figures], [one.time_lag for one in figures]
 
     return GroupLag(
         snapshot.group,
@@ -57,7 +59,7 @@ def group_lag_of(snapshot: GroupSnapshot) -> GroupLag:
         dict(snapshot.partition_counts),
         partitions,
         [snapshot.lag[tp].committed for tp in partitions],
-        lag_of,
+        lags,
     )
 
 

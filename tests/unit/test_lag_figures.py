@@ -225,7 +225,7 @@ def test_assignments_share_one_topic_partition_object_per_partition() -> None:
 
 
 def test_the_plain_figures_are_the_models_for_every_kind_of_partition() -> None:
-    """``lag_of`` (what the metrics render) gives each partition's offset lag and time lag as ``partition_lag``
+    """``lags_at`` (what the metrics render) gives each partition's offset lag and time lag as ``partition_lag``
     (the API's and the evaluation's model) does at the same time: measured, caught up, without a commit,
     never polled, unanswered at the latest poll, stale."""
     committed: dict[str, bytes] = {}
@@ -248,12 +248,14 @@ def test_the_plain_figures_are_the_models_for_every_kind_of_partition() -> None:
 
     offsets = CommittedOffsets(SimpleNamespace(stored=committed), None, capacity=10, min_distance=1.0)  # type: ignore[arg-type]
     for at in (2 * INTERVAL, 2 * INTERVAL + 1, 2 * INTERVAL + 10 * INTERVAL):  # the last: everything stale
-        lag_of = made.lag_of(at)
-        plain = {tp: lag_of(tp, committed) for tp, committed in zip(tps, offsets.offsets("g", tps), strict=True)}
+        committed_offsets = offsets.offsets_at(offsets.entry_keys("g", tps))
+        lags, times = made.lags_at(at)(tps, committed_offsets)
         models = {tp: made.partition_lag("g", tp, at) for tp in tps}
-        assert plain == {tp: (m.offset_lag, m.time_lag) for tp, m in models.items()}, at
-        assert offsets.offsets("g", tps) == [m.committed for m in models.values()]
-    assert made.lag_of(2 * INTERVAL)(tps[0], 40) == (60, 30.0)  # extrapolated: 40 is below the history
+        assert dict(zip(tps, zip(lags, times, strict=True), strict=True)) == {
+            tp: (m.offset_lag, m.time_lag) for tp, m in models.items()
+        }, at
+        assert committed_offsets == [m.committed for m in models.values()]
+    assert made.lags_at(2 * INTERVAL)([tps[0]], [40]) == ([60], [30.0])  # extrapolated: 40 is below the history
 
 
 def test_a_partition_answered_again_or_no_longer_counts_as_moved() -> None:
