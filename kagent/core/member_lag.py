@@ -140,10 +140,12 @@ class MemberTotals:
         """Totals of ``members`` with nothing added; ``read``: the partitions :meth:`add_read` adds."""
         self._members = sorted(members, key=_member_id)
         self._counts = counts
-        self._owners: dict[TopicPartition, list[int]] = {}
+        self._owners: dict[TopicPartition, tuple[int, ...]] = {}
         self._held: set[TopicPartition] = set()
         self._uncounted = [0] * len(self._members)
         self._expected = [0] * len(self._members)
+        shared: dict[tuple[int, ...], tuple[int, ...]] = {}
+        """One tuple object per set of owners, however many partitions have it (a layout keeps these)."""
         for index, member in enumerate(self._members):
             for tp in member.partitions or ():
                 self._held.add(tp)
@@ -151,7 +153,8 @@ class MemberTotals:
                 if count is None:
                     self._uncounted[index] += 1
                 elif tp.partition < count:
-                    self._owners.setdefault(tp, []).append(index)
+                    owners = (*self._owners.get(tp, ()), index)
+                    self._owners[tp] = shared.setdefault(owners, owners)
                     self._expected[index] += 1
         self._sums = [[0, 0, 0, False, 0] for _ in range(len(self._members) + 1)]
         """Per member, then the row of no member: records, milliseconds, partitions unknown, whether a time
