@@ -43,11 +43,13 @@ from kagent.core.api_records import (
 from kagent.core.group_listing import (
     LISTING,
     ListedGroup,
+    Ranked,
     listed_from_answer,
-    listed_from_listing,
     listing_body,
+    merge_ranked,
     page_json,
-    page_listed,
+    ranked,
+    ranked_from_listing,
 )
 from kagent.core.member_lag import current_skew, member_lags
 from kagent.core.openapi import openapi_document
@@ -288,7 +290,7 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
                 if request.headers.get(FORWARDED) and LISTING in request.headers.get("Accept", ""):
                     return self.bytes(listing_body(groups, total), content_type=LISTING)
                 body = page_json(
-                    groups,
+                    [g.json for g in groups],
                     total=total,
                     offset=offset,
                     limit=limit,
@@ -304,23 +306,18 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
                 params["limit"] = str(wanted)
             own, total = api.local_groups(sort=sort, order=order, offset=0, limit=wanted, query=text)
             answers = await router.ask_others("/api/groups", params, accept=LISTING)
-            merged: dict[str, ListedGroup] = {g.group: g for g in own}
+            pages = [ranked(own, sort)]
             workers = [router.own_answer()]
             for answer in answers:
-                listed = _listed(answer)
-                if listed is None:
+                found = _ranked(answer, sort)
+                if found is None:
                     workers.append(_failed(answer))
                     continue
                 workers.append(answer.answer)
-                groups, their_total = listed
-                total += their_total
-                for entry in groups:
-                    seen = merged.get(entry.group)
-                    if seen is None or entry.evaluated_at > seen.evaluated_at:
-                        merged[entry.group] = entry
-            groups, _ = page_listed(merged.values(), sort=sort, order=order, offset=offset, limit=limit)
+                pages.append(found[0])
+                total += found[1]
             body = page_json(
-                groups,
+                merge_ranked(pages, sort=sort, order=order, offset=offset, limit=limit),
                 total=total,
                 offset=offset,
                 limit=limit,
@@ -429,15 +426,15 @@ def _parse(model: type[M], answer: Forwarded) -> M | None:
         return None
 
 
-def _listed(answer: Forwarded) -> tuple[list[ListedGroup], int] | None:
-    """Another worker's page of groups: a listing, or (from a worker of an earlier version) plain JSON,
-    its summaries checked for what a page reads of them, not validated again through the models; None
-    when it is neither."""
+def _ranked(answer: Forwarded, sort: GroupSort) -> tuple[Ranked, int] | None:
+    """Another worker's page of groups sorted by ``sort``, and its total: a listing, or (from a worker of
+    an earlier version) plain JSON, its summaries checked for what a page reads of them, not validated
+    again through the models; None when it is neither."""
     if answer.status != 200:
         return None
     if answer.content_type == LISTING:
         try:
-            return listed_from_listing(answer.body)
+            return ranked_from_listing(answer.body, sort)
         except ValueError:
             return None
     try:
@@ -445,7 +442,7 @@ def _listed(answer: Forwarded) -> tuple[list[ListedGroup], int] | None:
         total = page["total"]
         if not isinstance(total, int) or isinstance(total, bool) or not isinstance(page["groups"], list):
             return None
-        return [listed_from_answer(summary) for summary in page["groups"]], total
+        return ranked([listed_from_answer(summary) for summary in page["groups"]], sort), total
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
 

@@ -233,7 +233,7 @@ class EndOffsets(Stage):
     async def poll(self) -> None:
         """One round: ListOffsets for every partition the held groups read, handed to storage."""
         began = time.monotonic()
-        partitions = self._groups.partitions_read()
+        partitions = await self._groups.partitions_read()
         result = await self._list_offsets(partitions) if partitions else ListOffsetsResult({})
         if self._stopped:  # its client was closed under it: the answers say nothing of the cluster
             return

@@ -41,6 +41,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
@@ -50,7 +51,7 @@ from faust.types import TopicT
 
 from kagent.core.backoff import RetryPolicy, backoff_delay
 from kagent.core.consumer_offsets import compiled_decoders
-from kagent.core.ingest import ingest
+from kagent.core.ingest import Failure, ingest
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters
@@ -76,6 +77,13 @@ PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 """Bytes of one partition a fetch asks for, at most (aiokafka: 1 MiB): about 100,000 offset commits,
 so that one fetch can fill :data:`MAX_RECORDS` from one partition. The whole response stays within
 aiokafka's ``fetch_max_bytes`` (50 MiB)."""
+
+INGEST_CHUNK = 1_000
+"""Records decoded and sent between two yields to the event loop. Deriving and packing cost about 5 µs a
+record, so a fetch of thousands held the loop for tens of milliseconds, a backlog's 100,000 for half a
+second: the API's requests, the consumers' heartbeats and the other stages waited meanwhile (at 10,000
+groups under live commits, the longest waits of ``GET /api/groups``). A chunk's groups' events go out
+as records of their own, after the previous chunk's on the same partitions, so the order holds."""
 
 CAUGHT_UP_RECORDS = 10_000
 """Records of a partition the source may have left to read and still count as caught up."""
@@ -297,14 +305,20 @@ class OffsetsTopicSource(Stage):
         """Send the derived events (as record batches, each group's on its partition) and dead letters
         of ``records``; futures done when the broker has them."""
         self._metrics.records.labels("offsets-topic").inc(len(records))
-        result = ingest(records, self._skip)
-        pending = await send_derived_events(
-            self._app, self._derived_events, result.events, self._settings.topic_partitions
-        )
-        if result.malformed:
+        pending: list[asyncio.Future[Any]] = []
+        malformed: list[tuple[ConsumerRecord[bytes, bytes], Failure]] = []
+        for start in range(0, len(records), INGEST_CHUNK):
+            if start:
+                await asyncio.sleep(0)  # the rest of the worker runs between two chunks
+            result = ingest(records[start : start + INGEST_CHUNK], self._skip)
+            pending += await send_derived_events(
+                self._app, self._derived_events, result.events, self._settings.topic_partitions
+            )
+            malformed += result.malformed
+        if malformed:
             # One line a batch however many (a flood of them must not flood the log); each is in the dead letters.
-            record, exc = result.malformed[0]
-            more = len(result.malformed) - 1
+            record, exc = malformed[0]
+            more = len(malformed) - 1
             log.warning(
                 "malformed record at %s partition %d offset %d: %s%s",
                 record.topic,
@@ -313,7 +327,7 @@ class OffsetsTopicSource(Stage):
                 exc,
                 f" (and {more} more in this batch, each in the dead-letter topic)" if more else "",
             )
-        for record, exc in result.malformed:
+        for record, exc in malformed:
             self._metrics.malformed.labels(record.topic).inc()
             pending.append(
                 await self._dead_letters.send(

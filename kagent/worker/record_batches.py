@@ -33,6 +33,7 @@ from aiokafka.errors import KafkaTimeoutError
 from faust.exceptions import NotReady, ProducerSendError
 
 from kagent.core.events import DerivedEvents, packed_records
+from kagent.worker.loop_slices import LoopSlices
 
 __all__ = ["SEND_TIMEOUT", "OutgoingRecord", "abandon", "acknowledged", "send_batches", "send_derived_events"]
 
@@ -49,7 +50,9 @@ async def send_batches(
     app: faust.App, records: Iterable[OutgoingRecord], timeout: float = SEND_TIMEOUT
 ) -> list[asyncio.Future[Any]]:
     """Append ``records`` to record batches, one chain of batches per topic-partition, and hand every
-    batch to Faust's producer; a future per batch, done when the broker has it.
+    batch to Faust's producer; a future per batch, done when the broker has it. ``records`` is read in
+    slices of the event loop (:class:`~kagent.worker.loop_slices.LoopSlices`): what it reads must not
+    change meanwhile.
 
     Raises what the producer raises when a batch cannot be queued (``aiokafka.errors.KafkaError``,
     or Faust's ``ProducerSendError`` family, raised too when the producer is stopped), and
@@ -64,7 +67,10 @@ async def send_batches(
     except NotReady as exc:  # the worker is stopping: Faust stopped its producer before a stage's timer last ran
         raise ProducerSendError("the producer is stopped: the worker is stopping") from exc
     chains: dict[tuple[str, int], list[Any]] = {}
+    slices = LoopSlices()
     for topic, partition, key, value in records:
+        if slices.over():  # a flush of thousands of records: the rest of the worker runs between slices
+            await slices.next()
         chain = chains.get((topic, partition))
         if chain is None:
             chain = chains[topic, partition] = [kafka.create_batch()]

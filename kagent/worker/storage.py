@@ -78,6 +78,7 @@ from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader, LagClock
 from kagent.worker.lag_figures import GroupReads, LagFigures
+from kagent.worker.loop_slices import LoopSlices
 from kagent.worker.metrics import Metrics
 from kagent.worker.stage import Stage
 from kagent.worker.topology import HeldGroups
@@ -277,7 +278,10 @@ class Storage(Stage, GroupStateReader):
         applied_to: dict[int, int] = {}
         """Partition -> the offset after the last record of this batch applied from it."""
         seeks: dict[int, int] = {}
+        slices = LoopSlices()  # a batch of 64 packed records is up to 80,000 commits: others run between slices
         for message in messages:
+            if slices.over():
+                await slices.next()
             partition = message.partition
             position = applied_to.get(partition, self._position(partition))
             verdict, seek = self._offsets.judge(partition, message.offset, position, judged_at)
@@ -336,6 +340,8 @@ class Storage(Stage, GroupStateReader):
                     kinds[event.kind] += 1
                     self._apply(event)
         for group, waiting in commits.items():
+            if slices.over():
+                await slices.next()
             kinds["offset-committed"] += self._commits(group, waiting)
         for kind, count in kinds.items():
             self._metrics.derived_events.labels(kind).inc(count)
@@ -527,7 +533,14 @@ class Storage(Stage, GroupStateReader):
             self._unassigned = {group: self._unassigned[group] for group in held if group in self._unassigned}
             self._versions = {group: self._versions[group] for group in held if group in self._versions}
             self._shapes = {group: self._shapes[group] for group in held if group in self._shapes}
-            groups = {group: reads for group in held if (reads := self._reads_or_commits(group)) is not None}
+            groups: dict[str, GroupReads] = {}
+            slices = LoopSlices()
+            for group in held:  # a look at each group's assignment: others run between slices
+                if slices.over():
+                    await slices.next()
+                reads = self._reads_or_commits(group)
+                if reads is not None:
+                    groups[group] = reads
             self._lag.keep_only(groups)
             tracked = 0
             names = list(groups)
@@ -559,7 +572,11 @@ class Storage(Stage, GroupStateReader):
             return
         for start in range(0, len(due), REFRESH_CHUNK):
             holds = self._held.holding()  # a group deleted, or no longer held, meanwhile gets no entry
+            slices = LoopSlices()
             for group, tp in due[start : start + REFRESH_CHUNK]:
+                if slices.over():
+                    await slices.next()
+                    holds = self._held.holding()
                 if holds(group) and self._assignments.get(group) is not None:
                     self._lag.refresh_partition(group, tp, now)
             await self._flush_end_offsets()
@@ -773,14 +790,17 @@ class Storage(Stage, GroupStateReader):
         self._window_memo = (snapshot, windows)
         return windows
 
-    def partitions_read(self) -> list[TopicPartition]:
+    async def partitions_read(self) -> list[TopicPartition]:
         # Topics and assigned partitions gathered first: per group, every partition of its topics
         # would be a million entries at 50,000 groups, every poll. The partitions with committed offsets
         # come from the committed-offsets table's index: every group's, held here or not yet (a group's
         # entries are on this worker only while it holds the group, or until Faust's recovery drops them).
         topics: set[str] = set()
         partitions: set[TopicPartition] = set(self._committed.all_partitions())
+        slices = LoopSlices()
         for group in self.held_groups():
+            if slices.over():
+                await slices.next()
             reads = self._reads(group)
             if reads is not None:
                 topics.update(reads.topics)

@@ -21,7 +21,8 @@ import orjson
 import pytest
 from aiokafka.structs import TopicPartition
 
-from kagent.core.group_listing import LISTING, listed_from_listing
+from kagent.core.api_records import GroupSort
+from kagent.core.group_listing import LISTING, ranked_from_listing
 from kagent.core.table_keys import partition_of_group
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.worker.routing import FORWARDED, JSON
@@ -159,11 +160,11 @@ async def test_either_worker_answers_for_every_group(
     request = urllib.request.Request(first.url + local, headers={FORWARDED: "1", "Accept": f"{LISTING}, {JSON}"})
     with urllib.request.urlopen(request, timeout=5) as response:
         assert response.headers.get_content_type() == LISTING
-        entries, total = listed_from_listing(response.read())
+        entries, total = ranked_from_listing(response.read(), GroupSort.GROUP)
     _, page = ask(first, local)
-    assert [orjson.loads(entry.json) for entry in entries] == page["groups"] and total == page["total"]
+    assert [orjson.loads(summary) for summary in entries.summaries] == page["groups"] and total == page["total"]
     first_holds = {g for g, s in from_first.items() if s["worker"] == first.url.rstrip("/")}
-    assert {entry.group for entry in entries} == first_holds
+    assert set(entries.groups) == first_holds
 
     status, openapi_body = ask(first, "/api/openapi.json")
     assert status == 200 and openapi_body["openapi"].startswith("3.1")

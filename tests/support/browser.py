@@ -163,7 +163,7 @@ class StandInApi:
         )
         workers = tuple(self.workers) or (WorkerAnswer(url=self.url.rstrip("/"), ok=True),)
         body = page_json(
-            page,
+            [g.json for g in page],
             total=total,
             offset=offset,
             limit=limit,

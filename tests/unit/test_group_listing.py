@@ -4,6 +4,7 @@ models' JSON; another worker's answer read as plain JSON and checked for what a 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import orjson
 import pytest
@@ -13,10 +14,12 @@ from kagent.core.group_listing import (
     ListedGroup,
     listed,
     listed_from_answer,
-    listed_from_listing,
     listing_body,
+    merge_ranked,
     page_json,
     page_listed,
+    ranked,
+    ranked_from_listing,
 )
 from kagent.core.incidents import IncidentKind, Severity
 from tests.unit.test_api_records import named
@@ -44,15 +47,39 @@ def test_paging_filters_by_name_case_insensitively_and_counts_the_matches() -> N
     assert [g.group for g in page] == ["Orders-EU"] and total == 2
 
 
-def test_a_page_merged_from_workers_pages_equals_the_page_of_all_groups() -> None:
-    groups = [named_listed(f"g{i:02d}", float(i % 7), max_lag=float(i)) for i in range(40)]
+@pytest.mark.parametrize("order", ["asc", "desc"])
+@pytest.mark.parametrize("sort", list(GroupSort))
+def test_a_page_merged_from_workers_pages_equals_the_page_of_all_groups(sort: GroupSort, order: str) -> None:
+    # ties (i % 7), unknown figures (every fifth), and names out of figure order
+    groups = [
+        named_listed(f"g{(i * 17) % 40:02d}", None if i % 5 == 0 else float(i % 7), max_lag=float(i)) for i in range(40)
+    ]
     left, right = groups[::2], groups[1::2]
-    for sort in GroupSort:
-        whole, _ = page_listed(groups, sort=sort, order="desc", offset=10, limit=5)
-        # Each worker answers its first offset + limit; the asking worker pages their union.
-        parts = [page_listed(part, sort=sort, order="desc", offset=0, limit=15)[0] for part in (left, right)]
-        merged, _ = page_listed(parts[0] + parts[1], sort=sort, order="desc", offset=10, limit=5)
-        assert [g.group for g in merged] == [g.group for g in whole], sort
+    direction: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
+    for offset, limit in ((10, 5), (0, None), (35, 10), (0, 0)):
+        whole, _ = page_listed(groups, sort=sort, order=direction, offset=offset, limit=limit)
+        # Each worker answers its first offset + limit; the asking worker merges them.
+        wanted = None if limit is None else offset + limit
+        parts = [page_listed(part, sort=sort, order=direction, offset=0, limit=wanted)[0] for part in (left, right)]
+        merged = merge_ranked(
+            [ranked(part, sort) for part in parts], sort=sort, order=direction, offset=offset, limit=limit
+        )
+        assert merged == [g.json for g in whole], (offset, limit)
+
+
+def test_a_group_two_workers_list_is_merged_once_from_the_later_evaluation() -> None:
+    older, newer = named("moving", 1.0), named("moving", 5.0)
+    newer = newer.model_copy(update={"evaluated_at": older.evaluated_at + 1})
+    stays = listed(named("stays", 3.0))
+    for first, second in ((older, newer), (newer, older)):
+        pages = [ranked([listed(first), stays], GroupSort.SKEW), ranked([listed(second)], GroupSort.SKEW)]
+        merged = merge_ranked(pages, sort=GroupSort.SKEW, order="desc", offset=0, limit=None)
+        assert merged == [listed(newer).json, stays.json]
+    same = [
+        ranked([listed(older)], GroupSort.SKEW),
+        ranked([listed(older.model_copy(update={"skew": 9.0}))], GroupSort.SKEW),
+    ]
+    assert merge_ranked(same, sort=GroupSort.SKEW, order="desc", offset=0, limit=None) == [listed(older).json]
 
 
 WORKERS = (WorkerAnswer(url="http://a:6066/", ok=True), WorkerAnswer(url="http://b:6066/", ok=False, error="timed out"))
@@ -72,7 +99,14 @@ def test_a_page_is_the_models_json_byte_for_byte(limit: int | None) -> None:
     page, total = page_listed([listed(s) for s in summaries], sort=GroupSort.SKEW, order="desc", offset=0, limit=limit)
 
     body = page_json(
-        page, total=total, offset=0, limit=limit, sort=GroupSort.SKEW, order="desc", workers=WORKERS, complete=False
+        [g.json for g in page],
+        total=total,
+        offset=0,
+        limit=limit,
+        sort=GroupSort.SKEW,
+        order="desc",
+        workers=WORKERS,
+        complete=False,
     )
 
     by_name = {s.group: s for s in summaries}
@@ -117,13 +151,14 @@ def test_unknown_and_nan_figures_sort_as_unknown() -> None:
     assert listed(named("n", math.nan)).figures == listed(named("n", None)).figures
 
 
+@pytest.mark.parametrize("sort", list(GroupSort))
 @pytest.mark.parametrize("count", [0, 1, 3])
-def test_a_listing_reads_back_as_the_groups_it_lists(count: int) -> None:
+def test_a_listing_reads_back_as_the_page_it_lists(count: int, sort: GroupSort) -> None:
     groups = [listed(s) for s in _summaries()][:count]
     groups += [listed(named("line\nbreak", math.nan))] if count else []
-    found, total = listed_from_listing(listing_body(groups, 17))
-    assert found == groups and total == 17
-    assert [g.json for g in found] == [g.json for g in groups]  # each summary's JSON as kept, cut out whole
+    found, total = ranked_from_listing(listing_body(groups, 17), sort)
+    assert found == ranked(groups, sort) and total == 17
+    assert found.summaries == [g.json for g in groups]  # each summary's JSON as kept, cut out whole
 
 
 def _body(head: dict[str, object], rest: bytes = b"") -> bytes:
@@ -149,4 +184,4 @@ GOOD = {"total": 1, "group": ["g"], "evaluated_at": [1.0], "figures": [[None]] *
 )
 def test_a_body_that_is_not_a_listing_is_refused_naming_what(body: bytes, error: str) -> None:
     with pytest.raises(ValueError, match=error):
-        listed_from_listing(body)
+        ranked_from_listing(body, GroupSort.SKEW)
