@@ -16,7 +16,7 @@ held group's series as rendered text, a piece per family, and a scrape:
    rendered (their :meth:`~kagent.worker.group_state.GroupStateReader.lag_version`),
    and every group with lag, from plain figures
    (:meth:`~kagent.worker.group_state.GroupStateReader.group_lag`), in slices
-   of at most :data:`~kagent.worker.scrape.SLICE` seconds of the event loop,
+   of at most :data:`~kagent.worker.loop_slices.SLICE` seconds of the event loop,
    letting it go between them;
 3. writes the families one after the other, each as the pieces of every
    group joined into blocks of about :data:`BLOCK` bytes, awaiting the
@@ -62,7 +62,8 @@ from kagent.core.lag_series import (
 )
 from kagent.core.policy import EvaluationPolicy
 from kagent.worker.group_state import GroupStateReader, LagClock
-from kagent.worker.scrape import BLOCK, SLICE, LoopHold
+from kagent.worker.loop_slices import SLICE
+from kagent.worker.scrape import BLOCK, LoopHold
 
 __all__ = ["LagExporter"]
 

@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from kagent.core.exposition import go_float, labels_text
 from kagent.core.incidents import IncidentKind
 from kagent.core.lag_series import MEMBER_LABELS, Family, Level
-from kagent.worker.scrape import SLICE, LoopHold
+from kagent.worker.loop_slices import SLICE
+from kagent.worker.scrape import LoopHold
 
 __all__ = ["GROUP_GAUGE_FAMILIES", "GroupGauges", "HotPartitionFigures", "MemberDrain", "Metrics"]
 

@@ -24,11 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from kagent.core.lag_series import Family
 from kagent.worker.garbage_collection import PAUSES, CollectorPauses
 
-__all__ = ["BLOCK", "SLICE", "LoopHold", "RenderedSeries", "scrape_body"]
-
-SLICE = 0.005
-"""Seconds of the event loop a scrape renders for before it lets others run: a scrape of a million
-group-partitions takes seconds in all, never more than this at a time."""
+__all__ = ["BLOCK", "LoopHold", "RenderedSeries", "scrape_body"]
 
 BLOCK = 1 << 20
 """Bytes of text joined before they are handed to the client."""
@@ -94,8 +90,8 @@ class RenderedSeries(Protocol):
 
     def exposition(self, names: Collection[str] | None, hold: LoopHold) -> AsyncIterator[bytes]:
         """The text of its families (only those named in ``names``, when given), each header first, in
-        blocks; renders what changed since the last scrape in slices of at most :data:`SLICE` s, letting
-        the loop go between them with ``hold.pause()``."""
+        blocks; renders what changed since the last scrape in slices of at most
+        :data:`~kagent.worker.loop_slices.SLICE` s, letting the loop go between them with ``hold.pause()``."""
         ...
 
 
