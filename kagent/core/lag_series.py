@@ -355,8 +355,9 @@ class GroupLayout:
     def of(
         cls, figures: GroupLag, cluster_name: str, families: Iterable[Family], known: GroupLayout | None = None
     ) -> GroupLayout:
-        """``known`` when it is the layout of figures of the same shape for the same families (not None);
-        a new one otherwise."""
+        """``known`` when it is the layout of figures of the same shape (:attr:`GroupLag.shape`, not None)
+        made for the same cluster name and families (the caller keeps one layout per group and passes the
+        same two every time); a new one otherwise."""
         if known is not None and figures.shape is not None and known.shape == figures.shape:
             return known
         return cls(figures, cluster_name, families)

@@ -70,3 +70,25 @@ async def test_faust_dropping_the_keys_of_partitions_not_active_here_drops_them_
         store._key_partition[key] = partition
     await store.on_recovery_completed({TP(table.changelog_topic.get_topic_name(), 1)}, set())
     assert set(index.groups()) == {"g"}
+
+
+def test_a_groups_version_changes_with_the_partitions_it_has_entries_on_and_its_keys_are_the_tables() -> None:
+    table, store, index = indexed("versions")
+    empty = index.version("g")
+    table.data[partition_key("g", "t", 0)] = b"1"
+    one = index.version("g")
+    table.data[partition_key("g", "t", 0)] = b"2"  # the same entry written again
+    table.data[partition_key("h", "t", 0)] = b"1"  # another group's
+    assert index.version("g") == one != empty
+    table.data[partition_key("g", "t", 1)] = b"1"
+    two = index.version("g")
+    assert two != one
+    del table.data[partition_key("g", "t", 1)]
+    table.data[partition_key("g", "u", 5)] = b"1"  # one removed, one added: as many entries, other partitions
+    assert index.version("g") not in (one, two)
+    assert dict(index.keyed("g")) == {
+        partition_key("g", "t", 0): TopicPartition("t", 0),
+        partition_key("g", "u", 5): TopicPartition("u", 5),
+    }
+    held = {id(key) for key in store.data}
+    assert all(id(key) in held for key in index.keyed("g"))  # the very strings the store holds

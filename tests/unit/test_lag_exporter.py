@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kagent.core.evaluation import evaluate
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.incidents import IncidentKind
-from kagent.core.lag_series import FAMILIES, NO_MEMBER, GroupLag, PartitionOffsets
+from kagent.core.lag_series import FAMILIES, NO_MEMBER, GroupLag, GroupLayout, PartitionOffsets
 from kagent.core.member_lag import current_skew
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.core.snapshot import GroupSnapshot, LagFlag, PartitionLag
@@ -149,13 +149,15 @@ class FakeGroups:
     (:class:`~kagent.worker.group_state.GroupStateReader`), over snapshots.
 
     ``broken`` groups raise from :meth:`group_lag`; ``versions`` are what :meth:`lag_version` says (bump one
-    to say a group changed); ``polls`` and ``stale`` make the clock; ``calls`` records each read.
+    to say a group changed); ``shapes`` the figures' :attr:`~GroupLag.shape` (None where not given); ``polls``
+    and ``stale`` make the clock; ``calls`` records each read.
     """
 
     def __init__(self, snapshots: Mapping[str, GroupSnapshot | None], broken: Sequence[str] = ()) -> None:
         self.snapshots = dict(snapshots)
         self.broken = set(broken)
         self.versions: dict[str, int] = {}
+        self.shapes: dict[str, Hashable] = {}
         self.polls = 1
         self.stale = False
         self.calls: list[str] = []
@@ -176,7 +178,7 @@ class FakeGroups:
         if group in self.broken:
             raise ValueError(f"corrupt state of {group}")
         found = self.snapshots.get(group)
-        return group_lag_of(found) if found is not None else None
+        return group_lag_of(found)._replace(shape=self.shapes.get(group)) if found is not None else None
 
     def partition_offsets(self, partitions: Iterable[TopicPartition], clock: LagClock) -> list[PartitionOffsets]:
         wanted = set(partitions)
@@ -526,6 +528,53 @@ def test_the_exposition_is_prometheus_clients_for_the_same_figures_byte_for_byte
 
     ordered = [groups[name] for name in sorted(groups)]
     assert rendered == oracle_exposition(ordered, CLUSTER, granularity.value, policy())
+
+
+def test_a_groups_layout_is_made_once_per_shape_and_its_series_are_the_figures_of_each_scrape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Figures of the same shape are written with the layout made for the first of them (labels and owners
+    are not made again), yet every scrape is prometheus_client's text of its own figures; figures of
+    another shape (a member joined) get a layout of their own."""
+    made: list[str] = []
+    layout_init = GroupLayout.__init__
+
+    def counted(self: GroupLayout, figures: GroupLag, *args: object) -> None:
+        made.append(figures.group)
+        layout_init(self, figures, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(GroupLayout, "__init__", counted)
+    reader = FakeGroups({"orders": ORDERS})
+    reader.shapes["orders"] = "first"
+    collector = exporter(reader)
+    assert body([collector]) == oracle_exposition([ORDERS], CLUSTER, "partition", policy())
+
+    moved = snapshot(
+        "orders",
+        ORDERS.assignment.members,
+        [
+            *(lag for tp, lag in ORDERS.lag.items() if tp not in (TopicPartition("t", 0), TopicPartition("u", 0))),
+            figures("orders", "t", 0, committed=95, log_end=130, time_lag=7.25),
+            figures("orders", "u", 0, committed=7, log_end=7, time_lag=None),
+        ],
+        {"t": 4, "u": 1},
+    )
+    reader.snapshots["orders"] = moved
+    reader.versions["orders"] = 1
+    assert body([collector]) == oracle_exposition([moved], CLUSTER, "partition", policy())
+    assert made == ["orders"]
+
+    joined = snapshot(
+        "orders",
+        [*ORDERS.assignment.members, member("m3", "/10.0.0.9", ("t", 3), topics=("t", "u"))],
+        list(moved.lag.values()),
+        {"t": 4, "u": 1},
+    )
+    reader.snapshots["orders"] = joined
+    reader.versions["orders"] = 2
+    reader.shapes["orders"] = "second"
+    assert body([collector]) == oracle_exposition([joined], CLUSTER, "partition", policy())
+    assert made == ["orders", "orders"]
 
 
 def _escaping_snapshot() -> GroupSnapshot:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
-from kagent.core.member_lag import NO_MEMBER, current_skew, member_lags, unit_lag
+from kagent.core.member_lag import NO_MEMBER, MemberTotals, current_skew, member_lags, members_of, unit_lag
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.snapshot import UNDESCRIBED_GENERATION, GroupSnapshot, LagFlag, PartitionLag
 from tests.support.lag_oracle import reference_member_lags
@@ -169,3 +169,24 @@ def _groups(draw: st.DrawFn) -> GroupSnapshot:
 @given(_groups())
 def test_the_one_pass_sums_are_the_plain_ones(group: GroupSnapshot) -> None:
     assert member_lags(group) == reference_member_lags(group)
+
+
+@given(_groups())
+def test_adding_the_partitions_read_at_once_is_adding_each_and_again_starts_afresh(group: GroupSnapshot) -> None:
+    """:meth:`MemberTotals.add_read` (the metrics' render) adds up as :meth:`~MemberTotals.add` of each partition
+    does, and a totals made :meth:`~MemberTotals.again` holds nothing of what was added before."""
+    members = members_of(group.assignment)
+    read = sorted(group.lag)
+    offset_lags = [group.lag[tp].offset_lag for tp in read]
+    time_lags = [group.lag[tp].time_lag for tp in read]
+    one_by_one = MemberTotals(members, group.partition_counts)
+    for tp, offset_lag, time_lag in zip(read, offset_lags, time_lags, strict=True):
+        one_by_one.add(tp, offset_lag, time_lag)
+    made = MemberTotals(members, group.partition_counts, read)
+    made.add_read(offset_lags, time_lags)
+    assert made.rows() == one_by_one.rows() == member_lags(group)
+    again = made.again()
+    again.add_read(offset_lags, time_lags)
+    assert again.rows() == made.rows()
+    untouched = made.again()
+    assert untouched.rows() == MemberTotals(members, group.partition_counts, read).rows()
