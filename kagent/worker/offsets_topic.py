@@ -41,7 +41,6 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
@@ -51,6 +50,7 @@ from faust.types import TopicT
 
 from kagent.core.backoff import RetryPolicy, backoff_delay
 from kagent.core.consumer_offsets import compiled_decoders
+from kagent.core.events import DerivedEvents
 from kagent.core.ingest import Failure, ingest
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
@@ -79,11 +79,12 @@ so that one fetch can fill :data:`MAX_RECORDS` from one partition. The whole res
 aiokafka's ``fetch_max_bytes`` (50 MiB)."""
 
 INGEST_CHUNK = 1_000
-"""Records decoded and sent between two yields to the event loop. Deriving and packing cost about 5 µs a
-record, so a fetch of thousands held the loop for tens of milliseconds, a backlog's 100,000 for half a
-second: the API's requests, the consumers' heartbeats and the other stages waited meanwhile (at 10,000
-groups under live commits, the longest waits of ``GET /api/groups``). A chunk's groups' events go out
-as records of their own, after the previous chunk's on the same partitions, so the order holds."""
+"""Records decoded between two yields to the event loop. Deriving costs a few µs a record, so a fetch of
+thousands held the loop for tens of milliseconds: the API's requests, the consumers' heartbeats and the
+other stages waited meanwhile (at 10,000 groups under live commits, the longest waits of ``GET
+/api/groups``). The fetch's events are still packed and sent together (a group's events of two chunks
+are two entries of the same record, in order): storage pays for each derived-events record it is
+delivered, so a record per chunk instead of per fetch put a live worker a million records behind."""
 
 CAUGHT_UP_RECORDS = 10_000
 """Records of a partition the source may have left to read and still count as caught up."""
@@ -305,16 +306,15 @@ class OffsetsTopicSource(Stage):
         """Send the derived events (as record batches, each group's on its partition) and dead letters
         of ``records``; futures done when the broker has them."""
         self._metrics.records.labels("offsets-topic").inc(len(records))
-        pending: list[asyncio.Future[Any]] = []
+        events: list[DerivedEvents] = []
         malformed: list[tuple[ConsumerRecord[bytes, bytes], Failure]] = []
         for start in range(0, len(records), INGEST_CHUNK):
             if start:
                 await asyncio.sleep(0)  # the rest of the worker runs between two chunks
             result = ingest(records[start : start + INGEST_CHUNK], self._skip)
-            pending += await send_derived_events(
-                self._app, self._derived_events, result.events, self._settings.topic_partitions
-            )
+            events += result.events
             malformed += result.malformed
+        pending = await send_derived_events(self._app, self._derived_events, events, self._settings.topic_partitions)
         if malformed:
             # One line a batch however many (a flood of them must not flood the log); each is in the dead letters.
             record, exc = malformed[0]
