@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from kagent.core.lag import partition_lag
@@ -181,7 +181,7 @@ def measured_lag(
 
 
 def measured_lags(
-    committed: Sequence[int | None], answered: Sequence[Answered | None], now: float, stale_after: float
+    committed: Iterable[int | None], answered: Iterable[Answered | None], now: float, stale_after: float
 ) -> tuple[list[int | None], list[float | None]]:
     """The offset lag and time lag at ``now`` (each None when not measured) of each committed offset of
     ``committed`` (None: none) on the partition ``answered`` gives the offsets of, by

@@ -130,8 +130,7 @@ class CommittedOffsets:
     def offsets_at(self, keys: Iterable[str | None]) -> list[int | None]:
         """The committed offset of each entry of ``keys`` (:meth:`entry_keys`), in order; None where there
         is no key or no entry is stored."""
-        stored, offset_of = self._table.stored, committed_offset.offset_of
-        return [None if key is None or (raw := stored.get(key)) is None else offset_of(raw) for key in keys]
+        return committed_offset.offsets_of(map(self._table.stored.get, keys))  # get(None) is None
 
     def window(self, group: str, tp: TopicPartition) -> CommitWindow | None:
         """The group's commit window on ``tp``, at the configured capacity and distance; None when no

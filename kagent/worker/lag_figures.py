@@ -354,7 +354,7 @@ class LagFigures:
         def lags(
             partitions: Sequence[TopicPartition], committed: Sequence[int | None]
         ) -> tuple[list[int | None], list[float | None]]:
-            return measured_lags(committed, [answered(tp) for tp in partitions], at, stale_after)
+            return measured_lags(committed, map(answered, partitions), at, stale_after)
 
         return lags
 

@@ -79,6 +79,8 @@ def test_the_offset_is_read_from_the_bytes_before_the_window_and_from_any_versio
     version_2 = b'{"offset":-1,"commit_timestamp":5,"leader_epoch":null,"commits":[[-1,0.005,null]]}'
     reordered = b'{"commit_timestamp":5,"offset":8,"leader_epoch":null,"commits":[]}'
     assert [committed_offset.offset_of(raw) for raw in (version_2, reordered)] == [-1, 8]
+    values = [version_2, None, reordered, version_1.model_dump_json().encode()]
+    assert committed_offset.offsets_of(values) == [-1, None, 8, 42]
 
 
 commits = st.lists(
@@ -106,6 +108,7 @@ def test_the_stored_window_is_the_health_checks_window_after_the_same_commits(
     else:
         assert committed_offset.decode(raw).window(capacity, min_distance) == model
         assert committed_offset.offset_of(raw) == committed_offset.decode(raw).offset
+        assert committed_offset.offsets_of([raw]) == [committed_offset.decode(raw).offset]
 
 
 def test_a_stored_value_takes_the_memory_of_its_bytes_not_orjsons_working_buffer() -> None:
