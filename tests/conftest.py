@@ -28,22 +28,42 @@ async def offsets_topic(kafka_broker: EmbeddedBroker) -> str:
     return OFFSETS_TOPIC
 
 
-_DRILL_FIGURES = pytest.StashKey[list[str]]()
+_DRILL_FIGURE = "drill figure"
+"""The name of a drill's figure among its test's ``user_properties``."""
 
 
 @pytest.fixture
 def drill_figures(request: pytest.FixtureRequest) -> Callable[[str], None]:
-    """``drill_figures(line)``: a figure a drill measured, printed in the run's summary (so CI's log has it)."""
-    return request.config.stash.setdefault(_DRILL_FIGURES, []).append
+    """``drill_figures(line)``: a figure a drill measured, printed in the run's summary (so CI's log has it).
+
+    The figure travels as one of the test's ``user_properties``, which are part of its reports: under
+    pytest-xdist the test runs in a worker process, and only its reports reach the process that prints
+    the summary (a worker's ``config.stash`` does not)."""
+    return lambda line: request.node.user_properties.append((_DRILL_FIGURE, line))
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """The drills' figures, after the results."""
-    figures = config.stash.get(_DRILL_FIGURES, [])
-    if figures:
-        terminalreporter.section("drill figures")
-        for line in figures:
-            terminalreporter.write_line(line)
+class _DrillFigures:
+    """Collects the drills' figures from the tests' reports and prints them after the results."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A test's teardown report carries every property it recorded, whichever process ran it."""
+        if report.when == "teardown":
+            self.lines += [str(value) for name, value in report.user_properties if name == _DRILL_FIGURE]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.lines:
+            terminalreporter.section("drill figures")
+            for line in self.lines:
+                terminalreporter.write_line(line)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the drills' figures' collector (in every process; only the one that prints the summary,
+    the controller under pytest-xdist, shows it)."""
+    config.pluginmanager.register(_DrillFigures(), "kagent-drill-figures")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
