@@ -10,6 +10,7 @@ import pytest
 
 from kagent.tools.embedded import EmbeddedBroker
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS
+from tests.support.scheduling import CPU_HEAVY, FileScheduling, unit_of
 from tests.support.worker import Worker, running_workers
 
 
@@ -64,6 +65,19 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the drills' figures' collector (in every process; only the one that prints the summary,
     the controller under pytest-xdist, shows it)."""
     config.pluginmanager.register(_DrillFigures(), "kagent-drill-figures")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The CPU-heavy drills first (:mod:`tests.support.scheduling`), the rest in the order collected."""
+    items.sort(key=lambda item: unit_of(item.nodeid) != CPU_HEAVY)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> FileScheduling:
+    """pytest-xdist shares the tests out a file at a time, the CPU-heavy drills as one unit
+    (:mod:`tests.support.scheduling`), in the order collected (not the files with the most tests first)."""
+    config.option.loadscopereorder = False
+    return FileScheduling(config, log)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
