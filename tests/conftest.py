@@ -10,6 +10,7 @@ import pytest
 
 from kagent.tools.embedded import EmbeddedBroker
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS
+from tests.support.scheduling import CPU_HEAVY, FileScheduling, unit_of
 from tests.support.worker import Worker, running_workers
 
 
@@ -28,22 +29,55 @@ async def offsets_topic(kafka_broker: EmbeddedBroker) -> str:
     return OFFSETS_TOPIC
 
 
-_DRILL_FIGURES = pytest.StashKey[list[str]]()
+_DRILL_FIGURE = "drill figure"
+"""The name of a drill's figure among its test's ``user_properties``."""
 
 
 @pytest.fixture
 def drill_figures(request: pytest.FixtureRequest) -> Callable[[str], None]:
-    """``drill_figures(line)``: a figure a drill measured, printed in the run's summary (so CI's log has it)."""
-    return request.config.stash.setdefault(_DRILL_FIGURES, []).append
+    """``drill_figures(line)``: a figure a drill measured, printed in the run's summary (so CI's log has it).
+
+    The figure travels as one of the test's ``user_properties``, which are part of its reports: under
+    pytest-xdist the test runs in a worker process, and only its reports reach the process that prints
+    the summary (a worker's ``config.stash`` does not)."""
+    return lambda line: request.node.user_properties.append((_DRILL_FIGURE, line))
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """The drills' figures, after the results."""
-    figures = config.stash.get(_DRILL_FIGURES, [])
-    if figures:
-        terminalreporter.section("drill figures")
-        for line in figures:
-            terminalreporter.write_line(line)
+class _DrillFigures:
+    """Collects the drills' figures from the tests' reports and prints them after the results."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A test's teardown report carries every property it recorded, whichever process ran it."""
+        if report.when == "teardown":
+            self.lines += [str(value) for name, value in report.user_properties if name == _DRILL_FIGURE]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.lines:
+            terminalreporter.section("drill figures")
+            for line in self.lines:
+                terminalreporter.write_line(line)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the drills' figures' collector (in every process; only the one that prints the summary,
+    the controller under pytest-xdist, shows it)."""
+    config.pluginmanager.register(_DrillFigures(), "kagent-drill-figures")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The CPU-heavy drills first (:mod:`tests.support.scheduling`), the rest in the order collected."""
+    items.sort(key=lambda item: unit_of(item.nodeid) != CPU_HEAVY)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> FileScheduling:
+    """pytest-xdist shares the tests out a file at a time, the CPU-heavy drills as one unit
+    (:mod:`tests.support.scheduling`), in the order collected (not the files with the most tests first)."""
+    config.option.loadscopereorder = False
+    return FileScheduling(config, log)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

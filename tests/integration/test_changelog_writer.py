@@ -23,7 +23,8 @@ from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker
 from kagent.worker.changelog import ChangelogWriteError, ChangelogWriter
 from kagent.worker.topology import GroupPartitionedTable
 from tests.support.faults import fail_first_batch
-from tests.support.waiting import wait_until_async
+from tests.support.processes import process_stopped
+from tests.support.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.integration
 
@@ -182,11 +183,13 @@ async def test_a_flush_to_a_broker_that_stopped_answering_fails_within_its_bound
             broker, "changelog-hung", group_of=lambda key: "one-group", producer_max_batch_size=ONE_RECORD_BATCH
         )
         writer = ChangelogWriter(app, timeout=2.0)
-        assert broker.pid is not None
+        pid = broker.pid
+        assert pid is not None
         try:
             writer.set(table, "first", b"sent")
             await writer.flush()  # the producer is started and knows the topic
             os.kill(broker.pid, signal.SIGSTOP)
+            await asyncio.to_thread(wait_until, lambda: process_stopped(pid), 10, "the broker stopped", interval=0.01)
             try:
                 writer.set(table, "billing", b"one")
                 writer.set(table, "audit", b"two")

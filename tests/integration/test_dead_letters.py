@@ -29,6 +29,7 @@ from tests.support.coordinator import (
     produce,
     publish,
 )
+from tests.support.processes import process_stopped
 from tests.support.waiting import wait_until, wait_until_async
 from tests.support.web import get_json
 from tests.support.worker import FAST, Worker
@@ -80,11 +81,13 @@ async def test_letters_the_broker_does_not_take_are_counted_logged_and_sent_once
         def failures() -> float:
             return metrics.registry.get_sample_value("kagent_dead_letter_send_failures_total", {"topic": "source"}) or 0
 
-        assert broker.pid is not None
+        pid = broker.pid
+        assert pid is not None
         caplog.set_level(logging.WARNING, logger="kagent.worker.dead_letters")
         try:
             await asyncio.wait_for(await letter(0), 30)  # the producer is started and knows the topic
             os.kill(broker.pid, signal.SIGSTOP)
+            await asyncio.to_thread(wait_until, lambda: process_stopped(pid), 10, "the broker stopped", interval=0.01)
             try:
                 sent = [await letter(offset) for offset in (1, 2, 3)]
 

@@ -39,6 +39,9 @@ CHUNK = 50_000
 PEAK_RSS_BOUND_MB = 512
 """The worker's peak RSS, at most (measured 198-247 MB with 10,000-record fetches, 367 MB with the source's
 fetches of up to 100,000 records and 8 MiB a partition: these records are larger than offset commits)."""
+SCRAPE_TIMEOUT = 60.0
+"""How long a ``/metrics`` scrape may take: the worker is busy with a million records, on a busy machine.
+A client that gives up sooner closes the connection, and the worker logs the write it could not make."""
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +161,7 @@ async def test_a_million_hostile_records_are_applied_or_dead_lettered_and_the_wo
 
     def all_read() -> bool:
         worker.check_alive()
-        read = metric_total(worker.metrics() or {}, "kagent_source_records_total")
+        read = metric_total(worker.metrics(timeout=SCRAPE_TIMEOUT) or {}, "kagent_source_records_total")
         samples.append((time.monotonic(), read))
         return read >= RECORDS
 
@@ -176,7 +179,7 @@ async def test_a_million_hostile_records_are_applied_or_dead_lettered_and_the_wo
         assert words in str(letter["error"]), (place, words, letter["error"])
         assert base64.b64decode(str(letter["key"])) == key, place
         assert (base64.b64decode(str(letter["value"])) if letter["value"] is not None else None) == value, place
-    metrics = worker.metrics() or {}
+    metrics = worker.metrics(timeout=SCRAPE_TIMEOUT) or {}
     assert metric_total(metrics, "kagent_malformed_records_total") == len(published.dead)
 
     # Every valid record applied: each well-behaved group ends as its last generation left it.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cpu_seconds", "memory_kb", "process_alive"]
+__all__ = ["cpu_seconds", "memory_kb", "process_alive", "process_stopped"]
 
 
 def _stat_fields(pid: int) -> list[str]:
@@ -23,6 +23,15 @@ def process_alive(pid: int) -> bool:
         return _stat_fields(pid)[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def process_stopped(pid: int) -> bool:
+    """True once every thread of ``pid`` is stopped (state ``T``, as SIGSTOP leaves it). The signal stops
+    each thread as it next enters the kernel, so on a busy machine a thread may still run a moment after
+    ``os.kill`` has returned."""
+    return all(
+        (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "T" for task in Path(f"/proc/{pid}/task").iterdir()
+    )
 
 
 def memory_kb(pid: int) -> dict[str, int]:
