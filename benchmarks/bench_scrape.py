@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import platform
 import re
@@ -90,7 +91,7 @@ from kagent.tools.simulator import coordinator_records
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, offset_commit, publish
 from tests.support.monitoring import Prometheus
 from tests.support.processes import cpu_seconds
-from tests.support.waiting import wait_until
+from tests.support.waiting import WaitTimedOut, wait_until
 from tests.support.worker import Worker, metric_total, running_workers
 
 TARGET_CPU_US = 1.0
@@ -98,6 +99,8 @@ TARGET_STALL = 0.020
 SCRAPE_INTERVAL = 15.0
 """Seconds between end-offset polls: Prometheus' usual scrape interval."""
 HEALTH_EVERY = 0.005
+CATCH_UP = 300.0
+"""Seconds after the last live record was acknowledged by which the worker must have applied every one."""
 SCRAPES = 3
 """Scrapes after every group committed a new position; the median's figures are printed."""
 CAUGHT_UP = 0.5
@@ -456,14 +459,20 @@ async def main(
                             done = (await asyncio.to_thread(counters, worker))["kagent_derived_events_total"]
                             behind = max(behind, sent[0] - int(done - applied))
                         _, acknowledged = await publishing
-                        wait_until(
-                            lambda: counters(worker)["kagent_derived_events_total"] >= applied + len(live),
-                            300,
-                            "every live record applied",
-                            interval=0.2,
-                        )
+                        try:
+                            wait_until(
+                                lambda: counters(worker)["kagent_derived_events_total"] >= applied + len(live),
+                                CATCH_UP,
+                                "every live record applied",
+                                interval=0.2,
+                            )
+                        except WaitTimedOut:  # it does not keep up: say how far behind it was left
+                            left = applied + len(live) - counters(worker)["kagent_derived_events_total"]
+                            caught_up = math.inf
+                            print(f"live: {left:,.0f} records still not applied {CATCH_UP:g} s after the last")
+                        else:
+                            caught_up = time.time() - acknowledged
                         done_at = time.time()
-                        caught_up = done_at - acknowledged
                         wait_until(lambda: scraped_after(done_at), 4 * every, "a scrape after the traffic")
                         longest = probe.reset()
                     window = f"{int(time.time() - began) + 1}s"
@@ -494,6 +503,13 @@ async def main(
                         )
                     )
                     checks.append(("no consumer session of the worker expired", not lost, f"{len(lost)}"))
+                    checks.append(
+                        (
+                            f"every live record applied within {CATCH_UP:g} s of the last",
+                            caught_up <= CATCH_UP,
+                            f"{caught_up:.1f} s",
+                        )
+                    )
             worker.stop()
     for what, ok, figure in checks:
         print(f"target {what}: {verdict(ok)} ({figure})")
