@@ -56,8 +56,10 @@ printed idle beside it). The scrapes:
 
 Targets (issue #36), printed with PASS or FAIL: at most 1 µs of worker CPU
 per sample for a scrape with every group changed; no scrape holding the event loop
-more than 20 ms at once; every scrape of the live part successful and no
-session expired. The exit code is 0 only if all pass.
+more than 20 ms at once; every scrape of the live part successful, no
+session expired, and every live record applied within ``CATCH_UP`` s of the
+last (a worker that does not keep up is left behind: how many records it
+still had to apply is printed). The exit code is 0 only if all pass.
 """
 
 from __future__ import annotations
