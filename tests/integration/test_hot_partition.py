@@ -121,6 +121,7 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
     )
 
     hot = rec["hot"]
+    assert len(hot["partitions"]) == 1, f"one hot partition, partition 0, expected: {rec}"
     [partition] = hot["partitions"]
     assert (partition["topic"], partition["partition"]) == (TOPIC, 0)
     # Its member: c0 once all four have joined (round robin); whoever held it, if a generation on the way
