@@ -62,7 +62,7 @@ from kagent.core.lag_series import (
 )
 from kagent.core.policy import EvaluationPolicy
 from kagent.worker.group_state import GroupStateReader, LagClock
-from kagent.worker.loop_slices import SLICE
+from kagent.worker.loop_slices import SLICE, LoopSlices
 from kagent.worker.scrape import BLOCK, LoopHold
 
 __all__ = ["LagExporter"]
@@ -175,12 +175,11 @@ class LagExporter:
         held: set[str] = set()
         try:
             groups = self._reader.each_held_group()
-            started = time.monotonic()
+            slices = LoopSlices(self._slice)
             for group in groups:
                 held.add(group)
-                if time.monotonic() - started >= self._slice:
-                    await hold.pause()
-                    started = time.monotonic()
+                if slices.over():
+                    await hold.pause(slices)
                     clock = self._reader.lag_clock(self._clock())  # a poll may have come meanwhile
                 known = self._known(group, clock)
                 if known is not None:

@@ -6,7 +6,6 @@ series (:class:`~kagent.worker.lag_exporter.LagExporter`): :mod:`kagent.worker.s
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -16,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from kagent.core.exposition import go_float, labels_text
 from kagent.core.incidents import IncidentKind
 from kagent.core.lag_series import MEMBER_LABELS, Family, Level
-from kagent.worker.loop_slices import SLICE
+from kagent.worker.loop_slices import LoopSlices
 from kagent.worker.scrape import LoopHold
 
 __all__ = ["GROUP_GAUGE_FAMILIES", "GroupGauges", "HotPartitionFigures", "MemberDrain", "Metrics"]
@@ -386,14 +385,13 @@ class GroupGauges:
         if not indexes:
             return
         pieces: list[tuple[bytes, ...]] = []
-        started = time.monotonic()
+        slices = LoopSlices()
         for (cluster_name, group), figures in list(self._groups.items()):
             if figures.rendered is None:
                 figures.rendered = _render(cluster_name, group, figures)
             pieces.append(figures.rendered)
-            if time.monotonic() - started >= SLICE:  # even a look at 50,000 rendered groups takes its time
-                await hold.pause()
-                started = time.monotonic()
+            if slices.over():  # even a look at 50,000 rendered groups takes its time
+                await hold.pause(slices)
         for index in indexes:
             yield self.families[index].header + b"".join(rendered[index] for rendered in pieces)
 

@@ -12,7 +12,6 @@ the loop at once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 import time
@@ -23,6 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kagent.core.lag_series import Family
 from kagent.worker.garbage_collection import PAUSES, CollectorPauses
+from kagent.worker.loop_slices import LoopSlices
 
 __all__ = ["BLOCK", "LoopHold", "RenderedSeries", "scrape_body"]
 
@@ -73,10 +73,10 @@ class LoopHold:
                     caller.f_lineno,
                 )
 
-    async def pause(self) -> None:
-        """Let others run once, and take the loop back."""
+    async def pause(self, slices: LoopSlices) -> None:
+        """Let others run once (the next of ``slices``), and take the loop back."""
         self.let_go()
-        await asyncio.sleep(0)
+        await slices.next()
         self.take()
 
 
@@ -91,7 +91,7 @@ class RenderedSeries(Protocol):
     def exposition(self, names: Collection[str] | None, hold: LoopHold) -> AsyncIterator[bytes]:
         """The text of its families (only those named in ``names``, when given), each header first, in
         blocks; renders what changed since the last scrape in slices of at most
-        :data:`~kagent.worker.loop_slices.SLICE` s, letting the loop go between them with ``hold.pause()``."""
+        :data:`~kagent.worker.loop_slices.SLICE` s, letting the loop go between them with ``hold.pause(slices)``."""
         ...
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 __all__ = ["cpu_seconds", "memory_kb", "process_alive", "process_stopped"]
 
 
-def _stat_fields(pid: int) -> list[str]:
-    """The fields of ``/proc/<pid>/stat`` after the command name (field 3, the state, first)."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def _stat_fields(pid: int, stat: Path | None = None) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` (or of ``stat``, a thread's) after the command name (field 3, the
+    state, first)."""
+    return (stat or Path(f"/proc/{pid}/stat")).read_text().rsplit(")", 1)[1].split()
 
 
 def process_alive(pid: int) -> bool:
@@ -29,9 +30,7 @@ def process_stopped(pid: int) -> bool:
     """True once every thread of ``pid`` is stopped (state ``T``, as SIGSTOP leaves it). The signal stops
     each thread as it next enters the kernel, so on a busy machine a thread may still run a moment after
     ``os.kill`` has returned."""
-    return all(
-        (task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "T" for task in Path(f"/proc/{pid}/task").iterdir()
-    )
+    return all(_stat_fields(pid, task / "stat")[0] == "T" for task in Path(f"/proc/{pid}/task").iterdir())
 
 
 def memory_kb(pid: int) -> dict[str, int]:
