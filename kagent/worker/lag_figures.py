@@ -128,6 +128,9 @@ class LagFigures:
         """Partitions whose log start moved since the last sweep of :meth:`due`."""
         self._polled_version = 0
         """Counts the changes of which partitions polls answered and of the topics' partition counts."""
+        self._counts_version = 0
+        """Counts the changes of the topics' partition counts and of the topics dropped (what
+        :meth:`partition_counts` and :meth:`dropped_topics` give)."""
         self._polled_of: dict[str, tuple[GroupReads, int, tuple[TopicPartition, ...]]] = {}
         """group -> (the assignment read, :attr:`_polled_version` then, the partitions it reads that polls
         answered) (:meth:`_polled_partitions`)."""
@@ -157,6 +160,12 @@ class LagFigures:
     def polled_version(self) -> int:
         """Changes when which partitions polls answered, or a topic's partition count, changes."""
         return self._polled_version
+
+    @property
+    def counts_version(self) -> int:
+        """Changes when a topic's partition count changes, or a topic is dropped as gone or comes back; not
+        when a partition is first polled or stops or starts answering."""
+        return self._counts_version
 
     @property
     def polls(self) -> int:
@@ -199,6 +208,7 @@ class LagFigures:
         counts = polled.partition_counts
         if any(self._partition_counts.get(topic) != count for topic, count in counts.items()):
             self._polled_version += 1
+            self._counts_version += 1
             self._forget_beyond(counts)
         for tp, end in polled.log_end.items():
             start = polled.log_start.get(tp, 0)
@@ -435,6 +445,7 @@ class LagFigures:
                 self._partition_counts.pop(topic, None)
         if dropped or back:
             self._polled_version += 1
+            self._counts_version += 1
 
     def _forget_beyond(self, counts: Mapping[str, int]) -> None:
         """Forget the figures of the partitions beyond a topic's partition count in ``counts`` (the topic was

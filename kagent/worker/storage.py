@@ -112,11 +112,12 @@ STOP_FLUSH_TIMEOUT = 5.0
 class _GroupShape(NamedTuple):
     """A group's members, the partition counts of the topics it reads and the partitions it reads, as
     :meth:`Storage.group_lag` gives them, and what they were made from: the same while the stored
-    assignment is the same object and neither the polls' answers nor the partitions the group committed
-    on changed."""
+    assignment is the same object, the partitions the group committed on are the same, and the partition
+    counts of its topics and which of them are dropped are the same (looked at again only when some
+    topic's changed: :attr:`LagFigures.counts_version`)."""
 
     assignment: bytes | None
-    polled_version: int
+    counts_version: int
     committed_version: Hashable
     serial: int
     """Different for each shape made: the :attr:`GroupLag.shape` of the figures given with it."""
@@ -631,6 +632,14 @@ class Storage(Stage, GroupStateReader):
         lag = {tp: self._lag.partition_lag(group, tp, now) for tp in read}
         return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now, described=described)
 
+    def _counts_and_read(self, group: str, raw: bytes | None) -> tuple[dict[str, int], list[TopicPartition]]:
+        """:meth:`_read_by` of ``group`` as its stored assignment ``raw`` (None: none) says it reads."""
+        if raw is None:
+            return self._read_by(group, frozenset(), ())
+        reads = self._reads(group)
+        assert reads is not None
+        return self._read_by(group, reads.topics, reads.assigned)
+
     def _read_by(
         self, group: str, topics: AbstractSet[str], assigned: Iterable[TopicPartition]
     ) -> tuple[dict[str, int], list[TopicPartition]]:
@@ -663,18 +672,23 @@ class Storage(Stage, GroupStateReader):
     def group_lag(self, group: str, clock: LagClock) -> GroupLag | None:
         raw = self._assignments.get(group)
         committed_version = self._committed.partitions_version(group)
-        polled_version = self._lag.polled_version
+        counts_version = self._lag.counts_version
         shape = self._shapes.get(group)
         if (
             shape is None
             or shape.assignment is not raw
-            or shape.polled_version != polled_version
             or shape.committed_version != committed_version
             or committed_version is None
         ):
-            shape = self._group_shape(group, raw, polled_version, committed_version)
-            if shape is None:
-                return None
+            shape = self._group_shape(group, raw, counts_version, committed_version)
+        elif shape.counts_version != counts_version:  # some topic's count changed: this group's?
+            counts, read = self._counts_and_read(group, raw)
+            if counts == shape.counts and read == shape.read:
+                shape = self._shapes[group] = shape._replace(counts_version=counts_version)
+            else:
+                shape = self._group_shape(group, raw, counts_version, committed_version)
+        if shape is None:
+            return None
         return GroupLag(
             group,
             shape.members,
@@ -686,7 +700,7 @@ class Storage(Stage, GroupStateReader):
         )
 
     def _group_shape(
-        self, group: str, raw: bytes | None, polled_version: int, committed_version: Hashable
+        self, group: str, raw: bytes | None, counts_version: int, committed_version: Hashable
     ) -> _GroupShape | None:
         """What :meth:`group_lag` gives of ``group`` apart from its figures, made afresh and remembered
         (while the group is held); None for a group with neither an assignment nor commits."""
@@ -695,7 +709,6 @@ class Storage(Stage, GroupStateReader):
             if not any(True for _ in self._committed.partitions(group)):
                 self._shapes.pop(group, None)
                 return None
-            counts, read = self._read_by(group, frozenset(), ())
         else:
             reads = self._reads(group)
             assert reads is not None
@@ -706,11 +719,11 @@ class Storage(Stage, GroupStateReader):
                     Member(member["member_id"], member["client_id"], member["client_host"], reads.assigned[start:end])
                 )
                 start = end
-            counts, read = self._read_by(group, reads.topics, reads.assigned)
+        counts, read = self._counts_and_read(group, raw)
         self._shape_serial += 1
         shape = _GroupShape(
             raw,
-            polled_version,
+            counts_version,
             committed_version,
             self._shape_serial,
             members,

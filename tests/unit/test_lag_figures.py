@@ -267,3 +267,29 @@ def test_a_partition_answered_again_or_no_longer_counts_as_moved() -> None:
     assert made.take(poll(2 * INTERVAL, 1)) == {tp}  # the same offsets as before it went
     assert made.take(poll(3 * INTERVAL, 1)) == set()
     assert made.polls == 4 and made.last_poll == 3 * INTERVAL
+
+
+def test_the_counts_version_follows_partition_counts_and_dropped_topics_not_first_polls() -> None:
+    """What a group's layout is kept on (storage's shape of it): a partition first answering, or one no longer
+    answering, leaves it; a topic growing, or dropped as gone, changes it."""
+    made, _ = figures({})
+    made.take(poll(0.0, 2))
+    counted, polled = made.counts_version, made.polled_version
+    first = EndOffsetsPolled(
+        polled_at=INTERVAL,
+        log_start={TopicPartition(TOPIC, 0): 0},  # partition 1 no longer answers
+        log_end={TopicPartition(TOPIC, 0): 100},
+        partition_counts={TOPIC: 2, "payments": 1},  # a new topic, of a group not reading it
+    )
+    made.take(first)
+    assert made.counts_version == counted + 1  # payments' count is new
+    counted = made.counts_version
+    grown = poll(2 * INTERVAL, 2)
+    grown.log_end[TopicPartition("payments", 0)] = 5  # payments' first answer; partition 1 answers again
+    grown.log_start[TopicPartition("payments", 0)] = 0
+    grown.partition_counts["payments"] = 1
+    made.take(grown)
+    assert made.polled_version > polled
+    assert made.counts_version == counted
+    made.take(poll(3 * INTERVAL, 3))
+    assert made.counts_version == counted + 1  # orders grew a partition
