@@ -26,6 +26,8 @@ worker meanwhile); and the longest a ``/healthz``
 request, sent every 5 ms meanwhile, waited (any stage's stall shows there;
 printed idle beside it). The scrapes:
 
+- **the first after the worker started**: every group's layout (its labels,
+  each partition's owner) is made, once; printed on its own;
 - **after every group committed a new position** (every group's figures
   changed since the last scrape): each group-partition commits one record
   further, the worker applies the round, and Prometheus' scrape comes;
@@ -344,6 +346,13 @@ async def main(
                 idle = idle_rate(worker)
                 idle_wait = probe.reset()
                 print(f"worker idle: {idle:.2f} cores; longest /healthz wait {idle_wait * 1000:.1f} ms")
+                first = scrape(worker, probe, idle)  # every group's layout made: once after a start
+                print(
+                    f"  the first scrape after the worker started (every group's layout made): its CPU "
+                    f"{first.cpu:.3f} s, {first.cpu / first.samples * 1e6:.3f} µs a sample, longest hold "
+                    f"{first.longest_hold * 1000:.1f} ms",
+                    flush=True,
+                )
                 moved = []
                 for step in range(1, SCRAPES + 1):  # every group commits a new position: every group changed
                     applied = counters(worker)["kagent_derived_events_total"]
