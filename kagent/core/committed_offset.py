@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kagent.core.group_health import CommitObservation, CommitWindow, add_commit
 from kagent.core.json_bytes import kept
+from kagent.core.lag_twins import twin_of
 
 __all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "offset_of"]
 
@@ -90,7 +91,7 @@ def offset_of(raw: bytes) -> int:
     return int(found[1]) if found is not None else decode(raw).offset
 
 
-def offsets_of(values: Iterable[bytes | None]) -> list[int | None]:
+def _offsets_of(values: Iterable[bytes | None]) -> list[int | None]:
     """:func:`offset_of` each of ``values`` (None for None), in one call: a scrape reads every
     group-partition's."""
     match = _OFFSET_FIRST.match
@@ -98,6 +99,10 @@ def offsets_of(values: Iterable[bytes | None]) -> list[int | None]:
         None if raw is None else int(found[1]) if (found := match(raw)) is not None else offset_of(raw)
         for raw in values
     ]
+
+
+offsets_of = twin_of(_offsets_of)
+"""Compiled where built (:mod:`kagent.core.lag_twins`): the scrape's read of every committed offset."""
 
 
 def _parsed(raw: bytes) -> tuple[int, int, int | None, list[Sequence[Any]]]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["family_header", "go_float", "label_value", "labels_text"]
+__all__ = ["family_header", "go_float", "go_int", "label_value", "labels_text"]
 
 
 def go_float(value: float) -> str:
@@ -40,6 +40,17 @@ def go_float(value: float) -> str:
         mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
         return f"{mantissa}e+{dot - 1:02d}"
     return text
+
+
+def go_int(number: int) -> str:
+    """An integer figure as :func:`go_float` writes it, from its digits (a float is exact below 2**53)."""
+    if -1_000_000_000_000_000 < number < 1_000_000:
+        return f"{number}.0"
+    if number >= 2**53:
+        return go_float(float(number))
+    digits = str(number)
+    rest = digits[1:].rstrip("0")
+    return f"{digits[0]}.{rest}e+{len(digits) - 1:02d}" if rest else f"{digits[0]}e+{len(digits) - 1:02d}"
 
 
 def label_value(value: str) -> str:

@@ -86,7 +86,8 @@ from typing import NamedTuple
 
 from aiokafka.structs import TopicPartition
 
-from kagent.core.exposition import family_header, go_float, label_value, labels_text
+from kagent.core.exposition import family_header, go_float, go_int, label_value, labels_text
+from kagent.core.lag_twins import twin_of
 from kagent.core.member_lag import NO_MEMBER, Member, MemberTotals, skew_of
 from kagent.core.policy import LagUnit, SkewMetric
 
@@ -270,17 +271,6 @@ class PartitionOffsets(NamedTuple):
     latest: int
 
 
-def _value(number: int) -> str:
-    """An integer figure as :func:`go_float` writes it, from its digits (a float is exact below 2**53)."""
-    if -1_000_000_000_000_000 < number < 1_000_000:
-        return f"{number}.0"
-    if number >= 2**53:
-        return go_float(float(number))
-    digits = str(number)
-    rest = digits[1:].rstrip("0")
-    return f"{digits[0]}.{rest}e+{len(digits) - 1:02d}" if rest else f"{digits[0]}e+{len(digits) - 1:02d}"
-
-
 class GroupLayout:
     """What a group's series are written with apart from its figures: the label sets of its
     group-partition, member and group series, each partition's place in its topic, and how its
@@ -290,6 +280,7 @@ class GroupLayout:
 
     __slots__ = (
         "families",
+        "family_names",
         "group_labels",
         "labels",
         "member_labels",
@@ -305,7 +296,8 @@ class GroupLayout:
         in that order)."""
         self.shape = figures.shape
         self.families = tuple(families)
-        wanted = frozenset(family.name for family in self.families)
+        self.family_names = tuple(family.name for family in self.families)
+        wanted = frozenset(self.family_names)
         cluster = label_value(cluster_name)
         quoted = label_value(figures.group)
         self.group_labels = f'{{cluster_name="{cluster}",group="{quoted}"}} '
@@ -388,6 +380,76 @@ def _time_lag_text(offset_lag: int | None, time_lag: float | None) -> str:
     return repr(time_lag) if time_lag < 1e6 else go_float(time_lag)
 
 
+def _partition_pieces(
+    labels: Sequence[str],
+    committed: Sequence[int | None],
+    offset_lags: Sequence[int | None],
+    time_lags: Sequence[float | None],
+) -> tuple[bytes, bytes, bytes]:
+    """The ``group_offset``, ``group_lag`` and ``group_lag_seconds`` samples of a group's partitions, each
+    written with its ``labels`` (braces and the space before the value included) from its ``committed``
+    offset (None: no sample), its offset lag (None: NaN) and its time lag (NaN when the offset lag is
+    unknown, or records wait and it is unknown; 0 when nothing waits). All four in the partitions'
+    order; raises ``ValueError`` when their lengths differ.
+
+    The scrape's innermost loop: its compiled twin (:mod:`kagent.core.lag_twins`) runs where it is built."""
+    if not len(labels) == len(committed) == len(offset_lags) == len(time_lags):
+        raise ValueError(
+            f"{len(labels)} labels but {len(committed)} committed offsets and {len(offset_lags)}, {len(time_lags)} lags"
+        )
+    offset_name, lag_name, seconds_name = GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name
+    offsets = "".join(
+        [
+            f"{offset_name}{label}{f'{position}.0' if 0 <= position < 1_000_000 else go_int(position)}\n"
+            for label, position in zip(labels, committed, strict=True)
+            if position is not None
+        ]
+    )
+    lags = "".join(
+        [
+            f"{lag_name}{label}{'NaN' if lag is None else f'{lag}.0' if lag < 1_000_000 else go_int(lag)}\n"
+            for label, lag in zip(labels, offset_lags, strict=True)
+        ]
+    )
+    seconds = "".join(
+        [
+            f"{seconds_name}{label}{_time_lag_text(lag, waiting)}\n"
+            for label, lag, waiting in zip(labels, offset_lags, time_lags, strict=True)
+        ]
+    )
+    return offsets.encode(), lags.encode(), seconds.encode()
+
+
+partition_pieces = twin_of(_partition_pieces)
+
+
+def _lag_sums(
+    offset_lags: Sequence[int | None], time_lags: Sequence[float | None], topics: Sequence[tuple[str, int, int]]
+) -> tuple[int | None, int | None, float, list[float]]:
+    """A group's largest and total offset lag (None when none is known), its largest time lag (NaN when
+    none is known; 0 on a partition without lag) and each topic's total offset lag (a float; NaN when
+    none of its partitions' is known), from its partitions' figures (unknown: None) and each topic's
+    range of them (``topics``: name, start, end). Unknown figures count in none of them. Raises
+    ``ValueError`` when there are not as many time lags as offset lags.
+
+    The scrape's loop over every group-partition: its compiled twin (:mod:`kagent.core.lag_twins`) runs
+    where it is built."""
+    if len(offset_lags) != len(time_lags):
+        raise ValueError(f"{len(offset_lags)} offset lags but {len(time_lags)} time lags")
+    known = [lag for lag in offset_lags if lag is not None]
+    waited = [seconds for lag, seconds in zip(offset_lags, time_lags, strict=True) if lag and seconds is not None]
+    if 0 in offset_lags:  # caught up on a partition: nothing waits there
+        waited.append(0.0)
+    topic_sums = []
+    for _, start, end in topics:
+        in_topic = [lag for lag in offset_lags[start:end] if lag is not None]
+        topic_sums.append(float(sum(in_topic)) if in_topic else NAN)
+    return (max(known) if known else None, sum(known) if known else None, max(waited, default=NAN), topic_sums)
+
+
+lag_sums = twin_of(_lag_sums)
+
+
 class RenderedGroup(NamedTuple):
     """One group's series as text, and whether their figures age with time."""
 
@@ -404,7 +466,6 @@ def render_group(figures: GroupLag, layout: GroupLayout, unit: LagUnit, metric: 
     evaluation's (the skew exported is the one it measures). Measures the partitions' lag once
     (:attr:`GroupLag.lags`), and adds up the members' (:class:`MemberTotals`)."""
     labels = layout.labels
-    offset_name, lag_name, seconds_name = GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name
     partitions, committed_offsets = figures.partitions, figures.committed
     offset_lags, time_lags = figures.lags(partitions, committed_offsets)
     if not len(layout.partitions) == len(partitions) == len(committed_offsets) == len(offset_lags) == len(time_lags):
@@ -414,36 +475,10 @@ def render_group(figures: GroupLag, layout: GroupLayout, unit: LagUnit, metric: 
         )
     totals = layout.totals.again()
     totals.add_read(offset_lags, time_lags)
-    known = [lag for lag in offset_lags if lag is not None]
-    max_lag = max(known, default=0)
-    waited = [seconds for lag, seconds in zip(offset_lags, time_lags, strict=True) if lag and seconds is not None]
-    if 0 in offset_lags:  # caught up on a partition: nothing waits there
-        waited.append(0.0)
-    topic_sums: dict[str, float] = {}
-    for topic, start, end in layout.topics:
-        in_topic = [lag for lag in offset_lags[start:end] if lag is not None]
-        topic_sums[topic] = float(sum(in_topic)) if in_topic else NAN
-    offsets = lags = seconds = ""
+    max_lag, sum_lag, max_seconds, topic_sums = lag_sums(offset_lags, time_lags, layout.topics)
+    offsets = lags = seconds = b""
     if labels is not None:
-        lags = "".join(
-            [
-                f"{lag_name}{label}{'NaN' if lag is None else f'{lag}.0' if lag < 1_000_000 else _value(lag)}\n"
-                for label, lag in zip(labels, offset_lags, strict=True)
-            ]
-        )
-        seconds = "".join(
-            [
-                f"{seconds_name}{label}{_time_lag_text(lag, waiting)}\n"
-                for label, lag, waiting in zip(labels, offset_lags, time_lags, strict=True)
-            ]
-        )
-        offsets = "".join(
-            [
-                f"{offset_name}{label}{f'{committed}.0' if 0 <= committed < 1_000_000 else _value(committed)}\n"
-                for label, committed in zip(labels, committed_offsets, strict=True)
-                if committed is not None
-            ]
-        )
+        offsets, lags, seconds = partition_pieces(labels, committed_offsets, offset_lags, time_lags)
 
     rows, rest = totals.rows(partitions=False)
     member_lag: list[str] = []
@@ -453,18 +488,15 @@ def render_group(figures: GroupLag, layout: GroupLayout, unit: LagUnit, metric: 
         labelled.append((rest, layout.rest_labels))
     for member_row, member_labels in labelled:
         if member_row.offset_lag is not None:
-            member_lag.append(f"{MEMBER_LAG.name}{member_labels}{_value(member_row.offset_lag)}\n")
+            member_lag.append(f"{MEMBER_LAG.name}{member_labels}{go_int(member_row.offset_lag)}\n")
         if member_row.time_lag is not None:
             member_seconds.append(f"{MEMBER_LAG_SECONDS.name}{member_labels}{go_float(member_row.time_lag)}\n")
     skew = skew_of(rows, unit, metric)
     group_labels = layout.group_labels
     pieces: dict[str, str] = {
-        offset_name: offsets,
-        lag_name: lags,
-        seconds_name: seconds,
         TOPIC_SUM_LAG.name: "".join(
-            f'{TOPIC_SUM_LAG.name}{group_labels[:-2]},topic="{label_value(topic)}"}} {go_float(float(total))}\n'
-            for topic, total in topic_sums.items()
+            f'{TOPIC_SUM_LAG.name}{group_labels[:-2]},topic="{label_value(topic)}"}} {go_float(total)}\n'
+            for (topic, _, _), total in zip(layout.topics, topic_sums, strict=True)
         ),
         MEMBER_LAG.name: "".join(member_lag),
         MEMBER_LAG_SECONDS.name: "".join(member_seconds),
@@ -472,11 +504,14 @@ def render_group(figures: GroupLag, layout: GroupLayout, unit: LagUnit, metric: 
         GROUP_MEMBERS.name: f"{GROUP_MEMBERS.name}{group_labels}{go_float(float(len(figures.members)))}\n",
     }
     if partitions:
-        max_seconds = max(waited, default=NAN)
-        pieces[MAX_LAG.name] = f"{MAX_LAG.name}{group_labels}{_value(max_lag) if known else 'NaN'}\n"
+        pieces[MAX_LAG.name] = f"{MAX_LAG.name}{group_labels}{'NaN' if max_lag is None else go_int(max_lag)}\n"
         pieces[MAX_LAG_SECONDS.name] = f"{MAX_LAG_SECONDS.name}{group_labels}{go_float(max_seconds)}\n"
-        pieces[SUM_LAG.name] = f"{SUM_LAG.name}{group_labels}{_value(sum(known)) if known else 'NaN'}\n"
-    return RenderedGroup(tuple(pieces.get(family.name, "").encode() for family in layout.families), max_lag > 0)
+        pieces[SUM_LAG.name] = f"{SUM_LAG.name}{group_labels}{'NaN' if sum_lag is None else go_int(sum_lag)}\n"
+    written = {GROUP_OFFSET.name: offsets, GROUP_LAG.name: lags, GROUP_LAG_SECONDS.name: seconds}
+    return RenderedGroup(
+        tuple(written.get(name) or pieces.get(name, "").encode() for name in layout.family_names),
+        max_lag is not None and max_lag > 0,
+    )
 
 
 def render_partition_offsets(cluster_name: str, offsets: Iterable[PartitionOffsets]) -> tuple[bytes, bytes]:
@@ -487,6 +522,6 @@ def render_partition_offsets(cluster_name: str, offsets: Iterable[PartitionOffse
     earliest: list[str] = []
     for row in offsets:
         labels = f'{{cluster_name="{cluster}",partition="{row.partition}",topic="{label_value(row.topic)}"}} '
-        latest.append(f"{LATEST_OFFSET.name}{labels}{_value(row.latest)}\n")
-        earliest.append(f"{EARLIEST_OFFSET.name}{labels}{_value(row.earliest)}\n")
+        latest.append(f"{LATEST_OFFSET.name}{labels}{go_int(row.latest)}\n")
+        earliest.append(f"{EARLIEST_OFFSET.name}{labels}{go_int(row.earliest)}\n")
     return "".join(latest).encode(), "".join(earliest).encode()

@@ -106,7 +106,8 @@ def test_time_lag_is_never_negative() -> None:
 def test_steady_production_gives_the_exact_age(
     rate: int, interval: float, polls: int, limit: int, data: st.DataObject
 ) -> None:
-    """Records appended at a steady rate: any unread offset's age is exact, inside the window or older."""
+    """Records appended at a steady rate: any unread offset's age is exact to the millisecond it is stated
+    in, inside the window or older."""
     h = EndOffsetHistory(limit)
     for i in range(polls):
         h = h.add(rate * i, i * interval)
@@ -114,7 +115,17 @@ def test_steady_production_gives_the_exact_age(
     now = polls * interval
     log_end = rate * (polls - 1)
     position = data.draw(st.integers(0, log_end - 1))
-    assert time_lag(h, position, now) == pytest.approx(now - position / rate * interval, rel=1e-9, abs=1e-6)
+    stated = time_lag(h, position, now)
+    assert stated == pytest.approx(now - position / rate * interval, rel=1e-9, abs=0.0005 + 1e-9)
+    assert stated is not None and repr(stated) == repr(round(stated * 1000) / 1000)  # whole milliseconds
+
+
+def test_time_lag_is_stated_in_whole_milliseconds_rounded_half_up() -> None:
+    h = history((0, 0.0), (1000, 1.0))  # a record a millisecond
+    assert time_lag(h, 0, now=10.0004) == 10.0
+    assert time_lag(h, 0, now=10.0005) == 10.001
+    assert time_lag(h, 1, now=10.1234567) == 10.122
+    assert repr(time_lag(h, 1, now=10.1234567)) == "10.122"
 
 
 @given(st.lists(st.tuples(st.integers(0, 50), st.floats(0.1, 10.0)), max_size=100), st.integers(2, 10))

@@ -1,0 +1,55 @@
+"""Compiled twins of the scrape's innermost loops, where they are built.
+
+A full scrape renders every group-partition's three samples (:mod:`kagent.core.lag_series`) and measures
+its lag first (:mod:`kagent.core.time_lag`): a few hundred thousand times per scrape at the issue's mix,
+millions at a million group-partitions, inside the worker's event loop. Those two loops,
+:func:`kagent.core.time_lag.measured_lags` and :func:`kagent.core.lag_series.partition_pieces`, have
+Cython twins in ``_lag_twins.pyx``, built at install by ``setup.py`` beside the codec's twins; they take
+the offsets and the history's points as C integers and doubles.
+
+Contract: given the same arguments, a twin returns exactly what its Python function returns (equal
+lists, the same text byte for byte, the same ``ValueError`` for mismatched lengths);
+``tests/unit/test_lag_twins.py`` holds them to it. Where the extension is not built (no compiler at
+install) or ``KAGENT_CODEC=python`` is set, the Python functions run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, TypeVar
+
+__all__ = ["CODEC_VARIABLE", "IN_USE", "twin_of"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CODEC_VARIABLE = "KAGENT_CODEC"
+"""The environment variable that, set to "python", turns these twins off, as it does the decoders'
+(:data:`kagent.core.consumer_offsets._native.CODEC_VARIABLE`, not imported: that loads the whole codec)."""
+
+IN_USE: set[str] = set()
+"""The names of the functions whose compiled twin is in use."""
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get(CODEC_VARIABLE, "") == "python":
+        return None
+    try:
+        return importlib.import_module("kagent.core._lag_twins")  # imports nothing of kagent but exposition
+    except ImportError:
+        return None
+
+
+_module = _load()
+
+
+def twin_of(function: F) -> F:
+    """``function``'s compiled twin (the function of the same name in ``_lag_twins``) when it is built and
+    twins are on; ``function`` itself otherwise."""
+    twin = getattr(_module, function.__name__.lstrip("_"), None) if _module is not None else None
+    if twin is None:
+        return function
+    IN_USE.add(function.__name__.lstrip("_"))
+    return twin  # type: ignore[no-any-return]

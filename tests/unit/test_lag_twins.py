@@ -1,0 +1,184 @@
+"""The scrape's compiled twins (kagent/core/_lag_twins.pyx): built, in use, and returning exactly what their
+Python functions return for the same arguments (kagent.core.lag_twins' contract).
+
+Every other test of the lag series and the time lag runs on whichever is in use, which after the README's
+install are the twins; here the same generated arguments go through both.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kagent.core import _lag_twins, committed_offset, lag_series, lag_twins, time_lag
+from kagent.core.time_lag import Answered, EndOffsetHistory
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+OFFSETS = st.one_of(st.integers(0, 400), st.integers(0, 2**63 - 1))
+NOW = 1_700_000_000.0
+
+
+def test_both_loops_run_their_compiled_twins() -> None:
+    twins = {"lag_sums", "measured_lags", "offsets_of", "partition_pieces"}
+    assert twins == lag_twins.IN_USE, "run the README's install to build them"
+    assert lag_series.lag_sums is _lag_twins.lag_sums
+    assert committed_offset.offsets_of is _lag_twins.offsets_of
+    assert time_lag.measured_lags is _lag_twins.measured_lags
+    assert lag_series.partition_pieces is _lag_twins.partition_pieces
+
+
+def test_the_twins_follow_the_decoders_variable() -> None:
+    from kagent.core.consumer_offsets import _native
+
+    assert lag_twins.CODEC_VARIABLE == _native.CODEC_VARIABLE
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> EndOffsetHistory | None:
+    if draw(st.booleans()):
+        return None
+    history = EndOffsetHistory(limit=draw(st.integers(2, 8)))
+    offset, at = draw(st.integers(0, 300)), NOW - 600
+    for _ in range(draw(st.integers(0, 12))):  # moves, flat runs, late polls and a log end going back
+        offset = max(0, offset + draw(st.integers(-20, 60)))
+        at += draw(st.floats(-5, 60, allow_nan=False))
+        history = history.add(offset, at)
+    return history
+
+
+@st.composite
+def answers(draw: st.DrawFn) -> Answered | None:
+    if draw(st.integers(0, 5)) == 0:
+        return None
+    history = draw(histories())
+    latest = history.latest if history is not None else None
+    log_end = latest.offset if latest is not None and draw(st.booleans()) else draw(st.integers(0, 400))
+    return Answered(draw(st.integers(0, log_end)), log_end, NOW - draw(st.floats(0, 120)), history)
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(st.tuples(st.one_of(st.none(), st.integers(-5, 450), OFFSETS), answers()), max_size=40),
+    st.floats(0, 120),
+)
+def test_measured_lags_twin_measures_as_the_python(
+    rows: list[tuple[int | None, Answered | None]], stale: float
+) -> None:
+    committed = [position for position, _ in rows]
+    answered = [answer for _, answer in rows]
+    python = time_lag._measured_lags(committed, answered, NOW, stale)
+    compiled = _lag_twins.measured_lags(iter(committed), iter(answered), NOW, stale)
+    assert repr(compiled) == repr(python)  # the same types too: 0 and 0.0 differ here
+
+
+def test_measured_lags_twin_refuses_mismatched_lengths_as_the_python() -> None:
+    for measure in (time_lag._measured_lags, _lag_twins.measured_lags):
+        try:
+            measure([1, 2], [None], NOW, 60.0)
+        except ValueError as exc:
+            assert "shorter" in str(exc)
+        else:
+            raise AssertionError(f"{measure} took two committed offsets for one partition")
+
+
+def _outcome(read: object, values: list[bytes | None]) -> tuple[object, ...]:
+    try:
+        return ("read", read(values))  # type: ignore[operator]
+    except Exception as exc:  # noqa: BLE001 - an exception is an outcome to compare
+        return ("raised", type(exc).__name__, str(exc))
+
+
+NUMBERS = st.one_of(
+    st.integers(-5, 10**6).map(str),
+    INT64.map(str),
+    st.integers(10**17, 10**21).map(str),  # past what the twin reads itself: offset_of reads those
+    st.text("0123456789-", max_size=22),  # leading zeros, no digits, stray signs
+)
+STORED = st.one_of(
+    st.none(),
+    st.tuples(NUMBERS, st.sampled_from([b",", b"}", b"", b'"', b",x"]), st.binary(max_size=30)).map(
+        lambda parts: b'{"offset":' + parts[0].encode() + parts[1] + parts[2]
+    ),
+    st.sampled_from(
+        [
+            b'{"offset":-1,"commit_timestamp":5,"leader_epoch":null,"commits":[[-1,0.005,null]]}',
+            b'{"commit_timestamp":5,"offset":8,"leader_epoch":null,"commits":[]}',  # not first: decoded
+            b'{"offset":12345678901234567890,"commit_timestamp":5,"leader_epoch":null,"commits":[]}',
+        ]
+    ),
+    st.binary(max_size=40),
+)
+
+
+@settings(max_examples=600)
+@given(st.lists(STORED, max_size=6))
+def test_offsets_of_twin_reads_what_the_python_reads(values: list[bytes | None]) -> None:
+    """The same offsets, or the same exception from the same value (a value it cannot read itself goes to
+    offset_of in both)."""
+    assert _outcome(_lag_twins.offsets_of, values) == _outcome(committed_offset._offsets_of, values)
+
+
+LABELS = st.text(min_size=0, max_size=12).map(lambda text: f'{{partition="{text}"}} ')
+TIME_LAGS = st.one_of(
+    st.none(),
+    st.integers(0, 2 * 10**9).map(lambda ms: ms / 1000),  # whole milliseconds, as time_lag states them
+    st.floats(0, 1e6, allow_nan=False),
+    st.floats(1e6, 1e300),
+    st.sampled_from([0.0, 999_999.9999999, 1e6, math.inf, math.nan]),
+)
+
+
+@settings(max_examples=400)
+@given(st.lists(st.tuples(LABELS, st.one_of(st.none(), INT64), st.one_of(st.none(), OFFSETS), TIME_LAGS), max_size=30))
+def test_partition_pieces_twin_writes_the_python_text(
+    rows: list[tuple[str, int | None, int | None, float | None]],
+) -> None:
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], [], []]
+    python = lag_series._partition_pieces(*columns)
+    assert _lag_twins.partition_pieces(*columns) == python
+    assert _lag_twins.partition_pieces(*map(tuple, columns)) == python
+
+
+def test_partition_pieces_twin_refuses_mismatched_lengths_as_the_python() -> None:
+    messages = []
+    for write in (lag_series._partition_pieces, _lag_twins.partition_pieces):
+        try:
+            write(["{} "], [1], [1, 2], [None])
+        except ValueError as exc:
+            messages.append(str(exc))
+    assert len(messages) == 2
+    assert messages[0] == messages[1]
+
+
+@st.composite
+def group_figures(draw: st.DrawFn) -> tuple[list[int | None], list[float | None], list[tuple[str, int, int]]]:
+    lags = draw(st.lists(st.one_of(st.none(), st.integers(0, 3), OFFSETS, st.just(2**63 - 1)), max_size=30))
+    seconds = draw(st.lists(TIME_LAGS, min_size=len(lags), max_size=len(lags)))
+    cuts = sorted(draw(st.lists(st.integers(0, len(lags)), max_size=4)))
+    bounds = [0, *cuts, len(lags)]
+    topics = [(f"topic-{index}", start, end) for index, (start, end) in enumerate(itertools.pairwise(bounds))]
+    return lags, seconds, topics
+
+
+@settings(max_examples=600)
+@given(group_figures())
+def test_lag_sums_twin_adds_up_as_the_python(
+    figures: tuple[list[int | None], list[float | None], list[tuple[str, int, int]]],
+) -> None:
+    """The same figures, NaN where the Python has NaN, and sums past int64 (left to the Python) alike."""
+    python = lag_series._lag_sums(*figures)
+    assert repr(_lag_twins.lag_sums(*figures)) == repr(python)
+
+
+def test_lag_sums_twin_refuses_mismatched_lengths_as_the_python() -> None:
+    messages = []
+    for add_up in (lag_series._lag_sums, _lag_twins.lag_sums):
+        try:
+            add_up([1, 2], [None], [])
+        except ValueError as exc:
+            messages.append(str(exc))
+    assert len(messages) == 2
+    assert messages[0] == messages[1]
