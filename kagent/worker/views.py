@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
+from contextlib import aclosing
 
 import faust
 from aiohttp import web
@@ -15,6 +17,8 @@ from kagent.worker.scrape import LoopHold, RenderedSeries, scrape_body
 from kagent.worker.stage import Stage
 
 __all__ = ["Views"]
+
+log = logging.getLogger(__name__)
 
 
 class Views(Stage):
@@ -43,15 +47,18 @@ class Views(Stage):
             async def get(self, request: Request) -> Response:
                 names = request.query.getall("name[]", [])
                 response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE_LATEST})
-                await response.prepare(request)  # type: ignore[arg-type]  # Faust's aiohttp driver hands aiohttp's request
                 hold = LoopHold()
                 try:
-                    async for block in scrape_body(registry, series, hold, names):
-                        hold.let_go()
-                        await response.write(block)  # a copy into the transport, or a wait for the client
-                        await asyncio.sleep(0)  # let others run after each block, whether the write waited or not
-                        hold.take()
+                    await response.prepare(request)  # type: ignore[arg-type]  # Faust's aiohttp driver hands aiohttp's request
+                    async with aclosing(scrape_body(registry, series, hold, names)) as body:
+                        async for block in body:
+                            hold.let_go()
+                            await response.write(block)  # a copy into the transport, or a wait for the client
+                            await asyncio.sleep(0)  # let others run after each block, whether the write waited or not
+                            hold.take()
                     await response.write_eof()
+                except ConnectionError:  # the scraper hung up (its timeout, a restart): nothing to answer, no error
+                    log.info("/metrics: %s hung up before the scrape's end", request.remote)
                 finally:
                     hold.let_go()
                     metrics.scrapes.inc()

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import socket
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,15 @@ def _mix(seed: int = 36) -> tuple[list[object], dict[str, int]]:
         records += [offset_commit(group, tp.topic, tp.partition, o) for tp, o in zip(partitions, offsets, strict=True)]
         lag[group] = sum(RECORDS - o for o in offsets)
     return records, lag
+
+
+def _hang_up(url: str, first_bytes: int) -> None:
+    """Ask ``url``'s /metrics and hang up once at least ``first_bytes`` of the answer came."""
+    address = urllib.parse.urlsplit(url)
+    with socket.create_connection((address.hostname, address.port), timeout=60) as connection:
+        connection.sendall(f"GET /metrics HTTP/1.1\r\nHost: {address.netloc}\r\n\r\n".encode())
+        if first_bytes:
+            connection.recv(first_bytes)
 
 
 async def test_a_real_prometheus_ingests_every_sample_of_a_worker_holding_the_issues_mix(tmp_path: Path) -> None:
@@ -128,6 +139,12 @@ async def test_a_real_prometheus_ingests_every_sample_of_a_worker_holding_the_is
                     wait_until, known_sums, 120, "a scrape with every group's lag known", interval=1.0
                 )
                 assert {group: int(value) for group, value in known.items()} == lag
+
+            # Scrapers that hang up (before the body, and after its first block) are not errors of the worker.
+            for first_bytes in (0, 1):
+                await asyncio.to_thread(_hang_up, worker.url, first_bytes)
+            assert worker.metrics("kagent_scrapes_total"), "the worker's /metrics stopped answering"
+            assert "Error handling request" not in worker.log(), worker.log_tail()
             assert worker.stop() == 0
         finally:
             worker.kill()
