@@ -311,7 +311,7 @@ async def main(
     keep_partitions: int,
     every: float,
     worker_count: int = 1,
-    catch_up: float = CATCH_UP,
+    within: float = CATCH_UP,
 ) -> int:
     print(
         f"a worker's /metrics on the embedded broker (Tansu), {platform.python_implementation()} "
@@ -556,8 +556,8 @@ async def main(
                     checks.append(("no consumer session of a worker expired", not lost, f"{len(lost)}"))
                     checks.append(
                         (
-                            f"every live record applied within {catch_up:g} s of the last",
-                            caught_up <= catch_up,
+                            f"every live record applied within {within:g} s of the last",
+                            caught_up <= within,
                             f"{caught_up:.1f} s",
                         )
                     )

@@ -164,6 +164,16 @@ cdef inline void _put_int(Piece *piece, long long number) noexcept:
         piece.end += 1
 
 
+cdef void _put_count(Piece *piece, object value) except *:
+    """go_int(value) and "\n": an integer figure (an offset, a lag), from its digits below 1,000,000."""
+    if 0 <= value < 1_000_000:
+        _put_int(piece, value)
+        _put(piece, ".0\n", 3)
+    else:
+        _put_text(piece, go_int(value))
+        _put(piece, "\n", 1)
+
+
 cdef void _put_seconds(Piece *piece, double seconds) except *:
     """repr(seconds) and "\n", for 0 <= seconds < 1e6 (or any double: repr's own way).
 
@@ -239,9 +249,6 @@ def partition_pieces(labels, committed, offset_lags, time_lags):
     cdef Py_ssize_t count = len(labels), index, size, written = 0
     cdef str offset_name, lag_name, seconds_name
     cdef const char *label
-    cdef long long number
-    cdef double waited
-    cdef char *text
     cdef Piece offsets, lags, seconds
     if not count == len(committed) == len(offset_lags) == len(time_lags):
         raise ValueError(
@@ -267,13 +274,7 @@ def partition_pieces(labels, committed, offset_lags, time_lags):
             if position is not None:
                 _put_text(&offsets, offset_name)
                 _put(&offsets, label, size)
-                number = position
-                if 0 <= number < 1_000_000:
-                    _put_int(&offsets, number)
-                    _put(&offsets, ".0\n", 3)
-                else:
-                    _put_text(&offsets, go_int(position))
-                    _put(&offsets, "\n", 1)
+                _put_count(&offsets, position)
             _put_text(&lags, lag_name)
             _put(&lags, label, size)
             _put_text(&seconds, seconds_name)
@@ -283,15 +284,9 @@ def partition_pieces(labels, committed, offset_lags, time_lags):
                 _put(&lags, "NaN\n", 4)
                 _put(&seconds, "NaN\n", 4)
                 continue
-            number = lag
-            if 0 <= number < 1_000_000:
-                _put_int(&lags, number)
-                _put(&lags, ".0\n", 3)
-            else:
-                _put_text(&lags, go_int(lag))
-                _put(&lags, "\n", 1)
+            _put_count(&lags, lag)
             waiting = time_lags[index]
-            if number == 0:
+            if lag == 0:
                 _put(&seconds, "0.0\n", 4)
             elif waiting is None:
                 _put(&seconds, "NaN\n", 4)
