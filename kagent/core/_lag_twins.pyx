@@ -306,7 +306,7 @@ cdef object _python_lag_sums = None  # kagent.core.lag_series._lag_sums: what a 
 
 
 def lag_sums(offset_lags, time_lags, topics):
-    """The twin of kagent.core.lag_series.lag_sums (a sum that would pass int64 is left to the Python twin)."""
+    """The twin of kagent.core.lag_series.lag_sums (a lag or a sum past int64 is left to the Python twin)."""
     global _python_lag_sums
     cdef Py_ssize_t count = len(offset_lags), index, start, end
     cdef long long lag, largest = 0, total = 0, in_topic
@@ -320,7 +320,10 @@ def lag_sums(offset_lags, time_lags, topics):
         value = offset_lags[index]
         if value is None:
             continue
-        lag = value
+        try:
+            lag = value
+        except OverflowError:  # past int64: the Python twin's way
+            break
         if not known or lag > largest:
             largest = lag
         if __builtin_saddll_overflow(total, lag, &total):
@@ -346,7 +349,8 @@ def lag_sums(offset_lags, time_lags, topics):
             for index in range(max(start, 0), min(end, count)):
                 value = offset_lags[index]
                 if value is not None:
-                    if __builtin_saddll_overflow(in_topic, <long long>value, &in_topic):
+                    lag = value  # read above: within int64
+                    if __builtin_saddll_overflow(in_topic, lag, &in_topic):
                         break
                     topic_known = True
             else:

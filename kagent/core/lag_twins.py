@@ -1,16 +1,22 @@
 """Compiled twins of the scrape's innermost loops, where they are built.
 
-A full scrape renders every group-partition's three samples (:mod:`kagent.core.lag_series`) and measures
-its lag first (:mod:`kagent.core.time_lag`): a few hundred thousand times per scrape at the issue's mix,
-millions at a million group-partitions, inside the worker's event loop. Those two loops,
-:func:`kagent.core.time_lag.measured_lags` and :func:`kagent.core.lag_series.partition_pieces`, have
-Cython twins in ``_lag_twins.pyx``, built at install by ``setup.py`` beside the codec's twins; they take
-the offsets and the history's points as C integers and doubles.
+A full scrape reads every group-partition's committed offset, measures its lag, adds a group's up and
+writes its three samples: a few hundred thousand times per scrape at the issue's mix, millions at a
+million group-partitions, inside the worker's event loop. Those four loops,
+:func:`kagent.core.committed_offset.offsets_of`, :func:`kagent.core.time_lag.measured_lags`,
+:func:`kagent.core.lag_series.lag_sums` and :func:`kagent.core.lag_series.partition_pieces`, have Cython
+twins in ``_lag_twins.pyx``, built at install by ``setup.py`` beside the codec's twins; they take the
+offsets and the history's points as C integers and doubles, and write each sample straight into its
+piece's bytes.
 
 Contract: given the same arguments, a twin returns exactly what its Python function returns (equal
 lists, the same text byte for byte, the same ``ValueError`` for mismatched lengths);
-``tests/unit/test_lag_twins.py`` holds them to it. Where the extension is not built (no compiler at
-install) or ``KAGENT_CODEC=python`` is set, the Python functions run.
+``tests/unit/test_lag_twins.py`` holds them to it. Offsets, log offsets and lags are Kafka's (int64, as
+the wire and the decoders give them): a twin given one beyond int64 raises ``OverflowError`` where the
+Python function computes (but for the text and the sums, which go the Python's way past int64).
+
+Where the extension is not built (no compiler at install) or ``KAGENT_CODEC=python`` is set, the Python
+functions run.
 """
 
 from __future__ import annotations

@@ -58,17 +58,21 @@ class LoopHold:
         logged, naming where it ended."""
         if self._since is not None:
             wall, cpu, collected = self._since
-            held = time.perf_counter() - wall - (self._pauses.seconds - collected)
+            paused = self._pauses.seconds - collected
+            held = time.perf_counter() - wall - paused
             self.longest = max(self.longest, held)
-            self.cpu += time.thread_time() - cpu
+            used = time.thread_time() - cpu
+            self.cpu += used
             self._since = None
             if held > LOGGED_HOLD:
                 caller = sys._getframe(1)
                 if caller.f_code.co_name == "pause":
                     caller = caller.f_back or caller
                 log.warning(
-                    "a /metrics scrape held the event loop %.0f ms at once, up to %s (line %d)",
+                    "a /metrics scrape held the event loop %.0f ms at once, %.0f ms of it on a core (the rest the "
+                    "thread waited for one), up to %s (line %d)",
                     held * 1000,
+                    max(0.0, used - paused) * 1000,
                     caller.f_code.co_qualname,
                     caller.f_lineno,
                 )

@@ -19,6 +19,7 @@ from kagent.core.time_lag import Answered, EndOffsetHistory
 INT64 = st.integers(-(2**63), 2**63 - 1)
 OFFSETS = st.one_of(st.integers(0, 400), st.integers(0, 2**63 - 1))
 NOW = 1_700_000_000.0
+BEYOND = st.integers(2**63, 2**70)  # past Kafka's offsets: the text goes to go_int as in the Python
 
 
 def test_both_loops_run_their_compiled_twins() -> None:
@@ -132,7 +133,11 @@ TIME_LAGS = st.one_of(
 
 
 @settings(max_examples=400)
-@given(st.lists(st.tuples(LABELS, st.one_of(st.none(), INT64), st.one_of(st.none(), OFFSETS), TIME_LAGS), max_size=30))
+@given(
+    st.lists(
+        st.tuples(LABELS, st.one_of(st.none(), INT64, BEYOND), st.one_of(st.none(), OFFSETS), TIME_LAGS), max_size=30
+    )
+)
 def test_partition_pieces_twin_writes_the_python_text(
     rows: list[tuple[str, int | None, int | None, float | None]],
 ) -> None:
@@ -155,7 +160,7 @@ def test_partition_pieces_twin_refuses_mismatched_lengths_as_the_python() -> Non
 
 @st.composite
 def group_figures(draw: st.DrawFn) -> tuple[list[int | None], list[float | None], list[tuple[str, int, int]]]:
-    lags = draw(st.lists(st.one_of(st.none(), st.integers(0, 3), OFFSETS, st.just(2**63 - 1)), max_size=30))
+    lags = draw(st.lists(st.one_of(st.none(), st.integers(0, 3), OFFSETS, st.just(2**63 - 1), BEYOND), max_size=30))
     seconds = draw(st.lists(TIME_LAGS, min_size=len(lags), max_size=len(lags)))
     cuts = sorted(draw(st.lists(st.integers(0, len(lags)), max_size=4)))
     bounds = [0, *cuts, len(lags)]
