@@ -19,7 +19,7 @@ held group's series as rendered text, a piece per family, and a scrape:
    of at most :data:`~kagent.worker.loop_slices.SLICE` seconds of the event loop,
    letting it go between them;
 3. writes the families one after the other, each as the pieces of every
-   group joined into blocks of about :data:`BLOCK` bytes, awaiting the
+   group joined into blocks of about :data:`~kagent.worker.scrape.BLOCK` bytes, awaiting the
    client between blocks (:meth:`LagExporter.exposition`): no whole body is
    ever held, and a slow scraper slows only its own scrape.
 
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Hashable
+from collections.abc import AsyncIterator, Callable, Collection, Hashable, Iterator
 from dataclasses import dataclass
 
 from aiokafka.structs import TopicPartition
@@ -63,7 +63,7 @@ from kagent.core.lag_series import (
 from kagent.core.policy import EvaluationPolicy
 from kagent.worker.group_state import GroupStateReader, LagClock
 from kagent.worker.loop_slices import SLICE, LoopSlices
-from kagent.worker.scrape import BLOCK, LoopHold
+from kagent.worker.scrape import LoopHold, family_blocks
 
 __all__ = ["LagExporter"]
 
@@ -86,6 +86,16 @@ class _Rendered:
     loop 86 ms at a million group-partitions)."""
     partitions: tuple[TopicPartition, ...]
     """The partitions it reads, while partition series are exported (empty otherwise)."""
+
+
+def _pieces(groups: list[_Rendered], index: int) -> Iterator[bytes]:
+    """Each group's piece of family ``index``; a group with lag's is dropped as it is handed out (freed with
+    its block, not all at the scrape's end)."""
+    for rendered in groups:
+        piece = rendered.pieces[index]
+        if rendered.lagging:
+            rendered.pieces[index] = b""
+        yield piece
 
 
 class LagExporter:
@@ -132,7 +142,7 @@ class LagExporter:
 
     async def exposition(self, names: Collection[str] | None, hold: LoopHold) -> AsyncIterator[bytes]:
         """The text of every family exported (only those named in ``names``, when given), in blocks of
-        about :data:`BLOCK` bytes, each family's header first even without samples. Renders what
+        about :data:`~kagent.worker.scrape.BLOCK` bytes, each family's header first even without samples. Renders what
         changed first, in slices, letting the loop go between them (``hold``); never raises for a
         group's sake."""
         families = [family for family in self._families if names is None or family.name in names]
@@ -146,23 +156,11 @@ class LagExporter:
                 self._cluster_name, self._reader.partition_offsets(sorted(partitions), clock)
             )
         for family in families:
-            block = [family.header]
-            size = 0
             if family is LATEST_OFFSET or family is EARLIEST_OFFSET:
-                block.append(offsets[0] if family is LATEST_OFFSET else offsets[1])
-            else:
-                index = self.group_families.index(family)
-                for rendered in groups:
-                    piece = rendered.pieces[index]
-                    if rendered.lagging:
-                        rendered.pieces[index] = b""  # freed with its block, not all at the scrape's end
-                    if piece:
-                        block.append(piece)
-                        size += len(piece)
-                        if size >= BLOCK:
-                            yield b"".join(block)
-                            block, size = [], 0
-            yield b"".join(block)
+                yield family.header + (offsets[0] if family is LATEST_OFFSET else offsets[1])
+                continue
+            async for block in family_blocks(family.header, _pieces(groups, self.group_families.index(family)), hold):
+                yield block
 
     async def _render(self, hold: LoopHold) -> tuple[list[_Rendered], set[TopicPartition]]:
         """Every held group's rendered series, those that may have changed rendered again; and every

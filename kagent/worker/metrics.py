@@ -16,7 +16,7 @@ from kagent.core.exposition import go_float, labels_text
 from kagent.core.incidents import IncidentKind
 from kagent.core.lag_series import MEMBER_LABELS, Family, Level
 from kagent.worker.loop_slices import LoopSlices
-from kagent.worker.scrape import LoopHold
+from kagent.worker.scrape import LoopHold, family_blocks
 
 __all__ = ["GROUP_GAUGE_FAMILIES", "GroupGauges", "HotPartitionFigures", "MemberDrain", "Metrics"]
 
@@ -393,7 +393,8 @@ class GroupGauges:
             if slices.over():  # even a look at 50,000 rendered groups takes its time
                 await hold.pause(slices)
         for index in indexes:
-            yield self.families[index].header + b"".join(rendered[index] for rendered in pieces)
+            async for block in family_blocks(self.families[index].header, (one[index] for one in pieces), hold):
+                yield block
 
 
 _KINDS = tuple(kind.value for kind in IncidentKind)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -24,10 +24,13 @@ from kagent.core.lag_series import Family
 from kagent.worker.garbage_collection import PAUSES, CollectorPauses
 from kagent.worker.loop_slices import LoopSlices
 
-__all__ = ["BLOCK", "LoopHold", "RenderedSeries", "scrape_body"]
+__all__ = ["BLOCK", "LoopHold", "RenderedSeries", "family_blocks", "scrape_body"]
 
 BLOCK = 1 << 20
 """Bytes of text joined before they are handed to the client."""
+
+STRIDE = 1024
+"""Pieces looked over between two looks at the clock while joining a family (a few µs each at most)."""
 
 LOGGED_HOLD = 0.05
 """Seconds a scrape may hold the event loop at once (the collector's pauses left out) before it is logged."""
@@ -113,3 +116,24 @@ async def scrape_body(
         async for block in source.exposition(wanted, hold):
             yield block
     hold.let_go()
+
+
+async def family_blocks(header: bytes, pieces: Iterable[bytes], hold: LoopHold) -> AsyncIterator[bytes]:
+    """One family's text: ``header``, then ``pieces`` (a group's each, empty when it has no sample), joined
+    in blocks of about :data:`BLOCK` bytes. Between two blocks it lets the loop go (``hold.pause``) every
+    :data:`~kagent.worker.loop_slices.SLICE` s: at 50,000 groups a family of small or empty pieces makes
+    no block for 60-70 ms."""
+    block = [header]
+    size = 0
+    slices = LoopSlices()
+    for count, piece in enumerate(pieces, 1):
+        if piece:
+            block.append(piece)
+            size += len(piece)
+            if size >= BLOCK:
+                yield b"".join(block)
+                block, size = [], 0
+                slices = LoopSlices()  # the consumer let the loop go while it wrote the block
+        if not count % STRIDE and slices.over():
+            await hold.pause(slices)
+    yield b"".join(block)
