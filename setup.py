@@ -7,7 +7,7 @@
 
 Everything else is declared in pyproject.toml. Both modules are optional: where
 one cannot be built, its pure-Python twins run (the decoders at about a third of
-the speed on group metadata, a full scrape at about 1.4 times the CPU).
+the speed on group metadata, a full scrape at about 1.25 times the CPU).
 
 A built module is kept under build/twins/, named by the digest of what it was
 built from (the generated Cython source, Cython's version, the C flags, the
