@@ -72,6 +72,10 @@ def _mix(seed: int = 36) -> tuple[list[object], dict[str, int]]:
     return records, lag
 
 
+HUNG_UP = "hung up before the scrape's end"
+"""What the worker logs (at info) of a scraper that hangs up."""
+
+
 def _hang_up(url: str, first_bytes: int) -> None:
     """Ask ``url``'s /metrics and hang up once at least ``first_bytes`` of the answer came."""
     address = urllib.parse.urlsplit(url)
@@ -143,6 +147,14 @@ async def test_a_real_prometheus_ingests_every_sample_of_a_worker_holding_the_is
             # Scrapers that hang up (before the body, and after its first block) are not errors of the worker.
             for first_bytes in (0, 1):
                 await asyncio.to_thread(_hang_up, worker.url, first_bytes)
+            await asyncio.to_thread(  # both scrapes over on the worker's side: what they logged is all there
+                wait_until,
+                lambda: worker.log().count(HUNG_UP) >= 2,
+                120,
+                "the worker to see both scrapers hang up",
+                interval=0.5,
+                detail=worker.log_tail,
+            )
             assert worker.metrics("kagent_scrapes_total"), "the worker's /metrics stopped answering"
             assert "Error handling request" not in worker.log(), worker.log_tail()
             assert worker.stop() == 0

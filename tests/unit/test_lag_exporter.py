@@ -9,7 +9,7 @@ import gc
 import logging
 import math
 import time
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 
 import pytest
 from aiokafka.structs import TopicPartition
@@ -662,19 +662,9 @@ def test_groups_no_longer_held_are_dropped_from_the_scrape_and_forgotten() -> No
     assert _rendered(reader) == ["a", "b", "a"]
 
 
-async def test_a_long_render_lets_the_event_loop_run_between_slices() -> None:
-    groups = {
-        f"g{n:03d}": snapshot(f"g{n:03d}", ORDERS.assignment.members, list(ORDERS.lag.values()), {"t": 4, "u": 1})
-        for n in range(50)
-    }
-    collector = LagExporter(
-        FakeGroups(groups),  # type: ignore[arg-type]
-        cluster_name=CLUSTER,
-        granularity="partition",
-        policy=policy(),
-        clock=lambda: NOW,
-        slice_seconds=0.0,
-    )
+async def turns_while(write: Callable[[LoopHold], AsyncIterator[bytes]]) -> tuple[bytes, int]:
+    """The body ``write`` makes on a scrape's hold, and how many times the event loop ran another task
+    meanwhile (one that only counts its turns)."""
     ticks = 0
 
     async def tick() -> None:
@@ -688,12 +678,31 @@ async def test_a_long_render_lets_the_event_loop_run_between_slices() -> None:
     started = ticks
     hold = LoopHold()
     hold.take()
-    blocks = [block async for block in collector.exposition(None, hold)]
-    hold.let_go()
-    ticker.cancel()
+    try:
+        blocks = [block async for block in write(hold)]
+    finally:
+        hold.let_go()
+        ticker.cancel()
+    return b"".join(blocks), ticks - started
 
-    assert ticks - started >= 50, "the render never let the event loop run"
-    assert len(parse(b"".join(blocks))["kagent_group_members"]) == 50
+
+async def test_a_long_render_lets_the_event_loop_run_between_slices() -> None:
+    groups = {
+        f"g{n:03d}": snapshot(f"g{n:03d}", ORDERS.assignment.members, list(ORDERS.lag.values()), {"t": 4, "u": 1})
+        for n in range(50)
+    }
+    collector = LagExporter(
+        FakeGroups(groups),  # type: ignore[arg-type]
+        cluster_name=CLUSTER,
+        granularity="partition",
+        policy=policy(),
+        clock=lambda: NOW,
+        slice_seconds=0.0,
+    )
+    body, turns = await turns_while(lambda hold: collector.exposition(None, hold))
+
+    assert turns >= 50, "the render never let the event loop run"
+    assert len(parse(body)["kagent_group_members"]) == 50
 
 
 async def test_joining_a_family_of_many_empty_pieces_lets_the_event_loop_run() -> None:
@@ -710,26 +719,11 @@ async def test_joining_a_family_of_many_empty_pieces_lets_the_event_loop_run() -
             yield b""
         yield b"x 1.0\n"
 
-    ticks = 0
+    body, turns = await turns_while(lambda hold: family_blocks(b"# header\n", slow_empty_pieces(), hold))
 
-    async def tick() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0)
-    started = ticks
-    hold = LoopHold()
-    hold.take()
-    blocks = [block async for block in family_blocks(b"# header\n", slow_empty_pieces(), hold)]
-    hold.let_go()
-    ticker.cancel()
-
-    assert b"".join(blocks) == b"# header\nx 1.0\n"
+    assert body == b"# header\nx 1.0\n"
     assert pieces_looked_at == 4 * STRIDE
-    assert ticks - started >= 2, "the join never let the event loop run"
+    assert turns >= 2, "the join never let the event loop run"
 
 
 # --------------------------------------------------------------------------------------------------------------------
