@@ -89,6 +89,7 @@ from kagent.core.group_polling import (
 from kagent.core.list_groups import ListedGroup, ListGroupsWithTypes, listed_groups
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
+from kagent.worker.in_flight import InFlight
 from kagent.worker.metrics import Metrics
 from kagent.worker.record_batches import send_derived_events
 from kagent.worker.stage import Stage
@@ -118,11 +119,13 @@ class GroupPoller:
         self._rejected = metrics.group_api_rejected
         self._malformed = metrics.malformed_member_metadata
         self._client: AIOKafkaClient | None = None
+        self._requests = InFlight()
         self._view: dict[str, GroupView] = {}
         self._fetch_all_partitions = True
 
     async def stop(self) -> None:
-        """Close the client."""
+        """End a poll under way, then close the client (:mod:`kagent.worker.in_flight`)."""
+        await self._requests.close()
         if self._client is not None:
             await self._client.close()
             self._client = None
@@ -148,10 +151,13 @@ class GroupPoller:
 
     async def poll(self, send: Send) -> bool:
         """One poll: ask the group APIs, ``send`` the events of what changed, then keep the new view;
-        whether it completed (every event sent).
+        whether it completed (every event sent); not when :meth:`stop` ended it.
 
         If a send fails the view is kept as it was, so the next poll sends those events again.
         """
+        return bool(await self._requests.run(self._poll(send)))
+
+    async def _poll(self, send: Send) -> bool:
         polled_at = int(time.time() * 1000)
         try:
             client = await self._connected()

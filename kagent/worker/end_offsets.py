@@ -42,6 +42,7 @@ from aiokafka.structs import TopicPartition
 from kagent.connections import KafkaConnection
 from kagent.worker.channel import Channel
 from kagent.worker.group_state import EndOffsetsPolled, GroupStateReader
+from kagent.worker.in_flight import InFlight
 from kagent.worker.list_offsets import (
     ListOffsetsClient,
     ListOffsetsResult,
@@ -180,7 +181,7 @@ class EndOffsets(Stage):
         self._metrics = metrics
         self._answered = AnsweredPolls(unready_after(interval, stall_after))
         self._client: ListOffsetsClient | None = None
-        self._stopped = False
+        self._requests = InFlight()
         self._logged: tuple[tuple[PollOutcome, frozenset[tuple[Reason, int]]], float] | None = None
         """What the latest line about partitions without offsets said (outcome, partitions by reason), and when;
         None when the latest poll answered in full."""
@@ -188,11 +189,12 @@ class EndOffsets(Stage):
     def register(self, app: faust.App) -> None:
         @app.timer(self._interval, name="poll-end-offsets")
         async def poll_end_offsets() -> None:
-            if not self._stopped:  # the timer fires until Faust stops it
+            if not self._requests.closed:  # the timer fires until Faust stops it
                 await self.poll()
 
     async def stop(self) -> None:
-        self._stopped = True
+        """End a poll's requests under way, then close the client (:mod:`kagent.worker.in_flight`)."""
+        await self._requests.close()
         if self._client is not None:
             client, self._client = self._client, None
             await client.close()
@@ -214,7 +216,7 @@ class EndOffsets(Stage):
                 ),
                 self._timeout,
             )
-            if self._stopped:  # stopped while it connected: nothing closes it later
+            if self._requests.closed:  # stopped while it connected: nothing closes it later
                 await client.close()
             else:
                 self._client = client
@@ -234,8 +236,8 @@ class EndOffsets(Stage):
         """One round: ListOffsets for every partition the held groups read, handed to storage."""
         began = time.monotonic()
         partitions = await self._groups.partitions_read()
-        result = await self._list_offsets(partitions) if partitions else ListOffsetsResult({})
-        if self._stopped:  # its client was closed under it: the answers say nothing of the cluster
+        result = await self._requests.run(self._list_offsets(partitions)) if partitions else ListOffsetsResult({})
+        if result is None or self._requests.closed:  # stopped under it: the answers say nothing of the cluster
             return
         unavailable = result.unavailable
         outcome = poll_outcome(result.answers) if partitions else None
