@@ -81,7 +81,7 @@ from kagent.worker.lag_figures import GroupReads, LagFigures
 from kagent.worker.loop_slices import LoopSlices
 from kagent.worker.metrics import Metrics
 from kagent.worker.stage import Stage
-from kagent.worker.topology import HeldGroups
+from kagent.worker.topology import GroupPartitionedTable, HeldGroups
 
 __all__ = ["Storage"]
 
@@ -137,7 +137,7 @@ class Storage(Stage, GroupStateReader):
         self,
         *,
         derived_events: TopicT,
-        assignments: faust.Table,
+        assignments: GroupPartitionedTable,
         committed: CommittedOffsets,
         applied_offsets: faust.Table,
         lag: LagFigures,
@@ -413,7 +413,7 @@ class Storage(Stage, GroupStateReader):
                 tp = TopicPartition(event.topic, event.partition)
                 self._committed.delete(event.group, tp)
                 self._lag.forget(event.group, tp)
-                gone = self._assignments.get(event.group) is None and not any(
+                gone = self._assignments.stored.get(event.group) is None and not any(
                     True for _ in self._committed.partitions(event.group)
                 )
                 self._note(event.group, GroupChange.DELETED if gone else GroupChange.COMMITTED)
@@ -464,7 +464,7 @@ class Storage(Stage, GroupStateReader):
         """What ``group``'s stored assignment says it reads (and its generation); parsed once per stored
         value, whoever wrote it (a restore included): every end-offsets poll asks it of every group,
         and a large group's assignment costs tens of µs to parse."""
-        raw = self._assignments.get(group)
+        raw = self._assignments.stored.get(group)
         if raw is None:
             return None
         known = self._parsed.get(group)
@@ -578,7 +578,7 @@ class Storage(Stage, GroupStateReader):
                 if slices.over():
                     await slices.next()
                     holds = self._held.holding()
-                if holds(group) and self._assignments.get(group) is not None:
+                if holds(group) and self._assignments.stored.get(group) is not None:
                     self._lag.refresh_partition(group, tp, now)
             await self._flush_end_offsets()
 
@@ -591,12 +591,14 @@ class Storage(Stage, GroupStateReader):
     # -- reads (GroupStateReader) --------------------------------------------------------------
 
     def held_groups(self) -> list[str]:
-        assigned = self._assignments.keys()
+        assigned = self._assignments.stored.keys()
         committed = self._committed.groups()
         return self._held.among(assigned | committed if committed else assigned)
 
     def each_held_group(self) -> Iterator[str]:
-        assigned = list(self._assignments.keys())  # copied: the tables change while the caller goes over them
+        # copied (the table changes while the caller goes over them) from the store's dict, in C: through Faust's
+        # mapping layers, copying 50,000 groups' keys held the event loop 13-21 ms
+        assigned = list(self._assignments.stored)
         committed = self._committed.groups()
         others = list(committed - assigned) if committed else []
         holds = self._held.holding()
@@ -611,7 +613,7 @@ class Storage(Stage, GroupStateReader):
         return self._held.partitions()
 
     def assignment(self, group: str) -> GroupAssigned | None:
-        raw = self._assignments.get(group)
+        raw = self._assignments.stored.get(group)
         return GroupAssigned.model_validate_json(raw) if raw is not None else None
 
     def consumer_group(self, group: str) -> ConsumerGroupState | None:
@@ -670,7 +672,7 @@ class Storage(Stage, GroupStateReader):
         return self._versions.get(group, 0), self._lag.polled_version
 
     def group_lag(self, group: str, clock: LagClock) -> GroupLag | None:
-        raw = self._assignments.get(group)
+        raw = self._assignments.stored.get(group)
         committed_version = self._committed.partitions_version(group)
         counts_version = self._lag.counts_version
         shape = self._shapes.get(group)
