@@ -144,6 +144,8 @@ class Scrape(NamedTuple):
     """The garbage collector's collections in the worker during the scrape."""
     collected: float
     """Their pauses, in seconds."""
+    generations: str
+    """Their collections and pauses generation by generation."""
     longest_wait: float
     """The longest ``/healthz`` wait during the scrape."""
 
@@ -199,8 +201,26 @@ def idle_rate(worker: Worker, seconds: float = 3.0) -> float:
 
 
 def scrape_counters(worker: Worker) -> dict[str, float]:
+    """The worker's scrape counters, and the collector's count and sum of each generation (``count 0``,
+    ``sum 0``, ...)."""
     samples = worker.metrics(*SCRAPE_COUNTERS, timeout=60) or {}
-    return {name: metric_total(samples, name) for name in SCRAPE_COUNTERS}
+    counters = {name: metric_total(samples, name) for name in SCRAPE_COUNTERS}
+    for key, value in samples.items():
+        found = re.fullmatch(r'kagent_gc_pause_seconds_(count|sum)\{.*generation="(\d)".*\}', key)
+        if found:
+            counters[f"{found[1]} {found[2]}"] = counters.get(f"{found[1]} {found[2]}", 0.0) + value
+    return counters
+
+
+def by_generation(before: dict[str, float], after: dict[str, float]) -> str:
+    """The collections between two :func:`scrape_counters` readings, generation by generation."""
+    parts = []
+    for generation in "012":
+        count = after.get(f"count {generation}", 0.0) - before.get(f"count {generation}", 0.0)
+        if count:
+            held = after.get(f"sum {generation}", 0.0) - before.get(f"sum {generation}", 0.0)
+            parts.append(f"generation {generation}: {count:.0f}, {held * 1000:.0f} ms")
+    return "; ".join(parts) or "none"
 
 
 def scrape(worker: Worker, probe: HealthProbe, idle: float, keep: bool = False) -> Scrape:
@@ -235,6 +255,7 @@ def scrape(worker: Worker, probe: HealthProbe, idle: float, keep: bool = False) 
         after["kagent_scrape_longest_hold_seconds"],
         after["kagent_gc_pause_seconds_count"] - counted["kagent_gc_pause_seconds_count"],
         after["kagent_gc_pause_seconds_sum"] - counted["kagent_gc_pause_seconds_sum"],
+        by_generation(counted, after),
         longest_wait,
     )
 
@@ -434,8 +455,8 @@ async def main(
                         f"its CPU {one.cpu:.3f} s, {one.cpu / one.samples * 1e6:.3f} µs a sample (the process's "
                         f"above idle {one.process_cpu:.2f} s, {one.process_cpu / one.samples * 1e6:.3f} µs); longest "
                         f"hold of the event loop {one.longest_hold * 1000:.1f} ms, and {one.collections:.0f} garbage "
-                        f"collections held it {one.collected * 1000:.0f} ms in all; longest /healthz wait "
-                        f"{one.longest_wait * 1000:.1f} ms"
+                        f"collections held it {one.collected * 1000:.0f} ms in all ({one.generations}); longest "
+                        f"/healthz wait {one.longest_wait * 1000:.1f} ms"
                     )
                 body = moved[-1].body
                 assert body is not None
