@@ -32,8 +32,10 @@ BLOCK = 1 << 20
 STRIDE = 1024
 """Pieces looked over between two looks at the clock while joining a family (a few µs each at most)."""
 
-LOGGED_HOLD = 0.05
-"""Seconds a scrape may hold the event loop at once (the collector's pauses left out) before it is logged."""
+LOGGED_HOLD = 0.02
+"""Seconds a scrape may hold the event loop at once (the collector's pauses left out) before it is logged,
+with how much of it ran on a core: the bound a scrape keeps to (20 ms), so that a stretch over it, and
+whether the thread was working or waiting for a core or the GIL, is seen."""
 
 log = logging.getLogger(__name__)
 
