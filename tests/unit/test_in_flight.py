@@ -23,20 +23,22 @@ async def test_a_run_returns_its_result_and_passes_its_exception_on() -> None:
         await requests.run(fail())
 
 
+async def hangs(started: asyncio.Event, ended: asyncio.Event, turns: int) -> int:
+    """Waits until cancelled; its clean-up takes ``turns`` turns of the loop, then sets ``ended``."""
+    started.set()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        ended.set()
+    return 1
+
+
 async def test_close_cancels_the_run_under_way_and_waits_until_it_has_ended() -> None:
     requests = InFlight()
     started, ended = asyncio.Event(), asyncio.Event()
-
-    async def hangs() -> int:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await asyncio.sleep(0)  # its clean-up takes a turn of the loop
-            ended.set()
-        return 1
-
-    run = asyncio.create_task(requests.run(hangs()))
+    run = asyncio.create_task(requests.run(hangs(started, ended, turns=1)))
     await started.wait()
     await requests.close()
     assert ended.is_set()
@@ -61,17 +63,7 @@ async def test_after_close_nothing_is_started() -> None:
 async def test_a_cancelled_caller_cancels_its_run_and_close_still_waits_for_it() -> None:
     requests = InFlight()
     started, ended = asyncio.Event(), asyncio.Event()
-
-    async def hangs() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            for _ in range(3):
-                await asyncio.sleep(0)
-            ended.set()
-
-    caller = asyncio.create_task(requests.run(hangs()))
+    caller = asyncio.create_task(requests.run(hangs(started, ended, turns=3)))
     await started.wait()
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
