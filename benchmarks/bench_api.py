@@ -63,7 +63,7 @@ from tests.support.coordinator import (
 )
 from tests.support.processes import cpu_seconds
 from tests.support.waiting import wait_until_async
-from tests.support.worker import Worker, metric_total, running_workers
+from tests.support.worker import Worker, collector_line, metric_total, running_workers
 
 TOPICS, PARTITIONS, RECORDS = 20, 8, 40
 COMMIT_INTERVAL = 5.0
@@ -171,31 +171,6 @@ def applied(workers: list[Worker]) -> float:
     return total
 
 
-def gc_pauses(worker: Worker) -> dict[str, float]:
-    """The worker's garbage-collector pause histogram, added up over the generations: ``count``, ``sum``
-    and each bucket's cumulative count by its upper bound (``le``)."""
-    family = "kagent_gc_pause_seconds"
-    samples = worker.metrics(f"{family}_count", f"{family}_sum", f"{family}_bucket", timeout=30) or {}
-    found: dict[str, float] = {}
-    for key, value in samples.items():
-        if key.startswith("kagent_gc_pause_seconds_count"):
-            found["count"] = found.get("count", 0.0) + value
-        elif key.startswith("kagent_gc_pause_seconds_sum"):
-            found["sum"] = found.get("sum", 0.0) + value
-        elif key.startswith("kagent_gc_pause_seconds_bucket"):
-            bound = key.split('le="', 1)[1].split('"', 1)[0]
-            found[bound] = found.get(bound, 0.0) + value
-    return found
-
-
-def gc_line(before: dict[str, float], after: dict[str, float]) -> str:
-    """How long the collector held a worker between two readings of :func:`gc_pauses`."""
-    count = after.get("count", 0.0) - before.get("count", 0.0)
-    held = after.get("sum", 0.0) - before.get("sum", 0.0)
-    over = count - (after.get("0.02", 0.0) - before.get("0.02", 0.0))
-    return f"{count:.0f} collections, {held * 1000:.0f} ms in all, {over:.0f} over 20 ms"
-
-
 async def timed_gets(session: aiohttp.ClientSession, url: str, count: int) -> tuple[list[float], bytes]:
     """``count`` GETs of ``url`` one after another: each one's seconds, and the last body."""
     seconds, body = [], b""
@@ -301,7 +276,7 @@ async def main() -> None:
 
                     await wait_until_async(flowing, 120, "the live commits to reach the workers", interval=0.5)
                     before = await asyncio.to_thread(applied, workers)
-                collected = [await asyncio.to_thread(gc_pauses, w) for w in workers]
+                collected = [await asyncio.to_thread(w.collector_pauses) for w in workers]
                 cpu_before, wall_before = [cpu_seconds(w.pid) for w in workers], time.perf_counter()
                 sent_before = sent.value
                 whole, body = await timed_gets(session, asker.url + "api/groups", args.requests)
@@ -309,11 +284,11 @@ async def main() -> None:
                 wall = time.perf_counter() - wall_before
                 published = sent.value - sent_before
                 busy = [(cpu_seconds(w.pid) - cpu) / wall for w, cpu in zip(workers, cpu_before, strict=True)]
-                after = [await asyncio.to_thread(gc_pauses, w) for w in workers]
+                after = [await asyncio.to_thread(w.collector_pauses) for w in workers]
                 print(
                     f"the workers' CPU while the requests ran: {', '.join(f'{b:.2f}' for b in busy)} cores "
                     f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores); the garbage collector "
-                    "meanwhile: " + "; ".join(gc_line(b, a) for b, a in zip(collected, after, strict=True))
+                    "meanwhile: " + "; ".join(collector_line(b, a) for b, a in zip(collected, after, strict=True))
                 )
                 if publisher is not None:
                     newly = await asyncio.to_thread(applied, workers) - before

@@ -161,7 +161,7 @@ from tests.support.coordinator import (
 )
 from tests.support.processes import cpu_seconds, memory_kb
 from tests.support.waiting import wait_until_async
-from tests.support.worker import Worker, metric_total, running_workers
+from tests.support.worker import Worker, collector_line, metric_total, running_workers
 
 TOPIC_PARTITIONS = (1, 2, 3, 4, 6, 6, 8, 8, 10, 12, 12, 16, 16, 20, 24, 24, 30, 32, 36, 40, 48, 60, 64, 70)
 """The pool of topics the groups read, by partition count: 24 topics, 552 partitions."""
@@ -707,6 +707,8 @@ class LiveRun:
     idle_cores: float
     """The worker's CPU per second over the commit interval before the first record published, with
     nothing arriving (its first evaluations of the groups fall in it, and end-offset polls)."""
+    collector: str
+    """The garbage collector's pauses from the first record published to every record applied."""
 
     @property
     def cpu_us(self) -> float:
@@ -774,6 +776,7 @@ async def live_run(worker: Worker, bootstrap: str, base: int, live: Sequence[Rec
 
     sent = [0]
     behind = 0
+    paused = await asyncio.to_thread(worker.collector_pauses)
     cpu_started = cpu_seconds(worker.pid)
     publishing = asyncio.create_task(publish_paced(bootstrap, messages, rate, sent))
     while not publishing.done():
@@ -796,6 +799,7 @@ async def live_run(worker: Worker, bootstrap: str, base: int, live: Sequence[Rec
         cpu_seconds(worker.pid) - cpu_started,
         done - started,
         idle_cores,
+        collector_line(paused, await asyncio.to_thread(worker.collector_pauses)),
     )
 
 
@@ -864,6 +868,7 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
                 (workdir / "one").mkdir()
                 worker = start("bench-ingest-one", **WORKER_SETTINGS)
                 one = await into_tables([worker], broker, "bench-ingest-one", n, profile)
+                one_collector = collector_line({}, await asyncio.to_thread(worker.collector_pauses))
                 scrape = await whole_scrape(worker)
                 worker.stop()
             with running_workers(broker.bootstrap_servers, workdir / "polling") as start:
@@ -916,8 +921,10 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
         f"  {paced.cpu_us:.1f} us of CPU per record ({paced.cpu_us / bare_cpu:.1f} x the bare consumer's), "
         f"{paced.cores:.2f} cores ({paced.idle_cores:.2f} in the 5 s before, nothing arriving); "
         f"at most {paced.behind:,} records behind; every record applied {paced.caught_up:.1f} s after the "
-        f"last was acknowledged; peak RSS {live_rss / 1024:.0f} MB"
+        f"last was acknowledged; peak RSS {live_rss / 1024:.0f} MB; the garbage collector meanwhile: "
+        f"{paced.collector}"
     )
+    print(f"the garbage collector in the one worker, from its start to every record applied: {one_collector}")
     print(
         f"(/metrics scraped {one.scrapes}{f' and {two.scrapes}' if two else ''} times after the first record "
         "read: once the workers' CPU was quiet, to confirm the end)"

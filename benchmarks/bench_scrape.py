@@ -103,7 +103,7 @@ from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, o
 from tests.support.monitoring import Prometheus
 from tests.support.processes import cpu_seconds
 from tests.support.waiting import WaitTimedOut, wait_until
-from tests.support.worker import Worker, metric_total, running_workers
+from tests.support.worker import Worker, collector_line, metric_total, running_workers
 
 TARGET_CPU_US = 1.0
 TARGET_STALL = 0.020
@@ -519,6 +519,7 @@ async def main(
                     rate = mix.group_partitions / COMMIT_INTERVAL
                     sent = [0]
                     behind = 0
+                    paused = [one.collector_pauses() for one in workers]
                     with HealthProbe(worker) as probe:
                         publishing = asyncio.create_task(publish_paced(broker.bootstrap_servers, live, rate, sent))
                         while not publishing.done():
@@ -567,6 +568,8 @@ async def main(
                         f"{len(lost)} session losses in the workers' logs"
                         + (f"; Prometheus' last scrape error: {', '.join(sorted(errors))}" if errors else "")
                     )
+                    for one, before in zip(workers, paused, strict=True):
+                        print(f"  the garbage collector meanwhile: {collector_line(before, one.collector_pauses())}")
                     checks.append(
                         (
                             "every scrape of the live part successful",
@@ -583,6 +586,8 @@ async def main(
                         )
                     )
             for one in workers:
+                whole_run = collector_line({}, one.collector_pauses())
+                print(f"the garbage collector over the worker's whole run: {whole_run}")
                 one.stop()
     for what, ok, figure in checks:
         print(f"target {what}: {verdict(ok)} ({figure})")

@@ -7,7 +7,9 @@ Each worker has its own app id, web port, data directory and log file, and is co
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -159,6 +161,10 @@ class Worker:
                 samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
         return samples
 
+    def collector_pauses(self, timeout: float = 30.0) -> dict[str, float]:
+        """The garbage collector's pauses so far (:func:`pauses_by_generation`); empty while it does not answer."""
+        return pauses_by_generation(self.metrics(*GC_FAMILIES, timeout=timeout) or {})
+
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, then wait for the exit; its exit code. A worker still running after ``timeout`` s
         is killed and :class:`WorkerIgnoredSigterm` raised. A worker that has exited is only reaped."""
@@ -184,6 +190,52 @@ class Worker:
 def metric_total(samples: dict[str, float], name: str) -> float:
     """The sum of sample ``name`` over all its label sets (0 if absent)."""
     return sum(value for key, value in samples.items() if key == name or key.startswith(name + "{"))
+
+
+GC_PAUSES = "kagent_gc_pause_seconds"
+"""The worker's histogram of the garbage collector's pauses, by generation."""
+GC_FAMILIES = (f"{GC_PAUSES}_count", f"{GC_PAUSES}_sum", f"{GC_PAUSES}_bucket")
+"""Its sample names, for :meth:`Worker.metrics`."""
+
+
+def pauses_by_generation(samples: dict[str, float]) -> dict[str, float]:
+    """A worker's :data:`GC_PAUSES` samples by generation ``N``: ``count N``, ``sum N`` and ``le N BOUND`` (each
+    bucket's cumulative count)."""
+    found: dict[str, float] = {}
+    for key, value in samples.items():
+        named = re.fullmatch(rf'{GC_PAUSES}_(count|sum|bucket)\{{generation="(\d)"(?:,le="([^"]+)")?\}}', key)
+        if named:
+            what, generation, bound = named.groups()
+            name = f"le {generation} {bound}" if what == "bucket" else f"{what} {generation}"
+            found[name] = found.get(name, 0.0) + value
+    return found
+
+
+def collector_line(before: dict[str, float], after: dict[str, float]) -> str:
+    """How long the collector held a worker between two :meth:`Worker.collector_pauses` readings: in all, how many
+    pauses were over 20 ms, and generation by generation the collections, their time and the bucket the
+    longest fell in."""
+
+    def since(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    count = held = over = 0.0
+    parts = []
+    for generation in "012":
+        collections = since(f"count {generation}")
+        if not collections:
+            continue
+        prefix = f"le {generation} "
+        bounds = sorted((float(key.removeprefix(prefix)), key) for key in after if key.startswith(prefix))
+        longest = next((bound for bound, key in bounds if since(key) >= collections), math.inf)
+        over += collections - sum(since(key) for bound, key in bounds if bound == 0.02)
+        count += collections
+        paused = since(f"sum {generation}")
+        held += paused
+        finite = [bound for bound, _ in bounds if bound < longest]
+        worst = f"under {longest * 1000:g} ms" if longest < math.inf else f"over {max(finite, default=0) * 1000:g} ms"
+        parts.append(f"generation {generation}: {collections:.0f}, {paused * 1000:.0f} ms, the longest {worst}")
+    return f"{count:.0f} collections, {held * 1000:.0f} ms in all, {over:.0f} over 20 ms ({'; '.join(parts) or 'none'})"
 
 
 @contextmanager
