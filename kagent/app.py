@@ -263,6 +263,7 @@ def create_app(settings: Settings) -> tuple[faust.App, Topology]:
     limit_repeated_errors()
     metrics = Metrics()
     garbage_collection.PAUSES.time_collections(metrics.gc_paused)
+    garbage_collection.FROZEN.on_thaw(metrics.gc_thawed)
     stages = build_stages(app, topology, settings, metrics)
     for stage in stages:
         stage.register(app)

@@ -6,6 +6,7 @@ series (:class:`~kagent.worker.lag_exporter.LagExporter`): :mod:`kagent.worker.s
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -145,6 +146,17 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0),
             registry=r,
         )
+        self.gc_thaws = Counter(
+            "kagent_gc_thaws",
+            "Full collections that went over the objects frozen since the last (see worker/garbage_collection.py)",
+            registry=r,
+        )
+        self.gc_freed_at_thaw = Gauge(
+            "kagent_gc_freed_at_thaw_objects",
+            "Objects the last collection that thawed the frozen ones freed (NaN before the first)",
+            registry=r,
+        )
+        self.gc_freed_at_thaw.set(math.nan)
         self.scrapes = Counter("kagent_scrapes", "/metrics scrapes served", registry=r)
         self.scrape_cpu = Counter(
             "kagent_scrape_cpu_seconds",
@@ -192,6 +204,11 @@ class Metrics:
     def gc_paused(self, generation: int, seconds: float) -> None:
         """One collection of ``generation`` held the process ``seconds``."""
         self.gc_pauses.labels(str(generation)).observe(seconds)
+
+    def gc_thawed(self, freed: int) -> None:
+        """A full collection went over the objects frozen since the last, and freed ``freed`` objects."""
+        self.gc_thaws.inc()
+        self.gc_freed_at_thaw.set(freed)
 
     def forget_group(self, cluster_name: str, group: str) -> None:
         """Remove ``group``'s series from the per-group gauges, so a group this worker no longer holds

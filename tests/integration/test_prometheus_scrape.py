@@ -144,6 +144,13 @@ async def test_a_real_prometheus_ingests_every_sample_of_a_worker_holding_the_is
                 )
                 assert {group: int(value) for group, value in known.items()} == lag
 
+                # The worker freezes what outlives its middle collections and no full collection has gone
+                # over them yet (an hour at least): what one would free is unknown, not 0.
+                thaws = prometheus.query('kagent_gc_thaws_total{job="kagent"}')
+                assert float(thaws[0]["value"][1]) == 0
+                freed = prometheus.query('kagent_gc_freed_at_thaw_objects{job="kagent"}')
+                assert math.isnan(float(freed[0]["value"][1]))
+
             # Scrapers that hang up (before the body, and after its first block) are not errors of the worker.
             for first_bytes in (0, 1):
                 await asyncio.to_thread(_hang_up, worker.url, first_bytes)
