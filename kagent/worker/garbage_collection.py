@@ -23,7 +23,7 @@ the event loop for 5-50 ms on a worker at work, and longer on a large heap
 where objects are replaced as fast as they are made (a commit's new value
 for an old one, a group's series rendered again): the threshold counts
 allocations net of deallocations, so the young generation grows past it
-(at a million group-partitions, up to 140-280 ms).
+(at a million group-partitions, up to 300 ms).
 
 A full collection goes over the whole heap: 2.4-2.6 s at a million
 group-partitions, whenever enough objects have outlived the middle
