@@ -103,7 +103,14 @@ from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, o
 from tests.support.monitoring import Prometheus
 from tests.support.processes import cpu_seconds
 from tests.support.waiting import WaitTimedOut, wait_until
-from tests.support.worker import Worker, collector_line, metric_total, running_workers
+from tests.support.worker import (
+    GC_FAMILIES,
+    Worker,
+    collector_line,
+    metric_total,
+    pauses_by_generation,
+    running_workers,
+)
 
 TARGET_CPU_US = 1.0
 TARGET_STALL = 0.020
@@ -118,12 +125,7 @@ CAUGHT_UP = 0.5
 """The share of groups committed to the end of their partitions: no lag."""
 SETTINGS = {"end_offset_interval": str(SCRAPE_INTERVAL), "one_record_batches": "false"}
 COUNTERS = ("kagent_derived_events_total", "kagent_stage_backlog_records", "kagent_end_offset_polls_total")
-SCRAPE_COUNTERS = (
-    "kagent_scrape_cpu_seconds_total",
-    "kagent_scrape_longest_hold_seconds",
-    "kagent_gc_pause_seconds_sum",
-    "kagent_gc_pause_seconds_count",
-)
+SCRAPE_COUNTERS = ("kagent_scrape_cpu_seconds_total", "kagent_scrape_longest_hold_seconds")
 SESSION_LOST = re.compile(r"Heartbeat failed|heartbeat session expired|UnknownMemberId|rebalance failed", re.I)
 
 
@@ -140,12 +142,8 @@ class Scrape(NamedTuple):
     longest_hold: float
     """The longest the scrape held the event loop at once, as the worker counts it (the collector's pauses
     left out)."""
-    collections: float
-    """The garbage collector's collections in the worker during the scrape."""
-    collected: float
-    """Their pauses, in seconds."""
-    generations: str
-    """Their collections and pauses generation by generation."""
+    collector: str
+    """The garbage collector's pauses in the worker during the scrape (:func:`collector_line`)."""
     longest_wait: float
     """The longest ``/healthz`` wait during the scrape."""
 
@@ -201,26 +199,9 @@ def idle_rate(worker: Worker, seconds: float = 3.0) -> float:
 
 
 def scrape_counters(worker: Worker) -> dict[str, float]:
-    """The worker's scrape counters, and the collector's count and sum of each generation (``count 0``,
-    ``sum 0``, ...)."""
-    samples = worker.metrics(*SCRAPE_COUNTERS, timeout=60) or {}
-    counters = {name: metric_total(samples, name) for name in SCRAPE_COUNTERS}
-    for key, value in samples.items():
-        found = re.fullmatch(r'kagent_gc_pause_seconds_(count|sum)\{.*generation="(\d)".*\}', key)
-        if found:
-            counters[f"{found[1]} {found[2]}"] = counters.get(f"{found[1]} {found[2]}", 0.0) + value
-    return counters
-
-
-def by_generation(before: dict[str, float], after: dict[str, float]) -> str:
-    """The collections between two :func:`scrape_counters` readings, generation by generation."""
-    parts = []
-    for generation in "012":
-        count = after.get(f"count {generation}", 0.0) - before.get(f"count {generation}", 0.0)
-        if count:
-            held = after.get(f"sum {generation}", 0.0) - before.get(f"sum {generation}", 0.0)
-            parts.append(f"generation {generation}: {count:.0f}, {held * 1000:.0f} ms")
-    return "; ".join(parts) or "none"
+    """The worker's scrape counters, and the collector's pauses by generation (:func:`pauses_by_generation`)."""
+    samples = worker.metrics(*SCRAPE_COUNTERS, *GC_FAMILIES, timeout=60) or {}
+    return {name: metric_total(samples, name) for name in SCRAPE_COUNTERS} | pauses_by_generation(samples)
 
 
 def scrape(worker: Worker, probe: HealthProbe, idle: float, keep: bool = False) -> Scrape:
@@ -253,9 +234,7 @@ def scrape(worker: Worker, probe: HealthProbe, idle: float, keep: bool = False) 
         own,
         max(0.0, process),
         after["kagent_scrape_longest_hold_seconds"],
-        after["kagent_gc_pause_seconds_count"] - counted["kagent_gc_pause_seconds_count"],
-        after["kagent_gc_pause_seconds_sum"] - counted["kagent_gc_pause_seconds_sum"],
-        by_generation(counted, after),
+        collector_line(counted, after),
         longest_wait,
     )
 
@@ -454,9 +433,8 @@ async def main(
                         f"/metrics {what}: {one.samples:,} samples, {one.size / 1e6:.0f} MB in {one.seconds:.2f} s; "
                         f"its CPU {one.cpu:.3f} s, {one.cpu / one.samples * 1e6:.3f} µs a sample (the process's "
                         f"above idle {one.process_cpu:.2f} s, {one.process_cpu / one.samples * 1e6:.3f} µs); longest "
-                        f"hold of the event loop {one.longest_hold * 1000:.1f} ms, and {one.collections:.0f} garbage "
-                        f"collections held it {one.collected * 1000:.0f} ms in all ({one.generations}); longest "
-                        f"/healthz wait {one.longest_wait * 1000:.1f} ms"
+                        f"hold of the event loop {one.longest_hold * 1000:.1f} ms; the garbage collector meanwhile: "
+                        f"{one.collector}; longest /healthz wait {one.longest_wait * 1000:.1f} ms"
                     )
                 body = moved[-1].body
                 assert body is not None
