@@ -83,7 +83,8 @@ class OldObjectsFrozen:
     def __init__(self, frozen_for: float = FROZEN_FOR, clock: Callable[[], float] = time.monotonic) -> None:
         self._frozen_for = frozen_for
         self._clock = clock
-        self._thawed = clock()
+        self._thawed = 0.0
+        """When the last thaw was (:meth:`install` starts the clock)."""
         self._thawing = False
         self._installed = False
         self.thaws = 0
