@@ -29,11 +29,12 @@ rendered and again only when its members, the partitions it reads or their
 topics' partition counts change (the figures' :attr:`~kagent.core.lag_series.GroupLag.shape`):
 a render then measures and writes figures, nothing else.
 
-What is kept between scrapes is every held group's layout, and the rendered text of the groups without lag
-(and, while partition series are exported, which partitions each reads): a
+What is kept between scrapes is every held group's layout (which also says
+which partitions it reads), and the rendered text of the groups without lag: a
 caught-up or idle group's series stay the same until it commits another
 position or is rebalanced, and cost a scrape a join. A group with lag is
-rendered at every scrape and its text dropped after: its time lag changes
+rendered at every scrape and its text let go of after, a run of groups at a
+time (:meth:`LagExporter.exposition`): its time lag changes
 with every poll, so keeping it would hold about 250 bytes a series of the
 whole body between scrapes and save nothing. No figure, model or snapshot is
 kept. A group whose figures cannot be read or rendered is left out of the
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Hashable, Iterator
+from collections.abc import AsyncIterator, Callable, Collection, Hashable
 from dataclasses import dataclass
 
 from aiokafka.structs import TopicPartition
@@ -56,6 +57,7 @@ from kagent.core.lag_series import (
     LATEST_OFFSET,
     Family,
     GroupLayout,
+    RenderedGroup,
     families_at,
     render_group,
     render_partition_offsets,
@@ -63,48 +65,23 @@ from kagent.core.lag_series import (
 from kagent.core.policy import EvaluationPolicy
 from kagent.worker.group_state import GroupStateReader, LagClock
 from kagent.worker.loop_slices import SLICE, LoopSlices
-from kagent.worker.scrape import LoopHold, family_blocks
+from kagent.worker.scrape import LoopHold, family_blocks, let_go_of
 
 __all__ = ["LagExporter"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)  # weak references: a test sees when one is let go of
+@dataclass(frozen=True, slots=True)
 class _Rendered:
-    """One group's rendered series, and what they were rendered from."""
+    """The rendered series of a group without lag, kept, and what they were rendered from."""
 
     version: Hashable
     """The group's :meth:`~GroupStateReader.lag_version` then."""
     stale: bool
     """Whether the clock was stale then."""
-    lagging: bool
-    """Whether a partition had lag (its text changes with every poll: not kept)."""
-    pieces: list[bytes]
-    """A piece per family of :attr:`LagExporter.group_families`. A group with lag's pieces are dropped as
-    they are written (its text is not kept, and freeing a whole scrape's text at its end held the event
-    loop 86 ms at a million group-partitions)."""
-    partitions: tuple[TopicPartition, ...]
-    """The partitions it reads, while partition series are exported (empty otherwise)."""
-
-
-def _pieces(groups: list[_Rendered], index: int, last: bool) -> Iterator[bytes]:
-    """Each group's piece of family ``index``; a group with lag's is dropped as it is handed out (freed with
-    its block, not all at the scrape's end). In the ``last`` family a scrape writes, each group is taken out
-    of ``groups`` as it is handed out too (the list ends empty): at a million group-partitions, freeing the
-    groups with lag (not kept) all at the scrape's end held the event loop 24-26 ms."""
-    for rendered in _taken_out(groups) if last else groups:
-        piece = rendered.pieces[index]
-        if rendered.lagging:
-            rendered.pieces[index] = b""
-        yield piece
-
-
-def _taken_out(groups: list[_Rendered]) -> Iterator[_Rendered]:
-    """``groups`` in order, each taken out of the list as it is handed out."""
-    groups.reverse()
-    while groups:
-        yield groups.pop()
+    pieces: tuple[bytes, ...]
+    """A piece per family of :attr:`LagExporter.group_families`."""
 
 
 class LagExporter:
@@ -164,23 +141,24 @@ class LagExporter:
             offsets = render_partition_offsets(
                 self._cluster_name, self._reader.partition_offsets(sorted(partitions), clock)
             )
-        by_group = [family for family in families if family is not LATEST_OFFSET and family is not EARLIEST_OFFSET]
         for family in families:
             if family is LATEST_OFFSET or family is EARLIEST_OFFSET:
                 yield family.header + (offsets[0] if family is LATEST_OFFSET else offsets[1])
                 continue
-            pieces = _pieces(groups, self.group_families.index(family), family is by_group[-1])
-            async for block in family_blocks(family.header, pieces, hold):
+            async for block in family_blocks(family.header, groups, self.group_families.index(family), hold):
                 yield block
+        await let_go_of(groups, hold, LoopSlices(self._slice))  # the text of the groups with lag: nothing else keeps it
 
-    async def _render(self, hold: LoopHold) -> tuple[list[_Rendered], set[TopicPartition]]:
-        """Every held group's rendered series, those that may have changed rendered again; and every
+    async def _render(self, hold: LoopHold) -> tuple[list[tuple[bytes, ...]], set[TopicPartition]]:
+        """Every held group's rendered series (a piece per family of :attr:`group_families`), those that
+        may have changed rendered again; and every
         partition they read, while partition series are exported. The held groups are gone over as the
         reader produces them (:meth:`~GroupStateReader.each_held_group`), a slice at a time."""
         partitions: set[TopicPartition] = set()
         clock = self._reader.lag_clock(self._clock())
         rendered = self._rendered
-        found: list[_Rendered] = []
+        found: list[tuple[bytes, ...]] = []
+        layouts = self._layouts if self._offsets else None
         held: set[str] = set()
         try:
             groups = self._reader.each_held_group()
@@ -190,10 +168,11 @@ class LagExporter:
                 if slices.over():
                     await hold.pause(slices)
                     clock = self._reader.lag_clock(self._clock())  # a poll may have come meanwhile
-                known = self._known(group, clock)
-                if known is not None:
-                    found.append(known)
-                    partitions.update(known.partitions)
+                pieces = self._known(group, clock)
+                if pieces is not None:
+                    found.append(pieces)
+                    if layouts is not None:
+                        partitions.update(layouts[group].partitions)
         except Exception:  # a scrape must not fail because the reader did
             if not self._listing_failed:
                 self._listing_failed = True
@@ -207,19 +186,22 @@ class LagExporter:
         self._failing &= held
         return found, partitions
 
-    def _known(self, group: str, clock: LagClock) -> _Rendered | None:
+    def _known(self, group: str, clock: LagClock) -> tuple[bytes, ...] | None:
         """``group``'s series: kept, or rendered again when they may have changed; None when it has none
         (gone) or they cannot be read (logged once until they can)."""
         rendered = self._rendered
         try:
             version = self._reader.lag_version(group)
             known = rendered.get(group)
-            if known is None or known.version != version or known.stale != clock.stale:
-                known = self._render_group(group, version, clock)
-                if known is None or known.lagging:  # gone, or with lag: not kept (see the module)
+            if known is not None and known.version == version and known.stale == clock.stale:
+                pieces: tuple[bytes, ...] | None = known.pieces
+            else:
+                made = self._render_group(group, clock)
+                if made is None or made.lagging:  # gone, or with lag: not kept (see the module)
                     rendered.pop(group, None)
                 else:
-                    rendered[group] = known
+                    rendered[group] = _Rendered(version, clock.stale, made.pieces)
+                pieces = made.pieces if made is not None else None
         except Exception:  # one broken group must not break the scrape
             rendered.pop(group, None)
             self._layouts.pop(group, None)
@@ -230,9 +212,9 @@ class LagExporter:
         if group in self._failing:
             self._failing.discard(group)
             log.info("lag exporter: group %r exports again", group)
-        return known
+        return pieces
 
-    def _render_group(self, group: str, version: Hashable, clock: LagClock) -> _Rendered | None:
+    def _render_group(self, group: str, clock: LagClock) -> RenderedGroup | None:
         figures = self._reader.group_lag(group, clock)
         if figures is None:
             self._layouts.pop(group, None)
@@ -241,7 +223,4 @@ class LagExporter:
         layout = self._layouts[group] = GroupLayout.of(
             figures, self._cluster_name, self.group_families, self._layouts.get(group)
         )
-        pieces, lagging = render_group(figures, layout, self._unit, self._metric)
-        return _Rendered(
-            version, clock.stale, lagging, list(pieces), tuple(figures.partitions) if self._offsets else ()
-        )
+        return render_group(figures, layout, self._unit, self._metric)

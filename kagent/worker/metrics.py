@@ -410,7 +410,7 @@ class GroupGauges:
             if slices.over():  # even a look at 50,000 rendered groups takes its time
                 await hold.pause(slices)
         for index in indexes:
-            async for block in family_blocks(self.families[index].header, (one[index] for one in pieces), hold):
+            async for block in family_blocks(self.families[index].header, pieces, index, hold):
                 yield block
 
 

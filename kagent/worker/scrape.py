@@ -15,8 +15,11 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
-from typing import Protocol
+from bisect import bisect_left
+from collections.abc import AsyncIterator, Collection, Sequence
+from itertools import accumulate
+from operator import itemgetter
+from typing import Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -24,13 +27,15 @@ from kagent.core.lag_series import Family
 from kagent.worker.garbage_collection import PAUSES, CollectorPauses
 from kagent.worker.loop_slices import LoopSlices
 
-__all__ = ["BLOCK", "LoopHold", "RenderedSeries", "family_blocks", "scrape_body"]
+__all__ = ["BLOCK", "LoopHold", "RenderedSeries", "family_blocks", "let_go_of", "scrape_body"]
+
+T = TypeVar("T")
 
 BLOCK = 1 << 20
 """Bytes of text joined before they are handed to the client."""
 
 STRIDE = 1024
-"""Pieces looked over between two looks at the clock while joining a family (a few µs each at most)."""
+"""Rows joined at most between two looks at the clock while writing a family (a few µs each at most)."""
 
 LOGGED_HOLD = 0.02
 """Seconds a scrape may hold the event loop at once (the collector's pauses left out) before it is logged,
@@ -120,22 +125,46 @@ async def scrape_body(
     hold.let_go()
 
 
-async def family_blocks(header: bytes, pieces: Iterable[bytes], hold: LoopHold) -> AsyncIterator[bytes]:
-    """One family's text: ``header``, then ``pieces`` (a group's each, empty when it has no sample), joined
-    in blocks of about :data:`BLOCK` bytes. Between two blocks it lets the loop go (``hold.pause``) every
-    :data:`~kagent.worker.loop_slices.SLICE` s: at 50,000 groups a family of small or empty pieces makes
-    no block for 60-70 ms."""
+async def family_blocks(
+    header: bytes, rows: Sequence[Sequence[bytes]], index: int, hold: LoopHold
+) -> AsyncIterator[bytes]:
+    """One family's text: ``header``, then piece ``index`` of each of ``rows`` (a group's pieces, one per
+    family, empty where it has no sample) in their order, in blocks of :data:`BLOCK` bytes or more (a
+    block ends with the first piece that takes it to :data:`BLOCK`).
+
+    The pieces are gone over :data:`STRIDE` rows at a time by ``operator.itemgetter``, ``len``,
+    ``itertools.accumulate`` and ``bytes.join``: no Python step per piece (at a million group-partitions,
+    handing the pieces out one by one to a Python loop was a fifth of a scrape's CPU). Between two runs
+    of rows the loop is let go (``hold.pause``) every :data:`~kagent.worker.loop_slices.SLICE` s: at
+    50,000 groups a family of small or empty pieces makes no block for 60-70 ms. ``rows`` must not
+    change while the family is written."""
+    piece = itemgetter(index)
     block = [header]
-    size = 0
+    size = len(header)
     slices = LoopSlices()
-    for count, piece in enumerate(pieces, 1):
-        if piece:
-            block.append(piece)
-            size += len(piece)
-            if size >= BLOCK:
-                yield b"".join(block)
-                block, size = [], 0
-                slices = LoopSlices()  # the consumer let the loop go while it wrote the block
-        if not count % STRIDE and slices.over():
+    start = 0
+    while start < len(rows):
+        run = rows[start : start + STRIDE]
+        ends = list(accumulate(map(len, map(piece, run))))  # the run's bytes up to each of its rows
+        taken = min(bisect_left(ends, BLOCK - size) + 1, len(run))
+        block.append(b"".join(map(piece, run[:taken])))
+        size += ends[taken - 1]
+        start += taken
+        if size >= BLOCK:
+            yield b"".join(block)
+            block, size = [], 0
+            slices = LoopSlices()  # the consumer let the loop go while it wrote the block
+        elif slices.over():
             await hold.pause(slices)
-    yield b"".join(block)
+    if size:
+        yield b"".join(block)
+
+
+async def let_go_of(items: list[T], hold: LoopHold, slices: LoopSlices) -> None:
+    """Empty ``items`` from its end, :data:`STRIDE` at a time, letting the loop go (``hold.pause``) when a
+    slice of ``slices`` is over: what only the list keeps is freed a run at a time, not all at once (a
+    scrape's text of a million group-partitions, freed at once, held the event loop 24-86 ms)."""
+    while items:
+        del items[-STRIDE:]
+        if slices.over():
+            await hold.pause(slices)

@@ -9,7 +9,6 @@ import gc
 import logging
 import math
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 
 import pytest
@@ -30,8 +29,9 @@ from kagent.settings import MetricsGranularity
 from kagent.worker.garbage_collection import CollectorPauses
 from kagent.worker.group_state import LagClock
 from kagent.worker.lag_exporter import LagExporter
+from kagent.worker.loop_slices import LoopSlices
 from kagent.worker.metrics import HotPartitionFigures, MemberDrain, Metrics
-from kagent.worker.scrape import STRIDE, LoopHold, RenderedSeries, family_blocks, scrape_body
+from kagent.worker.scrape import BLOCK, STRIDE, LoopHold, RenderedSeries, family_blocks, let_go_of, scrape_body
 from tests.support.lag_oracle import group_lag_of, oracle_exposition, partition_offsets_of
 from tests.support.metric_names import exported_metric_names
 
@@ -710,21 +710,38 @@ async def test_joining_a_family_of_many_empty_pieces_lets_the_event_loop_run() -
     """At 50,000 groups a family whose pieces are mostly empty made no block for 60-70 ms of one stretch."""
     pieces_looked_at = 0
 
-    def slow_empty_pieces() -> Iterator[bytes]:
-        nonlocal pieces_looked_at
-        for _ in range(4 * STRIDE):
+    class SlowRow:
+        """A group's pieces whose look takes as long as a cache miss at scale."""
+
+        def __init__(self, piece: bytes) -> None:
+            self.piece = piece
+
+        def __getitem__(self, index: int) -> bytes:
+            nonlocal pieces_looked_at
+            assert index == 1
             pieces_looked_at += 1
-            until = time.perf_counter() + 5e-6  # a look at a group's piece, a cache miss at scale
+            until = time.perf_counter() + 5e-6
             while time.perf_counter() < until:
                 pass
-            yield b""
-        yield b"x 1.0\n"
+            return self.piece
 
-    body, turns = await turns_while(lambda hold: family_blocks(b"# header\n", slow_empty_pieces(), hold))
+    rows = [SlowRow(b"") for _ in range(4 * STRIDE)] + [SlowRow(b"x 1.0\n")]
+    body, turns = await turns_while(lambda hold: family_blocks(b"# header\n", rows, 1, hold))  # type: ignore[arg-type]
 
     assert body == b"# header\nx 1.0\n"
-    assert pieces_looked_at == 4 * STRIDE
+    assert pieces_looked_at >= 4 * STRIDE + 1  # every row looked at (measured, then joined)
     assert turns >= 2, "the join never let the event loop run"
+
+
+@pytest.mark.parametrize("sizes", [[0], [1], [3, 0, 5], [100] * 5000, [400_000, 0, 1, 900_000, 70] * 4, [2_000_000]])
+async def test_a_family_is_every_rows_piece_in_order_in_blocks_of_about_a_megabyte(sizes: list[int]) -> None:
+    rows = [(b"other\n", bytes([65 + n % 26]) * size) for n, size in enumerate(sizes)]
+
+    blocks = [block async for block in family_blocks(b"# header\n", rows, 1, LoopHold())]
+
+    assert b"".join(blocks) == b"# header\n" + b"".join(piece for _, piece in rows)
+    assert all(len(block) >= BLOCK for block in blocks[:-1]), [len(block) for block in blocks]
+    assert all(len(block) <= 2 * BLOCK + max(sizes) for block in blocks), [len(block) for block in blocks]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -1022,23 +1039,35 @@ def test_a_scrapes_hold_leaves_the_collectors_pauses_out() -> None:
     assert hold.longest < pauses.seconds, (hold.longest, pauses.seconds)
 
 
-def test_the_last_family_written_lets_go_of_each_group_as_it_is_handed_out() -> None:
+async def test_a_scrape_lets_go_of_what_it_alone_keeps_a_run_at_a_time() -> None:
     """At a million group-partitions, freeing a scrape's groups with lag all at its end held the event loop
-    24-26 ms: the last family a scrape writes lets go of each group as it hands its piece out."""
-    from kagent.worker.lag_exporter import _pieces, _Rendered
+    24-86 ms: they are let go of a run at a time, the loop let go between runs."""
+    turns = 0
+    freed_at: list[int] = []
 
-    def made(lagging: bool) -> _Rendered:
-        return _Rendered(("version", 1), False, lagging, [b"a\n", b"b\n"], ())
+    class Text:
+        def __del__(self) -> None:
+            freed_at.append(turns)
 
-    groups = [made(True), made(False), made(True)]
-    alive = [weakref.ref(group) for group in groups]
-    assert list(_pieces(groups, 0, last=False)) == [b"a\n", b"a\n", b"a\n"]
-    assert all(ref() is not None for ref in alive)  # another family follows: nothing is let go of
+    async def tick() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
 
-    last = _pieces(groups, 1, last=True)
-    assert [next(last), next(last)] == [b"b\n", b"b\n"]
-    gc.collect()
-    assert alive[0]() is None  # handed out before the piece just handed out, with lag: nothing keeps it
-    assert alive[2]() is not None  # not handed out yet
-    assert list(last) == [b"b\n"]
-    assert groups == []
+    items = [Text() for _ in range(3 * STRIDE)]
+    kept = items[:STRIDE]  # kept elsewhere too (a group without lag): not freed
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    hold = LoopHold()
+    hold.take()
+    try:
+        await let_go_of(items, hold, LoopSlices(0.0))
+    finally:
+        hold.let_go()
+        ticker.cancel()
+
+    assert items == []
+    assert len(freed_at) == 2 * STRIDE
+    assert len(set(freed_at)) == 2, "everything was freed in one stretch of the loop"
+    assert len(kept) == STRIDE
