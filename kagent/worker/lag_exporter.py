@@ -33,8 +33,8 @@ What is kept between scrapes is every held group's layout (which also says
 which partitions it reads), and the rendered text of the groups without lag: a
 caught-up or idle group's series stay the same until it commits another
 position or is rebalanced, and cost a scrape a join. A group with lag is
-rendered at every scrape and its text let go of after, a run of groups at a
-time (:meth:`LagExporter.exposition`): its time lag changes
+rendered at every scrape and its text let go of as it is written, family by
+family (:meth:`LagExporter.exposition`): its time lag changes
 with every poll, so keeping it would hold about 250 bytes a series of the
 whole body between scrapes and save nothing. No figure, model or snapshot is
 kept. A group whose figures cannot be read or rendered is left out of the
@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Hashable
+from collections.abc import AsyncIterator, Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 
 from aiokafka.structs import TopicPartition
@@ -65,7 +65,7 @@ from kagent.core.lag_series import (
 from kagent.core.policy import EvaluationPolicy
 from kagent.worker.group_state import GroupStateReader, LagClock
 from kagent.worker.loop_slices import SLICE, LoopSlices
-from kagent.worker.scrape import LoopHold, family_blocks, let_go_of
+from kagent.worker.scrape import LoopHold, drop_pieces, family_blocks, let_go_of
 
 __all__ = ["LagExporter"]
 
@@ -134,7 +134,7 @@ class LagExporter:
         families = [family for family in self._families if names is None or family.name in names]
         if not families:
             return
-        groups, partitions = await self._render(hold)
+        groups, lagging, partitions = await self._render(hold)
         offsets = (b"", b"")
         if LATEST_OFFSET in families or EARLIEST_OFFSET in families:
             clock = self._reader.lag_clock(self._clock())
@@ -145,19 +145,23 @@ class LagExporter:
             if family is LATEST_OFFSET or family is EARLIEST_OFFSET:
                 yield family.header + (offsets[0] if family is LATEST_OFFSET else offsets[1])
                 continue
-            async for block in family_blocks(family.header, groups, self.group_families.index(family), hold):
+            index = self.group_families.index(family)
+            async for block in family_blocks(family.header, groups, index, hold):
                 yield block
-        await let_go_of(groups, hold, LoopSlices(self._slice))  # the text of the groups with lag: nothing else keeps it
+            await drop_pieces(lagging, index, hold, LoopSlices(self._slice))  # kept by nothing else
+        await let_go_of(groups, hold, LoopSlices(self._slice))
 
-    async def _render(self, hold: LoopHold) -> tuple[list[tuple[bytes, ...]], set[TopicPartition]]:
+    async def _render(self, hold: LoopHold) -> tuple[list[Sequence[bytes]], list[list[bytes]], set[TopicPartition]]:
         """Every held group's rendered series (a piece per family of :attr:`group_families`), those that
-        may have changed rendered again; and every
-        partition they read, while partition series are exported. The held groups are gone over as the
-        reader produces them (:meth:`~GroupStateReader.each_held_group`), a slice at a time."""
+        may have changed rendered again; those of them with lag (not kept: the scrape frees their pieces
+        as it writes them); and every partition they read, while partition series are exported. The held
+        groups are gone over as the reader produces them (:meth:`~GroupStateReader.each_held_group`), a
+        slice at a time."""
         partitions: set[TopicPartition] = set()
         clock = self._reader.lag_clock(self._clock())
         rendered = self._rendered
-        found: list[tuple[bytes, ...]] = []
+        found: list[Sequence[bytes]] = []
+        lagging: list[list[bytes]] = []
         layouts = self._layouts if self._offsets else None
         held: set[str] = set()
         try:
@@ -171,6 +175,8 @@ class LagExporter:
                 pieces = self._known(group, clock)
                 if pieces is not None:
                     found.append(pieces)
+                    if type(pieces) is list:
+                        lagging.append(pieces)
                     if layouts is not None:
                         partitions.update(layouts[group].partitions)
         except Exception:  # a scrape must not fail because the reader did
@@ -184,24 +190,26 @@ class LagExporter:
                 for group in [group for group in kept if group not in held]:
                     del kept[group]
         self._failing &= held
-        return found, partitions
+        return found, lagging, partitions
 
-    def _known(self, group: str, clock: LagClock) -> tuple[bytes, ...] | None:
-        """``group``'s series: kept, or rendered again when they may have changed; None when it has none
-        (gone) or they cannot be read (logged once until they can)."""
+    def _known(self, group: str, clock: LagClock) -> tuple[bytes, ...] | list[bytes] | None:
+        """``group``'s series: kept (a tuple), or rendered again when they may have changed (a list when it
+        has lag: not kept); None when it has none (gone) or they cannot be read (logged once until they
+        can)."""
         rendered = self._rendered
         try:
             version = self._reader.lag_version(group)
             known = rendered.get(group)
             if known is not None and known.version == version and known.stale == clock.stale:
-                pieces: tuple[bytes, ...] | None = known.pieces
+                pieces: tuple[bytes, ...] | list[bytes] | None = known.pieces
             else:
                 made = self._render_group(group, clock)
                 if made is None or made.lagging:  # gone, or with lag: not kept (see the module)
                     rendered.pop(group, None)
+                    pieces = list(made.pieces) if made is not None else None
                 else:
                     rendered[group] = _Rendered(version, clock.stale, made.pieces)
-                pieces = made.pieces if made is not None else None
+                    pieces = made.pieces
         except Exception:  # one broken group must not break the scrape
             rendered.pop(group, None)
             self._layouts.pop(group, None)

@@ -31,7 +31,16 @@ from kagent.worker.group_state import LagClock
 from kagent.worker.lag_exporter import LagExporter
 from kagent.worker.loop_slices import LoopSlices
 from kagent.worker.metrics import HotPartitionFigures, MemberDrain, Metrics
-from kagent.worker.scrape import BLOCK, STRIDE, LoopHold, RenderedSeries, family_blocks, let_go_of, scrape_body
+from kagent.worker.scrape import (
+    BLOCK,
+    STRIDE,
+    LoopHold,
+    RenderedSeries,
+    drop_pieces,
+    family_blocks,
+    let_go_of,
+    scrape_body,
+)
 from tests.support.lag_oracle import group_lag_of, oracle_exposition, partition_offsets_of
 from tests.support.metric_names import exported_metric_names
 
@@ -1037,6 +1046,41 @@ def test_a_scrapes_hold_leaves_the_collectors_pauses_out() -> None:
         gc.callbacks.remove(pauses._collected)
     assert pauses.seconds > 0.005
     assert hold.longest < pauses.seconds, (hold.longest, pauses.seconds)
+
+
+async def test_a_written_familys_pieces_are_let_go_of_a_run_at_a_time() -> None:
+    """One family's text of the groups with lag, freed at once after it was written, held the event loop
+    21-28 ms at a million group-partitions: it is let go of a run of groups at a time."""
+    turns = 0
+    freed: list[tuple[int, int]] = []
+
+    class Text:
+        def __init__(self, index: int) -> None:
+            self.index = index
+
+        def __del__(self) -> None:
+            freed.append((self.index, turns))
+
+    async def tick() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    rows = [[Text(0), Text(1)] for _ in range(3 * STRIDE)]
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    hold = LoopHold()
+    hold.take()
+    try:
+        await drop_pieces(rows, 0, hold, LoopSlices(0.0))  # type: ignore[arg-type]
+    finally:
+        hold.let_go()
+        ticker.cancel()
+
+    assert [index for index, _ in freed] == [0] * 3 * STRIDE  # the other family's pieces are kept
+    assert all(row[0] == b"" and isinstance(row[1], Text) for row in rows)
+    assert len({turn for _, turn in freed}) == 3, "the family's pieces were freed in one stretch of the loop"
 
 
 async def test_a_scrape_lets_go_of_what_it_alone_keeps_a_run_at_a_time() -> None:
