@@ -596,14 +596,21 @@ class Storage(Stage, GroupStateReader):
         return self._held.among(assigned | committed if committed else assigned)
 
     def each_held_group(self) -> Iterator[str]:
-        # copied (the table changes while the caller goes over them) from the store's dict, in C: through Faust's
-        # mapping layers, copying 50,000 groups' keys held the event loop 13-21 ms
+        # Copied (the tables change while the caller goes over them) from the stores' dicts, in C: through
+        # Faust's mapping layers, copying 50,000 groups' keys held the event loop 13-21 ms. The groups with
+        # commits and no assignment are told apart as the caller goes over them: a set difference of the
+        # two lists at once took 6 times as long as the copies (the first stretch of a scrape at a million
+        # group-partitions held the loop up to 22 ms).
         assigned = list(self._assignments.stored)
-        committed = self._committed.groups()
-        others = list(committed - assigned) if committed else []
+        committed = list(self._committed.groups())
         holds = self._held.holding()
-        for group in (*assigned, *others):
+        seen: set[str] = set()
+        for group in assigned:
+            seen.add(group)
             if holds(group):
+                yield group
+        for group in committed:
+            if group not in seen and holds(group):
                 yield group
 
     def holding(self) -> Callable[[str], bool]:
