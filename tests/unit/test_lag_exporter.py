@@ -9,7 +9,7 @@ import gc
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 
 import pytest
 from aiokafka.structs import TopicPartition
@@ -1048,10 +1048,34 @@ def test_a_scrapes_hold_leaves_the_collectors_pauses_out() -> None:
     assert hold.longest < pauses.seconds, (hold.longest, pauses.seconds)
 
 
+class LoopTurns:
+    """How many times the event loop ran another task (one that only counts its turns) while ``work`` ran
+    on a scrape's hold (:meth:`run`): :attr:`count` read as things happen tells in which turn they did."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def run(self, work: Callable[[LoopHold], Awaitable[None]]) -> None:
+        async def tick() -> None:
+            while True:
+                self.count += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(tick())
+        await asyncio.sleep(0)
+        hold = LoopHold()
+        hold.take()
+        try:
+            await work(hold)
+        finally:
+            hold.let_go()
+            ticker.cancel()
+
+
 async def test_a_written_familys_pieces_are_let_go_of_a_run_at_a_time() -> None:
     """One family's text of the groups with lag, freed at once after it was written, held the event loop
     21-28 ms at a million group-partitions: it is let go of a run of groups at a time."""
-    turns = 0
+    turns = LoopTurns()
     freed: list[tuple[int, int]] = []
 
     class Text:
@@ -1059,24 +1083,10 @@ async def test_a_written_familys_pieces_are_let_go_of_a_run_at_a_time() -> None:
             self.index = index
 
         def __del__(self) -> None:
-            freed.append((self.index, turns))
-
-    async def tick() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
+            freed.append((self.index, turns.count))
 
     rows = [[Text(0), Text(1)] for _ in range(3 * STRIDE)]
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0)
-    hold = LoopHold()
-    hold.take()
-    try:
-        await drop_pieces(rows, 0, hold, LoopSlices(0.0))  # type: ignore[arg-type]
-    finally:
-        hold.let_go()
-        ticker.cancel()
+    await turns.run(lambda hold: drop_pieces(rows, 0, hold, LoopSlices(0.0)))  # type: ignore[arg-type]
 
     assert [index for index, _ in freed] == [0] * 3 * STRIDE  # the other family's pieces are kept
     assert all(row[0] == b"" and isinstance(row[1], Text) for row in rows)
@@ -1086,30 +1096,16 @@ async def test_a_written_familys_pieces_are_let_go_of_a_run_at_a_time() -> None:
 async def test_a_scrape_lets_go_of_what_it_alone_keeps_a_run_at_a_time() -> None:
     """At a million group-partitions, freeing a scrape's groups with lag all at its end held the event loop
     24-86 ms: they are let go of a run at a time, the loop let go between runs."""
-    turns = 0
+    turns = LoopTurns()
     freed_at: list[int] = []
 
     class Text:
         def __del__(self) -> None:
-            freed_at.append(turns)
-
-    async def tick() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
+            freed_at.append(turns.count)
 
     items = [Text() for _ in range(3 * STRIDE)]
     kept = items[:STRIDE]  # kept elsewhere too (a group without lag): not freed
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0)
-    hold = LoopHold()
-    hold.take()
-    try:
-        await let_go_of(items, hold, LoopSlices(0.0))
-    finally:
-        hold.let_go()
-        ticker.cancel()
+    await turns.run(lambda hold: let_go_of(items, hold, LoopSlices(0.0)))
 
     assert items == []
     assert len(freed_at) == 2 * STRIDE
