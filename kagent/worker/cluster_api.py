@@ -17,6 +17,7 @@ description is at ``/api/openapi.json``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -288,7 +289,7 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
             if scope == "local" or request.headers.get(FORWARDED):
                 groups, total = api.local_groups(sort=sort, order=order, offset=offset, limit=limit, query=text)
                 if request.headers.get(FORWARDED) and LISTING in request.headers.get("Accept", ""):
-                    return self.bytes(listing_body(groups, total), content_type=LISTING)
+                    return self.bytes(listing_body(groups, total, sort), content_type=LISTING)
                 body = page_json(
                     [g.json for g in groups],
                     total=total,
@@ -304,8 +305,14 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
             params = {"scope": "local", "sort": sort.value, "order": order, "q": text}
             if wanted is not None:
                 params["limit"] = str(wanted)
-            own, total = api.local_groups(sort=sort, order=order, offset=0, limit=wanted, query=text)
-            answers = await router.ask_others("/api/groups", params, accept=LISTING)
+            # The others cut their pages while this one cuts its own: the yield sends the requests.
+            asking = router.asking_others("/api/groups", params, accept=LISTING)
+            try:
+                await asyncio.sleep(0)
+                own, total = api.local_groups(sort=sort, order=order, offset=0, limit=wanted, query=text)
+                answers = await asking
+            finally:
+                asking.cancel()  # none once answered; a request given up on (the client went) asks no more
             pages = [ranked(own, sort)]
             workers = [router.own_answer()]
             for answer in answers:

@@ -110,11 +110,21 @@ class ClusterRouter:
         except aiohttp.ClientError as exc:
             return Forwarded(url, None, error=str(exc) or type(exc).__name__)
 
+    def asking_others(
+        self, path: str, params: Mapping[str, str] | None = None, accept: str = JSON
+    ) -> asyncio.Future[list[Forwarded]]:
+        """Ask every other worker at once, each in a task started now: their answers in :meth:`workers`
+        order once all came. A request is on its way by the end of its task's first step (with a kept
+        connection), so a caller that yields once (``asyncio.sleep(0)``) may work while they answer."""
+        return asyncio.gather(
+            *(asyncio.ensure_future(self.ask(url, path, params, accept)) for url in self.workers()[1:])
+        )
+
     async def ask_others(
         self, path: str, params: Mapping[str, str] | None = None, accept: str = JSON
     ) -> list[Forwarded]:
         """Ask every other worker at once; their answers in :meth:`workers` order."""
-        return list(await asyncio.gather(*(self.ask(url, path, params, accept) for url in self.workers()[1:])))
+        return list(await self.asking_others(path, params, accept))
 
     async def close(self) -> None:
         if self._session is not None:

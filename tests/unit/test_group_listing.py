@@ -156,7 +156,7 @@ def test_unknown_and_nan_figures_sort_as_unknown() -> None:
 def test_a_listing_reads_back_as_the_page_it_lists(count: int, sort: GroupSort) -> None:
     groups = [listed(s) for s in _summaries()][:count]
     groups += [listed(named("line\nbreak", math.nan))] if count else []
-    found, total = ranked_from_listing(listing_body(groups, 17), sort)
+    found, total = ranked_from_listing(listing_body(groups, 17, sort), sort)
     assert found == ranked(groups, sort) and total == 17
     assert found.summaries == [g.json for g in groups]  # each summary's JSON as kept, cut out whole
 
@@ -165,7 +165,7 @@ def _body(head: dict[str, object], rest: bytes = b"") -> bytes:
     return orjson.dumps(head) + b"\n" + rest
 
 
-GOOD = {"total": 1, "group": ["g"], "evaluated_at": [1.0], "figures": [[None]] * 5, "lengths": [2]}
+GOOD = {"sort": "skew", "total": 1, "group": ["g"], "evaluated_at": [1.0], "figure": [None], "lengths": [2]}
 
 
 @pytest.mark.parametrize(
@@ -176,8 +176,9 @@ GOOD = {"total": 1, "group": ["g"], "evaluated_at": [1.0], "figures": [[None]] *
         (_body({**GOOD, "total": "1"}, b"{}"), "total is an integer"),
         (_body({**GOOD, "group": [1]}, b"{}"), "group holds \\['int'\\]"),
         (_body({**GOOD, "evaluated_at": []}, b"{}"), "evaluated_at is a list with a value per group"),
-        (_body({**GOOD, "figures": [[None]]}, b"{}"), "5 columns"),
-        (_body({**GOOD, "figures": [["high"]] * 5}, b"{}"), "figures of skew holds \\['str'\\]"),
+        (_body({**GOOD, "sort": "max_lag"}, b"{}"), "sorted by skew says its sort is 'max_lag'"),
+        (_body({**GOOD, "figure": None}, b"{}"), "figure is a list with a value per group"),
+        (_body({**GOOD, "figure": ["high"]}, b"{}"), "figure holds \\['str'\\]"),
         (_body(GOOD, b"{}{}"), "2 bytes by its head, not 4"),
         (_body({**GOOD, "lengths": [-1]}, b""), "not negative"),
     ],
@@ -185,3 +186,10 @@ GOOD = {"total": 1, "group": ["g"], "evaluated_at": [1.0], "figures": [[None]] *
 def test_a_body_that_is_not_a_listing_is_refused_naming_what(body: bytes, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         ranked_from_listing(body, GroupSort.SKEW)
+
+
+def test_a_listing_by_name_has_no_figure_column() -> None:
+    body = _body({**GOOD, "sort": "group", "figure": [1.0]}, b"{}")
+    with pytest.raises(ValueError, match="sorted by name has no figure column"):
+        ranked_from_listing(body, GroupSort.GROUP)
+    assert ranked_from_listing(_body({**GOOD, "sort": "group", "figure": None}, b"{}"), GroupSort.GROUP)[1] == 1
