@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Generic, TypeVar
 
 __all__ = ["Channel"]
@@ -17,25 +18,35 @@ class Channel(Generic[T]):
     consuming one mid-batch; the consumer takes one item (:meth:`get`,
     waiting) or everything waiting (:meth:`drain`, not waiting) when it is
     ready. Items put before the consumer starts wait for it.
+
+    A deque and an event rather than an ``asyncio.Queue``: a worker under live
+    commits drains thousands of group notices at a time, and the queue hands
+    them out one Python call each (5,000 took 1.2 ms on a quiet machine, and
+    the drain held the event loop tens of milliseconds on a busy one).
     """
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[T] = asyncio.Queue()
+        self._items: deque[T] = deque()
+        self._waiting = asyncio.Event()
+        """Set while items wait (or may: :meth:`get` clears it when it finds none)."""
 
     def put(self, item: T) -> None:
         """Hand ``item`` to the consumer."""
-        self._queue.put_nowait(item)
+        self._items.append(item)
+        self._waiting.set()
 
     async def get(self) -> T:
         """The oldest item, waiting for one."""
-        return await self._queue.get()
+        while not self._items:
+            self._waiting.clear()
+            await self._waiting.wait()
+        return self._items.popleft()
 
     def drain(self) -> list[T]:
         """Every item waiting, oldest first; empty if none."""
-        items = []
-        while not self._queue.empty():
-            items.append(self._queue.get_nowait())
+        items = list(self._items)
+        self._items.clear()
         return items
 
     def __len__(self) -> int:
-        return self._queue.qsize()
+        return len(self._items)

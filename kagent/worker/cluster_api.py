@@ -173,7 +173,7 @@ class ClusterApi(Stage):
 
     def local_group(self, group: str) -> GroupDetail | None:
         """``group`` measured now, if it is held here with an assignment."""
-        if group not in self._groups.held_groups():
+        if not self._groups.holding()(group):  # and stored: else it has no snapshot
             return None
         now = self._clock()
         snapshot = self._groups.snapshot(group, now)

@@ -225,8 +225,10 @@ class Evaluator(Stage, OpenIncidentsReader):
                 self._changed.discard(notice.group)
                 self._deleted.add(notice.group)
             elif notice.change is not GroupChange.END_OFFSETS:  # those come every poll: not sooner than due
-                self._changed.add(notice.group)
                 self._deleted.discard(notice.group)
+                if notice.group in self._changed:  # its entry is in the schedule since its first notice
+                    continue
+                self._changed.add(notice.group)
                 last = self._last_evaluated.get(notice.group)
                 if last is not None:  # due half an interval after its last evaluation, if not holding
                     heapq.heappush(self._schedule, (last + self._interval / 2, notice.group))
@@ -332,7 +334,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         """Look at which groups this worker holds (see :meth:`_scan_due`): forget those it no longer
         holds, resolve the incidents of those deleted, and schedule those new here half an interval on."""
         self._scan_wanted = False
-        held = set(self._groups.held_groups())
+        held = set(self._groups.each_held_group())  # a set: their order does not matter
         self._held = held
         self._next_scan = now + self.scan_every
         self._last_scan = now

@@ -820,7 +820,7 @@ class Storage(Stage, GroupStateReader):
         topics: set[str] = set()
         partitions: set[TopicPartition] = set(self._committed.all_partitions())
         slices = LoopSlices()
-        for group in self.held_groups():
+        for group in self.each_held_group():  # in no order: sorting them held the loop for nothing
             if slices.over():
                 await slices.next()
             reads = self._reads(group)
