@@ -322,14 +322,22 @@ class LagFigures:
         """The groups with entries :meth:`write_committed` would write, in order of their first commit."""
         return list(self._committed_since)
 
-    def write_committed(self, groups: list[str], limit: int, holds: Callable[[str], bool], now: float) -> int:
+    def write_committed(
+        self,
+        groups: list[str],
+        limit: int,
+        holds: Callable[[str], bool],
+        now: float,
+        over: Callable[[], bool] = lambda: False,
+    ) -> int:
         """Write the entries of the first of ``groups`` whose commits changed them since they were last
-        written, with the end offsets polled at ``now``, until ``limit`` entries are written or the groups
-        run out; how many of ``groups`` were taken. A group ``holds`` says is not held is taken and
-        written nothing (its successor writes its own entries)."""
+        written, with the end offsets polled at ``now``, until ``limit`` entries are written, ``over`` says
+        so after a group (the caller's slice of the event loop has run its time) or the groups run out; how
+        many of ``groups`` were taken. A group ``holds`` says is not held is taken and written nothing (its
+        successor writes its own entries)."""
         written = taken = 0
         for group in groups:
-            if written >= limit:
+            if written >= limit or (taken and over()):
                 break
             taken += 1
             committed = self._committed_since.pop(group, None)

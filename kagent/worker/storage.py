@@ -556,9 +556,16 @@ class Storage(Stage, GroupStateReader):
             self._metrics.groups.set(len(groups))
             self._metrics.group_partitions.set(tracked)
             committed = self._lag.committed_groups()
-            while committed:
-                del committed[: self._lag.write_committed(committed, REFRESH_CHUNK, self._held.holding(), now)]
-                await self._flush_end_offsets()
+            slices = LoopSlices()
+            while committed:  # a slice of the loop at a time, flushed every REFRESH_CHUNK entries or so
+                del committed[
+                    : self._lag.write_committed(committed, REFRESH_CHUNK, self._held.holding(), now, slices.over)
+                ]
+                if not committed or self._writer.staged >= REFRESH_CHUNK:
+                    await self._flush_end_offsets()
+                    slices = LoopSlices()
+                else:
+                    await slices.next()
             for group in await self._consumer_groups.store():
                 self._assigned(group)
             await self._flush_end_offsets()

@@ -196,6 +196,23 @@ def test_the_commits_of_many_groups_are_written_in_chunks_in_order() -> None:
     assert made.committed_groups() == ["c"]
 
 
+def test_writing_commits_stops_after_a_group_once_the_slice_is_over() -> None:
+    made, published = figures({})
+    made.take(poll(0.0, 3))
+    for group in ("a", "b", "c"):
+        made.committed(group, TopicPartition(TOPIC, 0), 10)
+    groups = made.committed_groups()
+    looks: list[str] = []
+
+    def over() -> bool:
+        looks.append("look")
+        return len(looks) >= 2  # over when asked after the second group
+
+    assert made.write_committed(groups, 100, lambda group: True, 0.0, over) == 2  # a, b; c waits
+    assert {key.split(",")[0] for key in published.records} == {'["a"', '["b"'}
+    assert made.committed_groups() == ["c"]
+
+
 def test_a_commit_forgotten_or_no_longer_held_is_not_written() -> None:
     made, published = figures({})
     made.take(poll(0.0, 2))
