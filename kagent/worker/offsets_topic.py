@@ -86,6 +86,12 @@ other stages waited meanwhile (at 10,000 groups under live commits, the longest 
 are two entries of the same record, in order): storage pays for each derived-events record it is
 delivered, so a record per chunk instead of per fetch put a live worker a million records behind."""
 
+FETCH_SLICE = 2_000
+"""Records taken from what the consumer has fetched at a time, up to :data:`MAX_RECORDS` a batch, with a yield
+to the event loop between two takes: aiokafka unpacks what one ``getmany`` returns in one stretch, and under
+``bench_api``'s live commits a worker that fell a few seconds behind took tens of thousands at once, holding
+its loop up to 100 ms."""
+
 CAUGHT_UP_RECORDS = 10_000
 """Records of a partition the source may have left to read and still count as caught up."""
 
@@ -267,7 +273,7 @@ class OffsetsTopicSource(Stage):
             log.info("reading %s with %d of %d decoders compiled", topic, *compiled_decoders())
             while True:
                 try:
-                    fetched = await consumer.getmany(timeout_ms=1000, max_records=MAX_RECORDS)
+                    fetched = await _fetch(consumer)
                 except Exception as exc:
                     raise _ConsumerFailed("fetch", exc) from exc
                 sending = await self._sent(fetched)
@@ -411,3 +417,23 @@ class _Sent:
     """Partition -> the batch's first offset there."""
     ends: dict[TopicPartition, int]
     """Partition -> the offset after the batch's last record there (what to commit)."""
+
+
+async def _fetch(consumer: AIOKafkaConsumer) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+    """One batch of records: what arrives within a second, then, while each take comes back full, what the
+    consumer has already fetched besides, :data:`FETCH_SLICE` records at a time, up to :data:`MAX_RECORDS`;
+    each partition's records in offset order. Empty when nothing arrived."""
+    fetched = await consumer.getmany(timeout_ms=1000, max_records=FETCH_SLICE)
+    took = total = sum(map(len, fetched.values()))
+    while took == FETCH_SLICE and total < MAX_RECORDS:
+        await asyncio.sleep(0)  # the rest of the worker runs between two takes
+        more = await consumer.getmany(timeout_ms=0, max_records=min(FETCH_SLICE, MAX_RECORDS - total))
+        took = sum(map(len, more.values()))
+        total += took
+        for tp, records in more.items():
+            kept = fetched.get(tp)
+            if kept is None:
+                fetched[tp] = records
+            else:
+                kept.extend(records)
+    return fetched

@@ -9,13 +9,15 @@ from dataclasses import dataclass
 
 import faust
 import pytest
-from aiokafka import ConsumerRecord
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
 
 from kagent.core.events import decode_record
 from kagent.core.table_keys import partition_of_group
 from kagent.settings import Settings
 from kagent.tools.embedded import EmbeddedBroker
+from kagent.worker import offsets_topic
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
@@ -24,6 +26,7 @@ from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
     offset_commit,
+    produce,
     publish,
 )
 from tests.support.faults import fail_first_batch
@@ -132,3 +135,36 @@ async def test_a_quiet_topic_keeps_no_fetched_record_alive(kafka_broker: Embedde
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
         await it.app.producer.stop()
+
+
+async def test_a_batch_is_taken_a_slice_at_a_time_every_record_once_in_order(
+    kafka_broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source's batch gathers what the consumer has fetched FETCH_SLICE records at a time (each take
+    unpacked in one stretch of the event loop), up to MAX_RECORDS: several takes make one batch, no batch
+    is larger, and every record comes once, each partition's in offset order."""
+    topic = f"source-slices-{uuid.uuid4().hex[:6]}"
+    await kafka_broker.create_topics({topic: 2})
+    await produce(kafka_broker.bootstrap_servers, topic, {0: 1500, 1: 1000})
+    monkeypatch.setattr(offsets_topic, "FETCH_SLICE", 100)
+    monkeypatch.setattr(offsets_topic, "MAX_RECORDS", 700)
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_broker.bootstrap_servers, enable_auto_commit=False)
+    await consumer.start()
+    consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    await consumer.seek_to_beginning()
+    offsets: dict[int, list[int]] = {0: [], 1: []}
+    sizes: list[int] = []
+
+    async def everything_taken() -> bool:
+        batch = await offsets_topic._fetch(consumer)
+        sizes.append(sum(map(len, batch.values())))
+        for tp, records in batch.items():
+            offsets[tp.partition] += [record.offset for record in records]
+        return len(offsets[0]) + len(offsets[1]) >= 2500
+
+    try:
+        await wait_until_async(everything_taken, 60, "every record to be taken", interval=0.0)
+    finally:
+        await consumer.stop()
+    assert offsets == {0: list(range(1500)), 1: list(range(1000))}
+    assert 100 < max(sizes) <= 700, sizes
