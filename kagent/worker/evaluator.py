@@ -79,11 +79,10 @@ RESCAN_AFTER_REBALANCE = 60.0
 """Seconds after this worker's partitions changed during which it looks every :attr:`Evaluator.scan_every`
 s: the groups it took over appear as Faust restores their tables, without notices."""
 
-YIELD_EVERY = 0.002
+YIELD_EVERY = 0.005
 """Seconds a round of evaluations runs before it lets the event loop run other work: a round over
 thousands of groups takes seconds, and the API, the consumers' heartbeats and the other stages wait
-for the loop meanwhile (an API request waited 5 s behind a round over 5,000 groups). As short as
-:data:`~kagent.worker.loop_slices.SLICE`, for the same reason."""
+for the loop meanwhile (an API request waited 5 s behind a round over 5,000 groups)."""
 
 ROUND_SHARE = 0.5
 """The most of the event loop's time a long round of evaluations takes (:class:`RoundPacer`)."""

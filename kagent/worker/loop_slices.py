@@ -15,14 +15,8 @@ import time
 
 __all__ = ["SLICE", "LoopSlices"]
 
-SLICE = 0.002
-"""Seconds a slice of work runs before it lets the event loop run the rest.
-
-Stages slicing at once run their slices back to back in one turn of the loop, before it looks at its
-sockets again. Measured on one of two workers at 10,000 groups under live commits (``bench_api``'s
-traffic), the turns of 10 ms or more that no API request took, over 25 s: 130 (860 ms in all) with
-5 ms slices, 54 (250 ms) with these. One worker's backlog ingest (``bench_ingest --one-only``) moved
-within its noise: 110,578 records/s with these, 117,350 with 5 ms."""
+SLICE = 0.005
+"""Seconds a slice of work runs before it lets the event loop run the rest."""
 
 
 class LoopSlices:
