@@ -173,7 +173,7 @@ class ClusterApi(Stage):
 
     def local_group(self, group: str) -> GroupDetail | None:
         """``group`` measured now, if it is held here with an assignment."""
-        if not self._groups.holding()(group):  # and stored: else it has no snapshot
+        if not self._groups.holding()(group):  # held here; one with nothing stored has no snapshot below
             return None
         now = self._clock()
         snapshot = self._groups.snapshot(group, now)
@@ -312,7 +312,7 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
                 own, total = api.local_groups(sort=sort, order=order, offset=0, limit=wanted, query=text)
                 answers = await asking
             finally:
-                asking.cancel()  # none once answered; a request given up on (the client went) asks no more
+                asking.cancel()  # a no-op once answered; if the client went, the others are asked no more
             pages = [ranked(own, sort)]
             workers = [router.own_answer()]
             for answer in answers:
