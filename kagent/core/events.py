@@ -80,6 +80,7 @@ __all__ = [
     "MemberAssignment",
     "OffsetCommitted",
     "OffsetDeleted",
+    "PackedRecords",
     "PartitionRef",
     "TopicIdPartition",
     "TopicName",
@@ -514,7 +515,17 @@ def packed_records(
     batch: Iterable[DerivedEvents], partitions: int, limit: int = PACKED_BYTES
 ) -> list[tuple[int, bytes]]:
     """The derived-events records of ``batch`` (one :class:`DerivedEvents` per group, as
-    :func:`grouped_events` makes them) on a topic of ``partitions``: (partition, value) each.
+    :func:`grouped_events` makes them) on a topic of ``partitions``: (partition, value) each, as
+    :class:`PackedRecords` packs them."""
+    packer = PackedRecords(partitions, limit)
+    for events in batch:
+        packer.add(events)
+    return packer.records()
+
+
+class PackedRecords:
+    """Derived-events records packed a group at a time, so that a caller may encode a large batch in
+    slices of its work (the source, a chunk of its fetch at a time) and send the records once.
 
     Each group's events go to its partition (:func:`~kagent.core.table_keys.partition_of_group`,
     where the worker holding the group reads) and the groups of one partition are packed, in
@@ -522,20 +533,32 @@ def packed_records(
     ``limit`` bytes; a group is never split (a group larger than ``limit`` is a record of its
     own). Records of one partition come in order; nothing is said of the order across partitions.
     """
-    packing: dict[int, tuple[list[bytes], int]] = {}
-    """Partition -> (the groups of its open record, the record's bytes so far)."""
-    records: list[tuple[int, bytes]] = []
-    for events in batch:
+
+    def __init__(self, partitions: int, limit: int = PACKED_BYTES) -> None:
+        self._partitions = partitions
+        self._limit = limit
+        self._open: dict[int, tuple[list[bytes], int]] = {}
+        """Partition -> (the groups of its open record, the record's bytes so far)."""
+        self._closed: list[tuple[int, bytes]] = []
+
+    def add(self, events: DerivedEvents) -> None:
+        """Encode one group's ``events`` into its partition's open record (closing that record first
+        if they would take it past the limit)."""
         encoded = encode_events(events)
-        partition = partition_of_group(events.group, partitions)
-        groups, size = packing.get(partition) or ([], 1)  # "["
-        if groups and size + len(encoded) + 1 > limit:  # it and "," or "]"
-            records.append((partition, _packed(groups)))
+        partition = partition_of_group(events.group, self._partitions)
+        groups, size = self._open.get(partition) or ([], 1)  # "["
+        if groups and size + len(encoded) + 1 > self._limit:  # it and "," or "]"
+            self._closed.append((partition, _packed(groups)))
             groups, size = [], 1
         groups.append(encoded)
-        packing[partition] = (groups, size + len(encoded) + 1)
-    records.extend((partition, _packed(groups)) for partition, (groups, _size) in packing.items())
-    return records
+        self._open[partition] = (groups, size + len(encoded) + 1)
+
+    def records(self) -> list[tuple[int, bytes]]:
+        """Every record of the groups added, (partition, value) each; the packer is empty afterwards."""
+        records = self._closed
+        records.extend((partition, _packed(groups)) for partition, (groups, _size) in self._open.items())
+        self._open, self._closed = {}, []
+        return records
 
 
 def _packed(groups: list[bytes]) -> bytes:

@@ -9,7 +9,7 @@ writes tens of thousands of commits per second to ``__consumer_offsets``.
 
 Each fetched batch is decoded and derived (:func:`kagent.core.ingest.ingest`);
 the groups' events go to the derived-events topic packed, each group's on its
-partition (:func:`kagent.core.events.packed_records`): a few records of up to
+partition (:class:`kagent.core.events.PackedRecords`): a few records of up to
 64 KiB per partition and batch, where one record per group cost storage's Faust
 stream about 80 µs each (a group that commits a few partitions at a time, as
 a real cluster's members do, paid that for a few commits). kagent's own
@@ -50,7 +50,7 @@ from faust.types import TopicT
 
 from kagent.core.backoff import RetryPolicy, backoff_delay
 from kagent.core.consumer_offsets import compiled_decoders
-from kagent.core.events import DerivedEvents
+from kagent.core.events import PackedRecords
 from kagent.core.ingest import Failure, ingest
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
@@ -312,15 +312,16 @@ class OffsetsTopicSource(Stage):
         """Send the derived events (as record batches, each group's on its partition) and dead letters
         of ``records``; futures done when the broker has them."""
         self._metrics.records.labels("offsets-topic").inc(len(records))
-        events: list[DerivedEvents] = []
+        packed = PackedRecords(self._settings.topic_partitions)
         malformed: list[tuple[ConsumerRecord[bytes, bytes], Failure]] = []
         for start in range(0, len(records), INGEST_CHUNK):
             if start:
                 await asyncio.sleep(0)  # the rest of the worker runs between two chunks
             result = ingest(records[start : start + INGEST_CHUNK], self._skip)
-            events += result.events
+            for events in result.events:  # encoded here, a chunk at a time, not all at the end
+                packed.add(events)
             malformed += result.malformed
-        pending = await send_derived_events(self._app, self._derived_events, events, self._settings.topic_partitions)
+        pending = await send_derived_events(self._app, self._derived_events, packed)
         if malformed:
             # One line a batch however many (a flood of them must not flood the log); each is in the dead letters.
             record, exc = malformed[0]

@@ -32,7 +32,7 @@ import faust
 from aiokafka.errors import KafkaTimeoutError
 from faust.exceptions import NotReady, ProducerSendError
 
-from kagent.core.events import DerivedEvents, packed_records
+from kagent.core.events import PackedRecords
 from kagent.worker.loop_slices import LoopSlices
 
 __all__ = ["SEND_TIMEOUT", "OutgoingRecord", "abandon", "acknowledged", "send_batches", "send_derived_events"]
@@ -138,12 +138,8 @@ def _take_outcome(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-async def send_derived_events(
-    app: faust.App, topic: str, groups: Iterable[DerivedEvents], partitions: int
-) -> list[asyncio.Future[Any]]:
-    """Send ``groups``' events (one :class:`~kagent.core.events.DerivedEvents` per group) to the
-    derived-events ``topic`` of ``partitions``, packed per partition
-    (:func:`~kagent.core.events.packed_records`), as both sources write them; :func:`send_batches`'
-    futures and errors."""
-    packed = packed_records(groups, partitions)
-    return await send_batches(app, ((topic, partition, None, value) for partition, value in packed))
+async def send_derived_events(app: faust.App, topic: str, packed: PackedRecords) -> list[asyncio.Future[Any]]:
+    """Send the records ``packed`` holds (:class:`~kagent.core.events.PackedRecords`, each group's events
+    on its partition, as both sources write them) to the derived-events ``topic``, emptying it;
+    :func:`send_batches`' futures and errors."""
+    return await send_batches(app, ((topic, partition, None, value) for partition, value in packed.records()))

@@ -40,6 +40,7 @@ from kagent.core.events import (
     GroupDeleted,
     OffsetCommitted,
     OffsetDeleted,
+    PackedRecords,
     by_group,
     decode_record,
     encode_events,
@@ -229,6 +230,20 @@ def test_packed_records_hold_each_groups_events_on_its_partition_in_order_within
         on_it = [events.group for p, value in records if p == partition for events in decode_record(value)]
         assert on_it == [events.group for events in batch if partition_of_group(events.group, 4) == partition]
     assert len(records) < len(batch)
+
+
+def test_a_packer_fed_in_parts_packs_what_one_call_packs_and_is_empty_after() -> None:
+    batch = [
+        DerivedEvents(group=f"g{n % 7}", events=(commit_run("t", n % 3, *((o, o + 1, None) for o in range(n))),))
+        for n in range(1, 40)
+    ]
+    packer = PackedRecords(4, limit=300)
+    for part in (batch[:10], batch[10:11], batch[11:]):  # as the source adds a chunk of its fetch at a time
+        for events in part:
+            packer.add(events)
+
+    assert packer.records() == packed_records(batch, 4, limit=300)
+    assert packer.records() == []
 
 
 def test_a_packed_record_is_refused_whole_naming_the_group_and_event() -> None:
