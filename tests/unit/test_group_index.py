@@ -12,7 +12,7 @@ from aiokafka.structs import TopicPartition
 from faust.types import TP
 
 from kagent.core.table_keys import group_of_partition_key, partition_key
-from kagent.worker.group_index import IndexedStore, PartitionIndex
+from kagent.worker.group_index import IndexedStore, PartitionIndex, parse_partition_key
 from kagent.worker.topology import GroupPartitionedTable
 
 APP = faust.App("index-test", broker="kafka://localhost:1")
@@ -92,3 +92,8 @@ def test_a_groups_version_changes_with_the_partitions_it_has_entries_on_and_its_
     }
     held = {id(key) for key in store.data}
     assert all(id(key) in held for key in index.keyed("g"))  # the very strings the store holds
+
+
+def test_a_key_parses_back_to_its_group_and_partition_whatever_the_names_hold() -> None:
+    for group in ["g", 'é "quoted" \\ back\nline', "\ud800 a lone surrogate"]:
+        assert parse_partition_key(partition_key(group, "orders", 7)) == (group, TopicPartition("orders", 7))
