@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,14 @@ from tests.support.worker import Worker, running_workers
 
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[EmbeddedBroker]:
-    """One embedded Tansu broker for the whole session, stopped by pid at the end."""
+    """One embedded Tansu broker for the whole session, stopped by pid at the end.
+
+    ``__consumer_offsets`` is made at once, of Kafka's 50 partitions: a worker's consumer asking for it
+    first would have Tansu auto-create it with 4, and every later test of the session that writes a
+    group's records to its partition by Kafka's rule would find it missing (which test runs first on
+    a process varies with the machine's load)."""
     with EmbeddedBroker() as broker:
+        asyncio.run(broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS}))
         yield broker
 
 
