@@ -12,7 +12,7 @@ and OffsetFetch, and sends the derived events of what changed since its
 previous poll (:func:`kagent.core.group_polling.poll`, which holds the
 answers to the rules of :mod:`kagent.core.record_checks`) to the
 derived-events topic, each group's on its partition and packed as the
-``offsets-topic`` source packs them (:class:`kagent.core.events.PackedRecords`);
+``offsets-topic`` source packs them (:func:`kagent.core.events.packed_records`);
 the storage stage takes them as it takes that source's. Only the leader
 polls: ListGroups answers every worker the same, so each worker polling
 would send every event once per worker. A worker that is not the leader
@@ -72,7 +72,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 from faust.types import TopicT
 
 from kagent.core.consumer_group_describe import ConsumerGroupDescribe, DescribedConsumerGroup, described_consumer_groups
-from kagent.core.events import DerivedEvents, PackedRecords, by_group
+from kagent.core.events import DerivedEvents, by_group, packed_records
 from kagent.core.group_polling import (
     CONSUMER_GROUP_TYPE,
     CONSUMER_PROTOCOL_TYPE,
@@ -422,10 +422,7 @@ class AdminApiSource(Stage):
         """Send the groups' events packed as the offsets-topic source packs them, and wait for the broker."""
         assert self._app is not None
         topic = self._derived_events.get_topic_name()
-        packed = PackedRecords(self._partitions)
-        for events in groups:
-            packed.add(events)
-        await asyncio.gather(*await send_derived_events(self._app, topic, packed))
+        await asyncio.gather(*await send_derived_events(self._app, topic, packed_records(groups, self._partitions)))
 
     async def stop(self) -> None:
         self._stopped = True

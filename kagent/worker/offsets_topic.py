@@ -321,7 +321,7 @@ class OffsetsTopicSource(Stage):
             for events in result.events:  # encoded here, a chunk at a time, not all at the end
                 packed.add(events)
             malformed += result.malformed
-        pending = await send_derived_events(self._app, self._derived_events, packed)
+        pending = await send_derived_events(self._app, self._derived_events, packed.records())
         if malformed:
             # One line a batch however many (a flood of them must not flood the log); each is in the dead letters.
             record, exc = malformed[0]

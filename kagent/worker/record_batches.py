@@ -32,7 +32,6 @@ import faust
 from aiokafka.errors import KafkaTimeoutError
 from faust.exceptions import NotReady, ProducerSendError
 
-from kagent.core.events import PackedRecords
 from kagent.worker.loop_slices import LoopSlices
 
 __all__ = ["SEND_TIMEOUT", "OutgoingRecord", "abandon", "acknowledged", "send_batches", "send_derived_events"]
@@ -138,8 +137,10 @@ def _take_outcome(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-async def send_derived_events(app: faust.App, topic: str, packed: PackedRecords) -> list[asyncio.Future[Any]]:
-    """Send the records ``packed`` holds (:class:`~kagent.core.events.PackedRecords`, each group's events
-    on its partition, as both sources write them) to the derived-events ``topic``, emptying it;
+async def send_derived_events(
+    app: faust.App, topic: str, packed: Iterable[tuple[int, bytes]]
+) -> list[asyncio.Future[Any]]:
+    """Send the derived-events records ``packed`` ((partition, value) each, each group's events on its
+    partition, as both sources pack them: :class:`~kagent.core.events.PackedRecords`) to ``topic``;
     :func:`send_batches`' futures and errors."""
-    return await send_batches(app, ((topic, partition, None, value) for partition, value in packed.records()))
+    return await send_batches(app, ((topic, partition, None, value) for partition, value in packed))
