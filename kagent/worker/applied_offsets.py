@@ -25,7 +25,11 @@ judges each record against it (:meth:`AppliedOffsets.judge`):
 
 A partition whose records were fetched but none was delivered (nothing
 above the position arrives to be judged) is found by :meth:`AppliedOffsets.due`,
-which storage asks every second with the consumer's positions.
+which storage asks every second with the consumer's positions. A partition
+storage never applied a record of (no position here or restored) while
+Faust's consumer is past its log start is asked about with the log start as
+its position: the records before the consumer's position were applied by no
+one, as far as the table knows, and would otherwise never be.
 
 Pure: it decides from the offsets and times it is given; the caller reads
 and writes the table and seeks.

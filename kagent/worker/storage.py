@@ -279,12 +279,17 @@ class Storage(Stage, GroupStateReader):
         applied_to: dict[int, int] = {}
         """Partition -> the offset after the last record of this batch applied from it."""
         seeks: dict[int, int] = {}
+        unapplied: set[int] = set()
+        """Partitions storage had applied no record of (judged from their log start)."""
         slices = LoopSlices()  # a batch of 64 packed records is up to 80,000 commits: others run between slices
         for message in messages:
             if slices.over():
                 await slices.next()
             partition = message.partition
             position = applied_to.get(partition, self._position(partition))
+            if position is None:  # none applied here or restored: records before this one count too
+                position = (await self._log_starts([partition])).get(partition)
+                unapplied.add(partition)
             verdict, seek = self._offsets.judge(partition, message.offset, position, judged_at)
             if seek is not None:
                 seeks[partition] = seek
@@ -363,7 +368,12 @@ class Storage(Stage, GroupStateReader):
             self._writer.set(self._applied_offsets, str(partition), str(offset).encode())
         self._offsets.delivered({message.partition for message in messages}, time.monotonic())
         for partition, offset in seeks.items():
-            await self._read_again(partition, offset, "later records came first (a rebalance, or lost records)")
+            why = (
+                "no record of it was ever applied, and the first one delivered is past its log start"
+                if partition in unapplied
+                else "later records came first (a rebalance, or lost records)"
+            )
+            await self._read_again(partition, offset, why)
 
     def _position(self, partition: int) -> int | None:
         """The offset after the last record storage applied from derived-events ``partition``;
@@ -371,9 +381,23 @@ class Storage(Stage, GroupStateReader):
         raw = self._applied_offsets.get(str(partition))
         return int(raw) if raw is not None else None
 
+    async def _log_starts(self, partitions: Iterable[int]) -> dict[int, int]:
+        """The log-start offset of each of derived-events ``partitions`` the broker gives now; none on a
+        broker error (logged at debug: it is asked again at the next need, and a broker that is gone is
+        said elsewhere): a partition without one is judged as before it had a position."""
+        assert self._app is not None
+        topic = self._derived_events.get_topic_name()
+        try:
+            starts = await self._app.consumer.earliest_offsets(*(TP(topic, partition) for partition in partitions))
+        except Exception as exc:  # noqa: BLE001 -- a broker error: asked again at the next need
+            log.debug("derived-events log starts not read: %r", exc)
+            return {}
+        return {tp.partition: start for tp, start in starts.items() if start is not None}
+
     async def _repair_lost_records(self) -> None:
         """Every :data:`REPAIR_CHECK` s: seek back each held derived-events partition whose records
-        the consumer fetched but never delivered (:meth:`AppliedOffsets.due`)."""
+        the consumer fetched but never delivered (:meth:`AppliedOffsets.due`); a partition storage never
+        applied a record of counts from its log start."""
         while True:
             await asyncio.sleep(REPAIR_CHECK)
             app = self._app
@@ -384,11 +408,22 @@ class Storage(Stage, GroupStateReader):
             try:
                 held = [tp for tp in consumer.assignment() if tp.topic == topic]
                 fetched = {tp.partition: (await consumer.position(tp), self._position(tp.partition)) for tp in held}
+                # A partition storage never applied a record of (none here, none restored) while the
+                # consumer is past its log start: what lies before was read by no one here (Faust's
+                # committed offset moved past records no storage applied), so its position is the log start.
+                never = {p for p, (fetched_to, position) in fetched.items() if position is None and fetched_to}
+                for partition, start in (await self._log_starts(never) if never else {}).items():
+                    fetched[partition] = (fetched[partition][0], start)
             except Exception as exc:  # noqa: BLE001 -- mid-rebalance, say: the next look tries again
                 log.debug("derived-events positions not read: %r", exc)
                 continue
             for partition, offset in self._offsets.due(fetched, time.monotonic()).items():
-                await self._read_again(partition, offset, "records fetched after it never arrived")
+                why = (
+                    "no record of it was ever applied, and the consumer is past its log start"
+                    if partition in never
+                    else "records fetched after it never arrived"
+                )
+                await self._read_again(partition, offset, why)
 
     async def _read_again(self, partition: int, offset: int, why: str) -> None:
         """Seek the consumer back to ``offset`` of derived-events ``partition``, the first offset
