@@ -432,9 +432,5 @@ async def _fetch(consumer: AIOKafkaConsumer) -> dict[TopicPartition, list[Consum
         took = sum(map(len, more.values()))
         total += took
         for tp, records in more.items():
-            kept = fetched.get(tp)
-            if kept is None:
-                fetched[tp] = records
-            else:
-                kept.extend(records)
+            fetched.setdefault(tp, []).extend(records)
     return fetched

@@ -232,7 +232,7 @@ def test_packed_records_hold_each_groups_events_on_its_partition_in_order_within
     assert len(records) < len(batch)
 
 
-def test_a_packer_fed_in_parts_packs_what_one_call_packs_and_is_empty_after() -> None:
+def test_a_packer_fed_in_parts_keeps_each_partitions_groups_in_order_and_starts_afresh_after() -> None:
     batch = [
         DerivedEvents(group=f"g{n % 7}", events=(commit_run("t", n % 3, *((o, o + 1, None) for o in range(n))),))
         for n in range(1, 40)
@@ -242,8 +242,13 @@ def test_a_packer_fed_in_parts_packs_what_one_call_packs_and_is_empty_after() ->
         for events in part:
             packer.add(events)
 
-    assert packer.records() == packed_records(batch, 4, limit=300)
+    records = packer.records()
+    for partition in range(4):  # every group's events, each partition's in the order they were added
+        on_it = [events for p, value in records if p == partition for events in decode_record(value)]
+        assert on_it == [events for events in batch if partition_of_group(events.group, 4) == partition]
     assert packer.records() == []
+    packer.add(batch[0])
+    assert [decode_record(value) for _, value in packer.records()] == [[batch[0]]]
 
 
 def test_a_packed_record_is_refused_whole_naming_the_group_and_event() -> None:
