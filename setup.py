@@ -2,8 +2,8 @@
 
 - the `__consumer_offsets` decoders that `kagent.core.consumer_offsets` generates
   from Kafka's layouts (see `kagent/core/consumer_offsets/_native.py`);
-- the scrape's innermost loops, `kagent/core/_lag_twins.pyx` (see
-  `kagent/core/lag_twins.py`).
+- the scrape's innermost loops and storage's commits, `kagent/core/_lag_twins.pyx`
+  (see `kagent/core/lag_twins.py`).
 
 Everything else is declared in pyproject.toml. Both modules are optional: where
 one cannot be built, its pure-Python twins run (the decoders at about a third of

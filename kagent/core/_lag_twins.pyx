@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twins of kagent.core.committed_offset.offsets_of, kagent.core.time_lag.measured_lags,
-kagent.core.lag_series.lag_sums and kagent.core.lag_series.partition_pieces.
+kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces and
+kagent.core.committed_offset.applied.
 
 Each function returns exactly what its Python twin returns for the same arguments (kagent.core.lag_twins
 states the contract; tests/unit/test_lag_twins.py checks it). Offsets are Kafka's int64 and the end-offset
@@ -369,3 +370,318 @@ def lag_sums(offset_lags, time_lags, topics):
 
         _python_lag_sums = _lag_sums
     return _python_lag_sums(offset_lags, time_lags, topics)
+
+
+
+cdef object _python_applied = None  # kagent.core.committed_offset._applied: any value not as it writes one
+cdef object _Applied = None  # kagent.core.committed_offset.Applied
+cdef object _new_tuple = tuple.__new__  # an Applied of its fields, without its Python __new__
+
+cdef extern from "Python.h":
+    void *PyMem_Malloc(size_t size)
+    long long PyLong_AsLongLongAndOverflow(object value, int *overflow) noexcept
+    double PyOS_string_to_double(const char *text, char **end, void *overflow) except? -1.0
+
+cdef enum:
+    INT_DIGITS = 18  # an integer of a stored value read here has at most this many digits
+    SECONDS_DIGITS = 15  # a stored commit's time is kept as its text with at most this many significant digits
+    NUMBER_ROOM = 24  # the most bytes an integer of at most INT_DIGITS digits, or a time in seconds, takes
+    COMMIT_ROOM = 3 * NUMBER_ROOM + 8  # a commit written: "[", three numbers (or null), two commas, "]"
+    SHORTEST_COMMIT = 9  # "[0,0.0,0]": the fewest bytes a stored commit takes
+
+cdef long long INT_LIMIT = 1_000_000_000_000_000_000  # an offset, epoch or log end at or past it: the Python's way
+cdef long long STAMP_LIMIT = 1_000_000_000_000_000  # a commit timestamp (ms) at or past it: the Python's way
+
+
+cdef struct Given:  # one commit of those applied: offset, commit_timestamp, leader_epoch
+    long long offset, stamp, epoch
+    bint has_epoch
+
+
+cdef struct WindowCommit:  # one commit of the window: its text in the stored value, or its fields to write
+    Py_ssize_t start, end  # its text in the stored value; start < 0 once it is to be written from here
+    long long offset
+    double seconds  # its time (s), as the Python twin compares it (read for the newest only)
+    Py_ssize_t seconds_start, seconds_end  # its time's text in the stored value; start < 0: stamp / 1000
+    long long stamp
+    bint has_log_end
+    long long log_end
+
+
+cdef inline bint _literal(const char *text, Py_ssize_t size, Py_ssize_t *at, const char *literal, Py_ssize_t length) noexcept:
+    if at[0] + length > size or memcmp(text + at[0], literal, length) != 0:
+        return False
+    at[0] += length
+    return True
+
+
+cdef bint _int_text(const char *text, Py_ssize_t size, Py_ssize_t *at, long long *number) noexcept:
+    """An integer as orjson writes one (no leading zero, no "-0"), of at most INT_DIGITS digits."""
+    cdef Py_ssize_t index = at[0], first
+    cdef long long value = 0
+    cdef bint negative = index < size and text[index] == b'-'
+    index += negative
+    first = index
+    while index < size and 48 <= text[index] <= 57 and index - first <= INT_DIGITS:
+        value = value * 10 + (text[index] - 48)
+        index += 1
+    if index == first or index - first > INT_DIGITS or (text[first] == b'0' and (index - first > 1 or negative)):
+        return False
+    number[0] = -value if negative else value
+    at[0] = index
+    return True
+
+
+cdef bint _seconds_text(const char *text, Py_ssize_t size, Py_ssize_t *at) noexcept:
+    """A float as orjson writes one, positional, of at most SECONDS_DIGITS significant digits, and 0 or at
+    least 0.0001 in size: the very text orjson writes for the float it reads (a decimal of at most 15
+    significant digits is the shortest text that reads back as its nearest double)."""
+    cdef Py_ssize_t index = at[0], first, point, zeros = 0, digits
+    index += index < size and text[index] == b'-'
+    first = index
+    while index < size and 48 <= text[index] <= 57:
+        index += 1
+    if index == first or (text[first] == b'0' and index - first > 1) or index >= size or text[index] != b'.':
+        return False
+    point = index
+    index += 1
+    while index < size and 48 <= text[index] <= 57:
+        index += 1
+    digits = index - point - 1  # of the fraction
+    if digits == 0 or (digits > 1 and text[index - 1] == b'0'):  # none, or a trailing zero
+        return False
+    if digits == 1 and text[point + 1] == b'0':  # a whole number of seconds
+        digits = 0
+    if text[first] == b'0':  # below 1: the fraction's leading zeros are not significant
+        while zeros < digits and text[point + 1 + zeros] == b'0':
+            zeros += 1
+        if zeros > 3:
+            return False
+        digits -= zeros
+    else:
+        digits += point - first
+    if digits > SECONDS_DIGITS:
+        return False
+    at[0] = index
+    return True
+
+
+cdef Py_ssize_t _read_window(const char *text, Py_ssize_t size, Py_ssize_t *at, WindowCommit *window) noexcept:
+    """The window's commits after '"commits":[' up to its ']', each as written (_int_text, _seconds_text,
+    an integer or null); how many, or -1 for text written otherwise. The newest one's time is read."""
+    cdef Py_ssize_t count = 0
+    cdef WindowCommit *commit
+    cdef char *end
+    if _literal(text, size, at, b']', 1):
+        return 0
+    while True:
+        commit = &window[count]
+        commit.start = at[0]
+        if not (_literal(text, size, at, b'[', 1) and _int_text(text, size, at, &commit.offset)):
+            return -1
+        commit.seconds_start = at[0] + 1
+        if not (_literal(text, size, at, b',', 1) and _seconds_text(text, size, at)):
+            return -1
+        commit.seconds_end = at[0]
+        commit.has_log_end = not _literal(text, size, at, b',null', 5)
+        if commit.has_log_end and not (_literal(text, size, at, b',', 1) and _int_text(text, size, at, &commit.log_end)):
+            return -1
+        if not _literal(text, size, at, b']', 1):
+            return -1
+        commit.end = at[0]
+        count += 1
+        if _literal(text, size, at, b']', 1):
+            break
+        if not _literal(text, size, at, b',', 1):
+            return -1
+    commit.seconds = PyOS_string_to_double(text + commit.seconds_start, &end, NULL)  # checked: cannot fail
+    return count
+
+
+cdef void _put_signed(Piece *piece, long long number) noexcept:
+    """number's decimal text (|number| < 10**18)."""
+    if number < 0:
+        piece.end[0] = b'-'
+        piece.end += 1
+        number = -number
+    _put_int(piece, number)
+
+
+cdef void _put_stamp_seconds(Piece *piece, long long stamp) noexcept:
+    """repr(stamp / 1000), as orjson writes it too, for |stamp| < STAMP_LIMIT: the decimal stamp / 1000, its
+    trailing zeros cut but one (at most 15 significant digits: the shortest text of its nearest double)."""
+    cdef long long fraction
+    if stamp < 0:
+        piece.end[0] = b'-'
+        piece.end += 1
+        stamp = -stamp
+    _put_int(piece, stamp // 1000)
+    piece.end[0] = b'.'
+    piece.end += 1
+    fraction = stamp % 1000
+    if fraction == 0:
+        piece.end[0] = b'0'
+        piece.end += 1
+        return
+    piece.end[0] = <char>(48 + fraction // 100)
+    piece.end += 1
+    fraction %= 100
+    if fraction:
+        piece.end[0] = <char>(48 + fraction // 10)
+        piece.end += 1
+        fraction %= 10
+        if fraction:
+            piece.end[0] = <char>(48 + fraction)
+            piece.end += 1
+
+
+cdef inline bint _read_int(object value, long long limit, long long *number) noexcept:
+    """Whether value is an int (not a bool) of size below limit, read into number."""
+    cdef int overflow
+    if type(value) is not int:
+        return False
+    number[0] = PyLong_AsLongLongAndOverflow(value, &overflow)  # an int: cannot fail
+    return overflow == 0 and -limit < number[0] < limit
+
+
+def applied(raw, commits, log_end_offset, *, capacity, min_distance):
+    """The twin of kagent.core.committed_offset.applied. A stored value as that function writes one (the
+    newest commit's three fields, then the window's commits, each number in orjson's text) is read here,
+    its window's commits kept as their text but for one a commit replaces; any other value, and figures
+    past int64's first 18 digits or timestamps past 10**15 ms, go to the Python twin."""
+    global _python_applied, _Applied
+    if _python_applied is None:  # not at import: kagent.core.committed_offset imports this module
+        from kagent.core.committed_offset import Applied, _applied
+
+        _python_applied, _Applied = _applied, Applied
+    cdef Py_ssize_t count, index, size = 0, at = 0, stored = 0, first = 0, room
+    cdef long long most, most_distance
+    cdef const char *text = NULL
+    cdef long long before = 0, newest_stamp = 0, epoch = 0, log_end = 0
+    cdef bint known = raw is not None, has_log_end = log_end_offset is not None, applied_any = False
+    cdef Py_ssize_t stale = 0
+    cdef double seconds, distance
+    cdef Given *given = NULL
+    cdef Given *last = NULL
+    cdef WindowCommit *window = NULL
+    cdef WindowCommit *newest
+    cdef Piece piece
+    if (
+        (type(commits) is not list and type(commits) is not tuple)
+        or len(commits) % 3
+        or not _read_int(capacity, 1001, &most)
+        or most < 1
+        or (type(min_distance) is not float and not _read_int(min_distance, STAMP_LIMIT, &most_distance))
+        or (has_log_end and not _read_int(log_end_offset, INT_LIMIT, &log_end))
+        or (known and type(raw) is not bytes)
+    ):
+        return _python_applied(raw, commits, log_end_offset, capacity=capacity, min_distance=min_distance)
+    distance = min_distance
+    if not -1e15 < distance < 1e15:
+        return _python_applied(raw, commits, log_end_offset, capacity=capacity, min_distance=min_distance)
+    count = len(commits) // 3
+    if known:
+        text = PyBytes_AsString(raw)
+        size = len(<bytes>raw)
+    given = <Given *>PyMem_Malloc(count * sizeof(Given) + (size // SHORTEST_COMMIT + count + 1) * sizeof(WindowCommit))
+    if given == NULL:
+        raise MemoryError()
+    window = <WindowCommit *>(given + count)
+    piece.bytes = NULL
+    try:
+        for index in range(count):
+            last = &given[index]
+            epoch_value = commits[3 * index + 2]
+            last.has_epoch = epoch_value is not None
+            if not (
+                _read_int(commits[3 * index], INT_LIMIT, &last.offset)
+                and _read_int(commits[3 * index + 1], STAMP_LIMIT, &last.stamp)
+                and (not last.has_epoch or _read_int(epoch_value, INT_LIMIT, &last.epoch))
+            ):
+                return _python_applied(raw, commits, log_end_offset, capacity=capacity, min_distance=min_distance)
+        if known:  # {"offset":N,"commit_timestamp":N,"leader_epoch":N|null,"commits":[[N,S,N|null],...]}
+            if not (
+                _literal(text, size, &at, b'{"offset":', 10)
+                and _int_text(text, size, &at, &before)
+                and _literal(text, size, &at, b',"commit_timestamp":', 20)
+                and _int_text(text, size, &at, &newest_stamp)
+                and _literal(text, size, &at, b',"leader_epoch":', 16)
+                and (_literal(text, size, &at, b'null', 4) or _int_text(text, size, &at, &epoch))
+                and _literal(text, size, &at, b',"commits":[', 12)
+            ):
+                return _python_applied(raw, commits, log_end_offset, capacity=capacity, min_distance=min_distance)
+            stored = _read_window(text, size, &at, window)
+            if stored < 0 or not (_literal(text, size, &at, b'}', 1) and at == size):
+                return _python_applied(raw, commits, log_end_offset, capacity=capacity, min_distance=min_distance)
+            first = stored - most if stored > most else 0
+        # The window is window[first:stored]. Each commit not older than the newest so far joins it by
+        # kagent.core.group_health.add_commit's rule; an older one is stale.
+        for index in range(count):
+            if (known or applied_any) and given[index].stamp < newest_stamp:
+                stale += 1
+                continue
+            last = &given[index]
+            newest_stamp, applied_any = last.stamp, True
+            seconds = last.stamp / 1000.0  # |stamp| < 2**53: exactly Python's int / int
+            newest = &window[stored - 1] if stored > first else NULL
+            if newest != NULL and (
+                seconds < newest.seconds or (last.offset == newest.offset and seconds == newest.seconds)
+            ):
+                continue  # older than the newest by its time, or the newest again
+            if newest != NULL and seconds - newest.seconds < distance:
+                newest.start = -1  # replaced: the commit's offset and log end at the newest's time
+            else:
+                newest = &window[stored]
+                stored += 1
+                if stored - first > most:
+                    first = stored - most
+                newest.start = newest.seconds_start = -1
+                newest.seconds = seconds
+                newest.stamp = last.stamp
+            newest.offset = last.offset
+            newest.has_log_end = has_log_end
+            newest.log_end = log_end
+        if not applied_any:
+            return _new_tuple(_Applied, (None, None, stale, False))
+        room = 80 + 3 * NUMBER_ROOM
+        for index in range(first, stored):
+            room += 1 + (window[index].end - window[index].start if window[index].start >= 0 else COMMIT_ROOM)
+        _open(&piece, room)
+        _put(&piece, b'{"offset":', 10)
+        _put_signed(&piece, last.offset)
+        _put(&piece, b',"commit_timestamp":', 20)
+        _put_signed(&piece, last.stamp)
+        _put(&piece, b',"leader_epoch":', 16)
+        if last.has_epoch:
+            _put_signed(&piece, last.epoch)
+        else:
+            _put(&piece, b'null', 4)
+        _put(&piece, b',"commits":[', 12)
+        for index in range(first, stored):
+            newest = &window[index]
+            if index > first:
+                _put(&piece, b',', 1)
+            if newest.start >= 0:
+                _put(&piece, text + newest.start, newest.end - newest.start)
+                continue
+            _put(&piece, b'[', 1)
+            _put_signed(&piece, newest.offset)
+            _put(&piece, b',', 1)
+            if newest.seconds_start >= 0:
+                _put(&piece, text + newest.seconds_start, newest.seconds_end - newest.seconds_start)
+            else:
+                _put_stamp_seconds(&piece, newest.stamp)
+            if newest.has_log_end:
+                _put(&piece, b',', 1)
+                _put_signed(&piece, newest.log_end)
+                _put(&piece, b']', 1)
+            else:
+                _put(&piece, b',null]', 6)
+        _put(&piece, b']}', 2)
+        value = _close(&piece)
+        return _new_tuple(
+            _Applied, (None if known and value == raw else value, last.offset, stale, not known or last.offset != before)
+        )
+    finally:
+        PyMem_Free(given)
+        _drop(&piece)

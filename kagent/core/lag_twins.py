@@ -1,4 +1,4 @@
-"""Compiled twins of the scrape's innermost loops, where they are built.
+"""Compiled twins of the scrape's innermost loops and of storage's commits, where they are built.
 
 A full scrape reads every group-partition's committed offset, measures its lag, adds a group's up and
 writes its three samples: a few hundred thousand times per scrape at the issue's mix, millions at a
@@ -7,13 +7,15 @@ million group-partitions, inside the worker's event loop. Those four loops,
 :func:`kagent.core.lag_series.lag_sums` and :func:`kagent.core.lag_series.partition_pieces`, have Cython
 twins in ``_lag_twins.pyx``, built at install by ``setup.py`` beside the codec's twins; they take the
 offsets and the history's points as C integers and doubles, and write each sample straight into its
-piece's bytes.
+piece's bytes. So does :func:`kagent.core.committed_offset.applied`, which storage calls for every
+group-partition a batch commits to (tens of thousands of times a second live): its twin reads the stored
+value's text in place and writes the new one, keeping the window's commits as their text.
 
 Contract: given the same arguments, a twin returns exactly what its Python function returns (equal
 lists, the same text byte for byte, the same ``ValueError`` for mismatched lengths);
 ``tests/unit/test_lag_twins.py`` holds them to it. Offsets, log offsets and lags are Kafka's (int64, as
 the wire and the decoders give them): a twin given one beyond int64 raises ``OverflowError`` where the
-Python function computes (but for the text and the sums, which go the Python's way past int64).
+Python function computes (but for the text, the sums and the commits, which go the Python's way past int64).
 
 Where the extension is not built (no compiler at install) or ``KAGENT_CODEC=python`` is set, the Python
 functions run.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,8 +24,9 @@ BEYOND = st.integers(2**63, 2**70)  # past Kafka's offsets: the text goes to go_
 
 
 def test_both_loops_run_their_compiled_twins() -> None:
-    twins = {"lag_sums", "measured_lags", "offsets_of", "partition_pieces"}
+    twins = {"applied", "lag_sums", "measured_lags", "offsets_of", "partition_pieces"}
     assert twins == lag_twins.IN_USE, "run the README's install to build them"
+    assert committed_offset.applied is _lag_twins.applied
     assert lag_series.lag_sums is _lag_twins.lag_sums
     assert committed_offset.offsets_of is _lag_twins.offsets_of
     assert time_lag.measured_lags is _lag_twins.measured_lags
@@ -187,3 +189,97 @@ def test_lag_sums_twin_refuses_mismatched_lengths_as_the_python() -> None:
             messages.append(str(exc))
     assert len(messages) == 2
     assert messages[0] == messages[1]
+
+
+def _applied_outcome(
+    apply: object, raw: object, commits: list[object], log_end: object, capacity: object, distance: object
+) -> tuple[object, ...]:
+    try:
+        return ("applied", repr(apply(raw, commits, log_end, capacity=capacity, min_distance=distance)))  # type: ignore[operator]
+    except Exception as exc:  # noqa: BLE001 - an exception is an outcome to compare
+        return ("raised", type(exc).__name__, str(exc))
+
+
+STAMPS = st.one_of(
+    st.integers(1_700_000_000_000, 1_700_000_100_000),  # a cluster's clock, in ms
+    st.integers(-3_000, 3_000),  # near the epoch, either side: 0.0, 0.001, -0.5...
+    st.integers(-(10**15) + 1, 10**15 - 1),  # the most the twin writes itself
+    st.integers(10**15, 2**62),  # past it: the Python's way
+    st.just(1_700_000_000_000),
+)
+SMALL_OR_NOT = st.one_of(st.integers(-3, 500), INT64, st.integers(10**18 - 2, 10**18 + 2), BEYOND)
+COMMIT = st.tuples(SMALL_OR_NOT, STAMPS, st.one_of(st.none(), SMALL_OR_NOT))
+DISTANCES = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 5.0, 0, 2, True, -1.0, math.inf]), st.floats(0, 100))
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(COMMIT, min_size=0, max_size=4),
+            st.one_of(st.none(), SMALL_OR_NOT),
+            st.one_of(st.integers(1, 6), st.sampled_from([0, -1, 1001, 2**70, True])),
+            DISTANCES,
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_applied_twin_applies_as_the_python(
+    steps: list[tuple[list[tuple[int, int, int | None]], int | None, int, float]],
+) -> None:
+    """A partition's commits applied batch after batch, each batch to what the Python stored after the one
+    before: the same value byte for byte, the same offset, stale count and move (or the same exception)."""
+    raw = None
+    for commits, log_end, capacity, distance in steps:
+        flat = [field for commit in commits for field in commit]
+        python = _applied_outcome(committed_offset._applied, raw, flat, log_end, capacity, distance)
+        assert _applied_outcome(_lag_twins.applied, raw, flat, log_end, capacity, distance) == python
+        assert _applied_outcome(_lag_twins.applied, raw, tuple(flat), log_end, capacity, distance) == python
+        if python[0] == "applied":
+            raw = committed_offset._applied(raw, flat, log_end, capacity=capacity, min_distance=distance).value or raw
+
+
+WRITTEN_OTHERWISE = [
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null}',  # version 1: the event itself
+    b'{"offset": 7,"commit_timestamp":1000,"leader_epoch":null,"commits":[]}',
+    b'{"commit_timestamp":1000,"offset":7,"leader_epoch":null,"commits":[]}',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[],"more":1}',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[7,1.50,null]]}',  # a trailing zero
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[7,1e+16,null]]}',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[7,1234567890.1234567,null]]}',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[7,0.00001,null]]}',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[7,1,null]]}',  # an int time
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[-0,1.0,null]]}',
+    b'{"offset":07,"commit_timestamp":1000,"leader_epoch":null,"commits":[]}',
+    b'{"offset":1234567890123456789,"commit_timestamp":1000,"leader_epoch":null,"commits":[]}',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[7,1.0,null],]}',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[7,1.0]]}',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[7,1.0,null]]',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[[7,1.0,null]]} ',
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":"x","commits":[]}',
+    b"not json",
+    b"",
+]
+KEPT_AS_WRITTEN = [  # as the Python writes them: the twin reads these itself
+    b'{"offset":7,"commit_timestamp":1000,"leader_epoch":null,"commits":[]}',
+    b'{"offset":-1,"commit_timestamp":-5,"leader_epoch":-3,"commits":[[-1,-0.005,-2],[0,0.0,null],[3,0.0001,0]]}',
+    b'{"offset":9,"commit_timestamp":1700000009000,"leader_epoch":4,"commits":['
+    + b",".join(b"[%d,17000000%02d.123,%d]" % (n, n, n + 40) for n in range(9))  # more than a window of 3
+    + b"]}",
+]
+
+
+@pytest.mark.parametrize("raw", WRITTEN_OTHERWISE + KEPT_AS_WRITTEN)
+def test_applied_twin_takes_any_stored_value_as_the_python(raw: bytes) -> None:
+    """A value as another writer might have written it goes to the Python, which reads (or refuses) it: a
+    commit applied to it, one older, one within the window's distance of the newest, and one read again."""
+    for commits in (
+        [8, 1_700_000_020_000, 1],
+        [8, 500, None],
+        [10, 1_700_000_009_500, None],
+        [9, 1_700_000_009_000, 4],
+    ):
+        for capacity, distance in ((3, 1.0), (10, 0.0)):
+            python = _applied_outcome(committed_offset._applied, raw, commits, 90, capacity, distance)
+            assert _applied_outcome(_lag_twins.applied, raw, commits, 90, capacity, distance) == python
