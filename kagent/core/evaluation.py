@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kagent.core.heavy_partitions import heavy_partitions, isolation_evidence
 from kagent.core.hot_partitions import hot_partitions
-from kagent.core.member_lag import current_skew
+from kagent.core.member_lag import MemberLag, member_lags, skew_of
 from kagent.core.policy import EvaluationPolicy
 from kagent.core.recommendation import (
     HOT_PARTITION_REMEDY,
@@ -77,17 +77,21 @@ class Evaluation(NamedTuple):
     recommendation: Recommendation | None
     """The recommendation to publish, when the trigger fired."""
     skew: float | None
-    """The skew under the current assignment (:func:`kagent.core.member_lag.current_skew`); None when it
-    could not be measured (no members, a member's lag unknown)."""
+    """The skew under the current assignment (:func:`kagent.core.member_lag.current_skew`: of
+    ``member_rows``); None when it could not be measured (no members, a member's lag unknown)."""
     proposal: Proposal | None
     """What the strategy would do, with each member's lag before and after; None for a group without members."""
     scale: ScaleEvidence | None
     """When no assignment of the group's members keeps up with its producers: the rates and the members
     it needs (whether or not this evaluation sent a recommendation); None otherwise, or when not asked.
     With hot partitions, judged on the rest of the group (see :func:`evaluate`)."""
-    hot: HotPartitionEvidence | None = None
+    hot: HotPartitionEvidence | None
     """The group's hot partitions (whether or not this evaluation sent a recommendation); None when none
     is hot, when it cannot be judged, or without throughput."""
+    member_rows: tuple[list[MemberLag], MemberLag | None]
+    """Each member's lag under the current assignment, and the row of the partitions no member holds
+    (:func:`kagent.core.member_lag.member_lags` of the snapshot): what ``skew`` was measured on, for the
+    figures shown beside it (a large group's rows cost as much to add up as its proposal)."""
 
 
 def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
@@ -255,10 +259,11 @@ def evaluate(
     if state is None:
         state = EvaluationState(group=snapshot.group)
     generation = snapshot.assignment.generation
-    skew = current_skew(snapshot, policy.lag_unit, policy.skew_metric)
+    rows = member_lags(snapshot)
+    skew = skew_of(rows[0], policy.lag_unit, policy.skew_metric)  # current_skew's
     proposal = propose(snapshot, policy) if skew is not None else None
     if snapshot.assignment.members and (proposal is None or proposal.unknown):
-        return Evaluation(state, None, skew, proposal, None)
+        return Evaluation(state, None, skew, proposal, None, None, rows)
     hot = None
     if proposal is not None and throughput is not None:
         hot = hot_partition_evidence(proposal, throughput, policy)
@@ -306,7 +311,7 @@ def evaluate(
         last_recommendation_at=last_at,
         last_recommendation_id=last_id,
     )
-    return Evaluation(next_state, recommendation, skew, proposal, scale, hot)
+    return Evaluation(next_state, recommendation, skew, proposal, scale, hot, rows)
 
 
 def _compared(

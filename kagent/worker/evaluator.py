@@ -51,7 +51,7 @@ from kagent.core.drain_time import member_drain, slowest
 from kagent.core.evaluation import EvaluationState, evaluate
 from kagent.core.group_health import GroupStatus, group_status
 from kagent.core.incidents import Incident, IncidentObservation
-from kagent.core.member_lag import member_lags, unit_lag
+from kagent.core.member_lag import unit_lag
 from kagent.core.policy import EvaluationPolicy, LagUnit
 from kagent.core.recommendation import Recommendation
 from kagent.core.snapshot import GroupSnapshot
@@ -395,7 +395,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         needed = scale.members_needed if scale is not None else len(snapshot.assignment.members)
         gauges.set_recommended_members(self._cluster, group, needed if judged else None)
         unit = self._policy.lag_unit
-        rows, rest = member_lags(snapshot)
+        rows, rest = evaluation.member_rows
         every_row = [*rows, *([rest] if rest is not None else [])]
         drains = {
             row.member_id: member_drain(row.offset_lag, [throughput.get(tp) for tp in row.partitions or ()])

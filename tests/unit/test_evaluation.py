@@ -11,6 +11,7 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kagent.core import member_lag
 from kagent.core.evaluation import EvaluationState, evaluate, triggers
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
@@ -213,8 +214,9 @@ def test_a_group_not_measured_keeps_its_state_as_it_was() -> None:
     holding, _ = run([SKEWED, SKEWED], [0, 5])
     assert holding is not None and holding.held == 2
     blind = unmeasured(SKEWED, 4)
-    state, recommendation, skew, proposal, scale, hot = evaluate(blind, holding, POLICY, 10)
+    state, recommendation, skew, proposal, scale, hot, rows = evaluate(blind, holding, POLICY, 10)
     assert state == holding and (recommendation, skew, proposal, scale, hot) == (None, None, None, None, None)
+    assert rows == member_lag.member_lags(blind) and any(row.offset_lag is None for row in rows[0])  # shown as unknown
     # A new generation while unmeasured does not start the hold again either: nothing was measured.
     assert (
         evaluate(
@@ -355,3 +357,11 @@ def test_an_evaluation_that_changes_nothing_gives_back_the_same_state() -> None:
     assert evaluate(MILD, first, POLICY, 3600.0).state == first
     holding = evaluate(SKEWED, None, POLICY, 0.0).state
     assert evaluate(SKEWED, holding, POLICY, 5.0).state != holding  # a trigger that holds counts: a write
+
+
+@pytest.mark.parametrize("snapshot", [SKEWED, MILD, BALANCED, unmeasured(SKEWED, 4)])
+def test_the_skew_is_measured_on_the_member_rows_the_evaluation_gives(snapshot: GroupSnapshot) -> None:
+    """The evaluator shows the members' lag from the evaluation's rows instead of adding them up again."""
+    evaluation = evaluate(snapshot, None, POLICY, 0.0)
+    assert evaluation.member_rows == member_lag.member_lags(snapshot)
+    assert evaluation.skew == member_lag.current_skew(snapshot, POLICY.lag_unit, POLICY.skew_metric)
