@@ -175,35 +175,45 @@ cdef void _put_count(Piece *piece, object value) except *:
         _put(piece, "\n", 1)
 
 
+cdef void _put_milliseconds(Piece *piece, long long ms) noexcept:
+    """repr(ms / 1000), as orjson writes it too, for |ms| < 10**15: the decimal ms / 1000, its trailing zeros
+    cut but one (a decimal of at most 15 significant digits is the shortest text that reads back as its
+    nearest double)."""
+    cdef long long fraction
+    if ms < 0:
+        piece.end[0] = b'-'
+        piece.end += 1
+        ms = -ms
+    _put_int(piece, ms // 1000)
+    piece.end[0] = b'.'
+    piece.end += 1
+    fraction = ms % 1000
+    if fraction == 0:
+        piece.end[0] = b'0'
+        piece.end += 1
+        return
+    piece.end[0] = <char>(48 + fraction // 100)
+    piece.end += 1
+    fraction %= 100
+    if fraction:
+        piece.end[0] = <char>(48 + fraction // 10)
+        piece.end += 1
+        fraction %= 10
+        if fraction:
+            piece.end[0] = <char>(48 + fraction)
+            piece.end += 1
+
+
 cdef void _put_seconds(Piece *piece, double seconds) except *:
     """repr(seconds) and "\n", for 0 <= seconds < 1e6 (or any double: repr's own way).
 
-    A time lag in whole milliseconds (kagent.core.time_lag.time_lag) is written from its milliseconds:
-    repr of the double nearest ms / 1000 is that decimal, its trailing zeros cut but one (a decimal of at
-    most 15 significant digits is the shortest text that reads back as its nearest double).
+    A time lag in whole milliseconds (kagent.core.time_lag.time_lag) is written from its milliseconds
+    (_put_milliseconds).
     """
     cdef long long ms = <long long>floor(seconds * 1000 + 0.5)
-    cdef long long whole, fraction
     cdef char *text
     if 0 <= ms < 1_000_000_000 and ms / 1000.0 == seconds:
-        whole = ms // 1000
-        fraction = ms % 1000
-        _put_int(piece, whole)
-        piece.end[0] = b'.'
-        piece.end += 1
-        if fraction == 0:
-            _put(piece, "0\n", 2)
-            return
-        piece.end[0] = <char>(48 + fraction // 100)
-        piece.end += 1
-        fraction %= 100
-        if fraction:
-            piece.end[0] = <char>(48 + fraction // 10)
-            piece.end += 1
-            fraction %= 10
-            if fraction:
-                piece.end[0] = <char>(48 + fraction)
-                piece.end += 1
+        _put_milliseconds(piece, ms)
         _put(piece, "\n", 1)
         return
     text = PyOS_double_to_string(seconds, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
@@ -507,34 +517,6 @@ cdef void _put_signed(Piece *piece, long long number) noexcept:
     _put_int(piece, number)
 
 
-cdef void _put_stamp_seconds(Piece *piece, long long stamp) noexcept:
-    """repr(stamp / 1000), as orjson writes it too, for |stamp| < STAMP_LIMIT: the decimal stamp / 1000, its
-    trailing zeros cut but one (at most 15 significant digits: the shortest text of its nearest double)."""
-    cdef long long fraction
-    if stamp < 0:
-        piece.end[0] = b'-'
-        piece.end += 1
-        stamp = -stamp
-    _put_int(piece, stamp // 1000)
-    piece.end[0] = b'.'
-    piece.end += 1
-    fraction = stamp % 1000
-    if fraction == 0:
-        piece.end[0] = b'0'
-        piece.end += 1
-        return
-    piece.end[0] = <char>(48 + fraction // 100)
-    piece.end += 1
-    fraction %= 100
-    if fraction:
-        piece.end[0] = <char>(48 + fraction // 10)
-        piece.end += 1
-        fraction %= 10
-        if fraction:
-            piece.end[0] = <char>(48 + fraction)
-            piece.end += 1
-
-
 cdef inline bint _read_int(object value, long long limit, long long *number) noexcept:
     """Whether value is an int (not a bool) of size below limit, read into number."""
     cdef int overflow
@@ -670,7 +652,7 @@ def applied(raw, commits, log_end_offset, *, capacity, min_distance):
             if newest.seconds_start >= 0:
                 _put(&piece, text + newest.seconds_start, newest.seconds_end - newest.seconds_start)
             else:
-                _put_stamp_seconds(&piece, newest.stamp)
+                _put_milliseconds(&piece, newest.stamp)
             if newest.has_log_end:
                 _put(&piece, b',', 1)
                 _put_signed(&piece, newest.log_end)
