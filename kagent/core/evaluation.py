@@ -91,7 +91,7 @@ class Evaluation(NamedTuple):
     member_rows: tuple[list[MemberLag], MemberLag | None]
     """Each member's lag under the current assignment, and the row of the partitions no member holds
     (:func:`kagent.core.member_lag.member_lags` of the snapshot): what ``skew`` was measured on, for the
-    figures shown beside it (a large group's rows cost as much to add up as its proposal)."""
+    figures shown beside it (adding them up is a fifth to a quarter of an evaluation's own work)."""
 
 
 def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
@@ -260,7 +260,7 @@ def evaluate(
         state = EvaluationState(group=snapshot.group)
     generation = snapshot.assignment.generation
     rows = member_lags(snapshot)
-    skew = skew_of(rows[0], policy.lag_unit, policy.skew_metric)  # current_skew's
+    skew = skew_of(rows[0], policy.lag_unit, policy.skew_metric)  # as current_skew measures it
     proposal = propose(snapshot, policy) if skew is not None else None
     if snapshot.assignment.members and (proposal is None or proposal.unknown):
         return Evaluation(state, None, skew, proposal, None, None, rows)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -283,3 +285,25 @@ def test_applied_twin_takes_any_stored_value_as_the_python(raw: bytes) -> None:
         for capacity, distance in ((3, 1.0), (10, 0.0)):
             python = _applied_outcome(committed_offset._applied, raw, commits, 90, capacity, distance)
             assert _applied_outcome(_lag_twins.applied, raw, commits, 90, capacity, distance) == python
+
+
+def test_applied_twin_reads_values_as_written_itself_and_hands_the_others_to_the_python() -> None:
+    """Which path each value takes, seen in a fresh interpreter whose Python function refuses every call
+    (the twin looks it up at its first call): the values as written are applied without it."""
+    script = f"""
+from kagent.core import _lag_twins, committed_offset
+
+def refuse(*args, **kwargs):
+    raise LookupError("handed to the Python")
+
+committed_offset._applied = refuse
+for raw in [None, *{KEPT_AS_WRITTEN!r}]:
+    assert _lag_twins.applied(raw, [8, 1_700_000_020_000, 1], 90, capacity=3, min_distance=1.0).value
+for raw in {WRITTEN_OTHERWISE!r}:
+    try:
+        _lag_twins.applied(raw, [8, 1_700_000_020_000, 1], 90, capacity=3, min_distance=1.0)
+    except LookupError:
+        continue
+    raise AssertionError(f"the twin read {{raw!r}} itself")
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
