@@ -279,8 +279,9 @@ class Storage(Stage, GroupStateReader):
         applied_to: dict[int, int] = {}
         """Partition -> the offset after the last record of this batch applied from it."""
         seeks: dict[int, int] = {}
-        log_starts: dict[int, int | None] = {}
-        """Partition -> its log start, for those storage had applied no record of (judged from there)."""
+        never = {message.partition for message in messages if self._position(message.partition) is None}
+        """The partitions storage had applied no record of, here or restored: judged from their log start."""
+        log_starts = await self._log_starts(never) if never else {}  # one broker call a batch
         slices = LoopSlices()  # a batch of 64 packed records is up to 80,000 commits: others run between slices
         for message in messages:
             if slices.over():
@@ -288,9 +289,7 @@ class Storage(Stage, GroupStateReader):
             partition = message.partition
             position = applied_to.get(partition, self._position(partition))
             if position is None:  # none applied here or restored: records before this one count too
-                if partition not in log_starts:
-                    log_starts[partition] = (await self._log_starts([partition])).get(partition)
-                position = log_starts[partition]
+                position = log_starts.get(partition)
             verdict, seek = self._offsets.judge(partition, message.offset, position, judged_at)
             if seek is not None:
                 seeks[partition] = seek
@@ -371,7 +370,7 @@ class Storage(Stage, GroupStateReader):
         for partition, offset in seeks.items():
             why = (
                 "no record of it was ever applied, and the first one delivered is past its log start"
-                if partition in log_starts
+                if partition in never
                 else "later records came first (a rebalance, or lost records)"
             )
             await self._read_again(partition, offset, why)
