@@ -27,12 +27,36 @@ cdef extern from *:
 
 
 cdef enum:
-    OFFSET_DIGITS = 18  # at most this many digits parsed here (below 10**18); more go to offset_of
+    INT_DIGITS = 18  # an integer of a stored value read here has at most this many digits (below 10**18)
+
+
+cdef inline bint _literal(const char *text, Py_ssize_t size, Py_ssize_t *at, const char *literal, Py_ssize_t length) noexcept:
+    if at[0] + length > size or memcmp(text + at[0], literal, length) != 0:
+        return False
+    at[0] += length
+    return True
+
+
+cdef bint _int_text(const char *text, Py_ssize_t size, Py_ssize_t *at, long long *number) noexcept:
+    """An integer as orjson writes one (no leading zero, no "-0"), of at most INT_DIGITS digits."""
+    cdef Py_ssize_t index = at[0], first
+    cdef long long value = 0
+    cdef bint negative = index < size and text[index] == b'-'
+    index += negative
+    first = index
+    while index < size and 48 <= text[index] <= 57 and index - first <= INT_DIGITS:
+        value = value * 10 + (text[index] - 48)
+        index += 1
+    if index == first or index - first > INT_DIGITS or (text[first] == b'0' and (index - first > 1 or negative)):
+        return False
+    number[0] = -value if negative else value
+    at[0] = index
+    return True
 
 
 def offsets_of(values):
-    """The twin of kagent.core.committed_offset.offsets_of: a value that begins {"offset":DIGITS, is read
-    here; any other goes to offset_of (the regex, or the whole value decoded)."""
+    """The twin of kagent.core.committed_offset.offsets_of: a value that begins {"offset":N, with N as
+    _int_text reads it is read here; any other goes to offset_of (the regex, or the whole value decoded)."""
     global _offset_of
     if _offset_of is None:  # not at import: kagent.core.committed_offset imports this module
         from kagent.core.committed_offset import offset_of
@@ -40,9 +64,8 @@ def offsets_of(values):
         _offset_of = offset_of
     cdef list offsets = []
     cdef const char *text
-    cdef Py_ssize_t size, index, digits
+    cdef Py_ssize_t size, at
     cdef long long number
-    cdef bint negative
     for raw in values:
         if raw is None:
             offsets.append(None)
@@ -50,19 +73,14 @@ def offsets_of(values):
         if type(raw) is bytes:
             text = PyBytes_AsString(raw)
             size = len(<bytes>raw)
-            if size > 11 and memcmp(text, b'{"offset":', 10) == 0:
-                index = 10
-                negative = text[index] == b'-'
-                index += negative
-                number = 0
-                digits = 0
-                while index < size and digits < OFFSET_DIGITS and 48 <= text[index] <= 57:
-                    number = number * 10 + (text[index] - 48)
-                    index += 1
-                    digits += 1
-                if digits and index < size and text[index] == b",":
-                    offsets.append(-number if negative else number)
-                    continue
+            at = 0
+            if (
+                _literal(text, size, &at, b'{"offset":', 10)
+                and _int_text(text, size, &at, &number)
+                and _literal(text, size, &at, b',', 1)
+            ):
+                offsets.append(number)
+                continue
         offsets.append(_offset_of(raw))
     return offsets
 
@@ -393,7 +411,6 @@ cdef extern from "Python.h":
     double PyOS_string_to_double(const char *text, char **end, void *overflow) except? -1.0
 
 cdef enum:
-    INT_DIGITS = 18  # an integer of a stored value read here has at most this many digits
     SECONDS_DIGITS = 15  # a stored commit's time is kept as its text with at most this many significant digits
     NUMBER_ROOM = 24  # the most bytes an integer of at most INT_DIGITS digits, or a time in seconds, takes
     COMMIT_ROOM = 3 * NUMBER_ROOM + 8  # a commit written: "[", three numbers (or null), two commas, "]"
@@ -416,30 +433,6 @@ cdef struct WindowCommit:  # one commit of the window: its text in the stored va
     long long stamp
     bint has_log_end
     long long log_end
-
-
-cdef inline bint _literal(const char *text, Py_ssize_t size, Py_ssize_t *at, const char *literal, Py_ssize_t length) noexcept:
-    if at[0] + length > size or memcmp(text + at[0], literal, length) != 0:
-        return False
-    at[0] += length
-    return True
-
-
-cdef bint _int_text(const char *text, Py_ssize_t size, Py_ssize_t *at, long long *number) noexcept:
-    """An integer as orjson writes one (no leading zero, no "-0"), of at most INT_DIGITS digits."""
-    cdef Py_ssize_t index = at[0], first
-    cdef long long value = 0
-    cdef bint negative = index < size and text[index] == b'-'
-    index += negative
-    first = index
-    while index < size and 48 <= text[index] <= 57 and index - first <= INT_DIGITS:
-        value = value * 10 + (text[index] - 48)
-        index += 1
-    if index == first or index - first > INT_DIGITS or (text[first] == b'0' and (index - first > 1 or negative)):
-        return False
-    number[0] = -value if negative else value
-    at[0] = index
-    return True
 
 
 cdef bint _seconds_text(const char *text, Py_ssize_t size, Py_ssize_t *at) noexcept:
