@@ -54,8 +54,11 @@ printed idle beside it). The scrapes:
   fetches and parses every sample): the most
   records behind, how soon after the last one every record was applied, the
   longest ``/healthz`` wait, each scrape's duration and whether it
-  succeeded (Prometheus' ``up`` and ``scrape_duration_seconds``), and whether
-  any of the worker's consumer sessions expired (its log).
+  succeeded (Prometheus' ``up`` and ``scrape_duration_seconds``), whether
+  any of the worker's consumer sessions expired (its log), and how many
+  evaluations each worker did meanwhile, with the smallest share of its loop
+  a long round took (``kagent_evaluation_loop_share``: a fifth while its
+  ingest was behind).
 
 ``--workers 2 --groups 10000 --catch-up 10`` is the issue's live run at
 10,000 groups (about 396,000 group-partitions, 78,000 commits/s): two
@@ -531,6 +534,8 @@ async def main(
                     failed = sum(int(float(one["value"][1])) for one in downs)
                     slowest = max((float(one["value"][1]) for one in durations), default=float("nan"))
                     errors = {target.get("lastError") for target in prom.targets()} - {"", None}
+                    shares = prom.query(f"min_over_time(kagent_evaluation_loop_share[{window}])")
+                    evaluated = prom.query(f"increase(kagent_evaluations_total[{window}])")
                     lost = [
                         found
                         for one, log_from in zip(workers, logs_from, strict=True)
@@ -548,6 +553,12 @@ async def main(
                     )
                     for one, before in zip(workers, paused, strict=True):
                         print(f"  the garbage collector meanwhile: {collector_line(before, one.collector_pauses())}")
+                    print(
+                        "  evaluations meanwhile, as Prometheus saw them: "
+                        + ", ".join(f"{float(one['value'][1]):,.0f}" for one in evaluated)
+                        + " (each worker); the smallest share of the loop a long round took: "
+                        + ", ".join(f"{float(one['value'][1]):g}" for one in shares)
+                    )
                     checks.append(
                         (
                             "every scrape of the live part successful",

@@ -48,7 +48,7 @@ from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.routing import ClusterRouter
 from kagent.worker.shutdown import STAGE_STOP_TIMEOUT, arm_watchdog, limit_repeated_errors
 from kagent.worker.stage import Stage
-from kagent.worker.stalls import StallDetector
+from kagent.worker.stalls import ReportsProgress, StallDetector
 from kagent.worker.storage import Storage
 from kagent.worker.table_recovery import TableManager
 from kagent.worker.topology import HeldGroups, Topology, declare
@@ -122,6 +122,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         )
     else:
         source = AdminApiSource(settings, topology.derived_events, metrics)
+    ingest: list[ReportsProgress] = [source, storage] if isinstance(source, OffsetsTopicSource) else [storage]
     evaluator_writer = ChangelogWriter(app)
     overview = GroupOverview()
     history = RecommendationHistory(topology.recent_recommendations, evaluator_writer)
@@ -145,6 +146,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         metrics=metrics,
         cluster_name=settings.cluster_name,
         worker_url=settings.worker_url,
+        ingest=ingest,
     )
     lag_series = LagExporter(
         storage,
@@ -184,7 +186,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         polls,
         evaluator,
         *alerting,
-        Health([source, storage] if isinstance(source, OffsetsTopicSource) else [storage], stalls, metrics),
+        Health(ingest, stalls, metrics),
         ClusterApi(
             router=ClusterRouter(
                 app,

@@ -119,6 +119,12 @@ class Metrics:
             "CPU time of the event loop's thread spent looking for due groups and evaluating them",
             registry=r,
         )
+        self.evaluation_loop_share = Gauge(
+            "kagent_evaluation_loop_share",
+            "The most of the event loop's time a long round of evaluations takes, as its last look at "
+            "ingest found: less while the source or storage is behind",
+            registry=r,
+        )
         self.recommendations = Counter("kagent_recommendations", "Recommendations published", registry=r)
         self.stage_applied = Gauge(
             "kagent_stage_applied_records",

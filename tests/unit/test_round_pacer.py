@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any, cast
 
-from kagent.worker.evaluator import RoundPacer
+from kagent.worker.evaluator import BEHIND_RECORDS, BEHIND_SHARE, ROUND_SHARE, Evaluator, RoundPacer
+from kagent.worker.metrics import Metrics
 
 PIECE = 0.003
 """Seconds of work in one piece of the round (one group's evaluation, say)."""
@@ -62,3 +64,114 @@ async def test_the_other_work_done_in_the_pauses_is_not_the_rounds() -> None:
     other.cancel()  # before the loop runs it again: all it did, it did in the round's pauses
     assert other_cpu > 0
     assert pacer.others_cpu >= other_cpu
+
+
+async def test_while_ingest_is_behind_a_long_round_takes_the_smaller_share() -> None:
+    looks = 0
+
+    async def behind() -> bool:
+        nonlocal looks
+        looks += 1
+        return True
+
+    pacer = RoundPacer(every=0.002, share=0.5, behind=behind, behind_share=0.2, look_every=60.0)
+    started = time.monotonic()
+    busy = 0.0
+    for _ in range(10):
+        busy += _work(PIECE)
+        await pacer.pause()
+    # At a fifth of the loop, each pause idles four times as long as the piece before it ran.
+    assert time.monotonic() - started >= 5 * busy
+    assert pacer.share == 0.2
+    assert looks == 1  # looked at the first pause, not again within look_every
+
+
+async def test_the_round_looks_again_and_takes_half_once_ingest_caught_up() -> None:
+    answers = [True, False]
+
+    async def behind() -> bool:
+        return answers.pop(0)
+
+    pacer = RoundPacer(every=0.002, share=0.5, behind=behind, behind_share=0.2, look_every=0.0)
+    _work(PIECE)
+    await pacer.pause()
+    assert pacer.share == 0.2
+    _work(PIECE)
+    await pacer.pause()
+    assert pacer.share == 0.5
+    assert not answers
+
+
+async def test_a_round_shorter_than_every_never_asks_whether_ingest_is_behind() -> None:
+    async def behind() -> bool:
+        raise AssertionError("asked")
+
+    pacer = RoundPacer(every=10.0, share=0.5, behind=behind)
+    _work(0.01)
+    await pacer.pause()
+    assert pacer.share == 0.5
+
+
+class _Stage:
+    """A stage reporting a fixed backlog (or failing to): what the evaluator asks of the source and storage."""
+
+    def __init__(self, name: str, backlog: int | Exception | None) -> None:
+        self.name = name
+        self.applied = 0
+        self._backlog = backlog
+
+    async def backlog(self) -> int | None:
+        if isinstance(self._backlog, Exception):
+            raise self._backlog
+        return self._backlog
+
+    async def where(self) -> str:
+        return ""
+
+
+def _evaluator(metrics: Metrics, *stages: _Stage) -> Evaluator:
+    """An evaluator whose ingest is ``stages``; nothing else of it is used here."""
+    unused = cast(Any, None)
+    return Evaluator(
+        interval=5.0,
+        policy=unused,
+        groups=unused,
+        changes=unused,
+        states=unused,
+        recommendations=unused,
+        incidents=unused,
+        history=unused,
+        overview=unused,
+        writer=unused,
+        metrics=metrics,
+        cluster_name="c",
+        worker_url="http://w/",
+        ingest=stages,
+    )
+
+
+def _share(metrics: Metrics) -> float | None:
+    return metrics.registry.get_sample_value("kagent_evaluation_loop_share")
+
+
+async def test_the_evaluator_gives_way_while_a_stage_has_more_than_behind_records_waiting() -> None:
+    metrics = Metrics()
+    caught_up = _evaluator(metrics, _Stage("source", BEHIND_RECORDS), _Stage("storage", 0))
+    assert _share(metrics) == ROUND_SHARE
+    assert not await caught_up._ingest_behind()
+    assert _share(metrics) == ROUND_SHARE
+
+    behind = _evaluator(metrics, _Stage("source", 0), _Stage("storage", BEHIND_RECORDS + 1))
+    assert await behind._ingest_behind()
+    assert _share(metrics) == BEHIND_SHARE
+
+
+async def test_a_backlog_not_known_or_not_read_does_not_count_as_behind() -> None:
+    metrics = Metrics()
+    evaluator = _evaluator(metrics, _Stage("source", None), _Stage("storage", RuntimeError("mid-rebalance")))
+    assert not await evaluator._ingest_behind()
+    assert _share(metrics) == ROUND_SHARE
+    # A stage that cannot be read does not hide one that can: the next is still asked.
+    evaluator = _evaluator(metrics, _Stage("source", RuntimeError("no consumer")), _Stage("storage", 10**6))
+    assert await evaluator._ingest_behind()
+    assert _share(metrics) == BEHIND_SHARE
