@@ -99,6 +99,14 @@ BEHIND_RECORDS = 10_000
 them (:data:`BEHIND_SHARE`): as many as the source may leave on one ``__consumer_offsets`` partition and
 still count as caught up (:data:`kagent.worker.offsets_topic.CAUGHT_UP_RECORDS`)."""
 
+BEHIND_SECONDS = 3.0
+"""Seconds the newest record of the source's or storage's last batch waited before it was applied
+(:attr:`~kagent.worker.stalls.ReportsProgress.delay`) above which a long round gives way to them too. The
+records waiting are counted from the broker's offsets, and where those say less than waits (a broker
+that gives the end of a topic of packed derived events as its last batch's offset), the delay still
+tells: under ``bench_scrape``'s live traffic storage's count read a few hundred while 400,000 records
+waited for it, their newest applied seconds late."""
+
 LOOK_EVERY = 1.0
 """Seconds between two looks of a long round at whether ingest is behind."""
 
@@ -118,7 +126,8 @@ class RoundPacer:
     third of the loop gave the same). A worker with more to evaluate than its share allows evaluates
     each group less often than its interval says; its tables stay current.
 
-    While ingest is ``behind`` (asked at the first pause and then every ``look_every`` s of the round),
+    While ingest is ``behind`` (asked at the first pause and then every ``look_every`` s of the round:
+    :meth:`Evaluator._ingest_behind`),
     the round takes ``behind_share`` instead: an evaluation reads what storage has applied, so while
     records wait for it, evaluating sooner judges figures that are already old, and the CPU it takes is
     the CPU ingest lacks (on a machine whose cores are all busy, the broker's too). Measured by
@@ -333,12 +342,17 @@ class Evaluator(Stage, OpenIncidentsReader):
             self._metrics.evaluation_cpu.inc(time.thread_time() - started - pacer.others_cpu)
 
     async def _ingest_behind(self) -> bool:
-        """Whether more than :data:`BEHIND_RECORDS` records wait for one of the ``ingest`` stages; the
-        share a long round takes from now on goes to ``kagent_evaluation_loop_share``. A backlog that
-        cannot be read now (None, or an error: a consumer mid-rebalance) is taken as not behind: this only
-        paces the round, and the health stage reports such a stage."""
+        """Whether one of the ``ingest`` stages is behind: more than :data:`BEHIND_RECORDS` records wait
+        for it, or the newest record of its last batch waited more than :data:`BEHIND_SECONDS`. The share
+        a long round takes from now on goes to ``kagent_evaluation_loop_share``. A figure that cannot be
+        read now (None, or an error: a consumer mid-rebalance) is taken as not behind: this only paces
+        the round, and the health stage reports such a stage."""
         behind = False
         for stage in self._ingest:
+            delay = stage.delay
+            if delay is not None and delay > BEHIND_SECONDS:
+                behind = True
+                break
             try:
                 backlog = await stage.backlog()
             except Exception:  # a sample that fails must not stop the round

@@ -1,8 +1,10 @@
 """Health: samples each record-applying stage's progress and notices a stall.
 
 Every ``interval`` seconds it asks each watched stage how many records it
-has applied and how many wait (:class:`~kagent.worker.stalls.ReportsProgress`),
-exports both (``kagent_stage_applied_records``, ``kagent_stage_backlog_records``),
+has applied, how many wait and how long its last batch's newest record waited
+(:class:`~kagent.worker.stalls.ReportsProgress`), exports them
+(``kagent_stage_applied_records``, ``kagent_stage_backlog_records``,
+``kagent_stage_delay_seconds``),
 and feeds them to the :class:`~kagent.worker.stalls.StallDetector`. A stage
 that stalls is logged as an error (once, then once a minute while it lasts),
 counted (``kagent_stage_stalls``), marked (``kagent_stage_stalled`` = 1) and
@@ -70,6 +72,8 @@ class Health(Stage):
             self._metrics.stage_applied.labels(stage.name).set(applied)
             if backlog is not None:
                 self._metrics.stage_backlog.labels(stage.name).set(backlog)
+            if (delay := stage.delay) is not None:
+                self._metrics.stage_delay.labels(stage.name).set(delay)
             stalled = self._detector.observe(stage.name, applied, backlog, now)
             self._metrics.stage_stalled.labels(stage.name).set(int(stalled))
             if stalled:

@@ -133,6 +133,13 @@ class Metrics:
             registry=r,
         )
         self.stage_backlog = Gauge("kagent_stage_backlog_records", "Records waiting for a stage", ["stage"], registry=r)
+        self.stage_delay = Gauge(
+            "kagent_stage_delay_seconds",
+            "Seconds the newest record of a stage's last batch waited from its timestamp until applied; no "
+            "series before its first batch",
+            ["stage"],
+            registry=r,
+        )
         self.stage_stalled = Gauge(
             "kagent_stage_stalled", "1 while a stage has records waiting and applies none", ["stage"], registry=r
         )

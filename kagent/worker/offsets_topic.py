@@ -157,12 +157,19 @@ class OffsetsTopicSource(Stage):
         """The consumer reading now: None until it has started, and from when it fails or stops."""
         self._assigned = _Assigned()
         self._applied = 0
+        self._delay: float | None = None
         self._random = random.Random()
 
     @property
     def applied(self) -> int:
         """Records of ``__consumer_offsets`` sent on (as derived events or dead letters)."""
         return self._applied
+
+    @property
+    def delay(self) -> float | None:
+        """Seconds from the newest record of the last batch being written to ``__consumer_offsets`` (its
+        timestamp: the group coordinator's clock) to the batch being sent on."""
+        return self._delay
 
     async def backlog(self) -> int | None:
         """Records of the assigned ``__consumer_offsets`` partitions not yet read; None before the
@@ -302,8 +309,13 @@ class OffsetsTopicSource(Stage):
             return None
         records = [record for batch in fetched.values() for record in batch]
         self._applied += len(records)
+        # A partition's records come in offset order, which the coordinator writes in time order.
+        written = max((batch[-1].timestamp for batch in fetched.values() if batch[-1].timestamp > 0), default=None)
+        pending = await self._send_or_fail(records)
+        if written is not None:
+            self._delay = time.time() - written / 1000
         return _Sent(
-            await self._send_or_fail(records),
+            pending,
             {tp: batch[0].offset for tp, batch in fetched.items()},
             {tp: batch[-1].offset + 1 for tp, batch in fetched.items()},
         )

@@ -30,6 +30,13 @@ class ReportsProgress(Protocol):
         """Records waiting to be applied now; None while it cannot be told (not yet assigned)."""
         ...
 
+    @property
+    def delay(self) -> float | None:
+        """Seconds from the timestamp of the newest record of the last batch applied to when it was
+        applied (by this worker's clock); None before the first batch, or when its records carry no
+        timestamp. Unlike :meth:`backlog`, it does not rest on the broker's offsets."""
+        ...
+
     async def where(self) -> str:
         """Where the records wait, partition by partition (what a stall's log line says)."""
         ...

@@ -179,6 +179,7 @@ class Storage(Stage, GroupStateReader):
         self._tasks: list[asyncio.Task[None]] = []
         self._app: faust.App | None = None
         self._applied = 0
+        self._delay: float | None = None
         self._applying = False
         """Whether a batch of derived events is being applied now."""
 
@@ -214,6 +215,12 @@ class Storage(Stage, GroupStateReader):
     def applied(self) -> int:
         """Derived-events records applied since the worker started."""
         return self._applied
+
+    @property
+    def delay(self) -> float | None:
+        """Seconds from the newest derived event of the last batch being sent (by a source) to the batch
+        applied and in the changelogs."""
+        return self._delay
 
     async def backlog(self) -> int | None:
         """Derived-events records of this worker's partitions not yet applied; None before it has
@@ -362,6 +369,9 @@ class Storage(Stage, GroupStateReader):
                 await asyncio.sleep(FLUSH_RETRY)
         await asyncio.gather(*letters)  # each is sent until the broker has it (dead_letters.py)
         self._applied += len(messages)
+        sent = max((message.timestamp for message in messages if message.timestamp), default=None)
+        if sent is not None:
+            self._delay = time.time() - sent
         # The positions go out with the next flush, so a position in the changelog never runs
         # ahead of the state it describes (a successor at worst applies a batch again).
         for partition, offset in applied_to.items():

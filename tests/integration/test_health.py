@@ -28,6 +28,9 @@ from tests.support.worker import FAST, Worker
 pytestmark = pytest.mark.integration
 
 
+STAGES = ("offsets-topic-source", "storage")
+
+
 def metric(worker: Worker, name: str, stage: str) -> float | None:
     return (worker.metrics() or {}).get(f'{name}{{stage="{stage}"}}')
 
@@ -51,6 +54,16 @@ async def test_stages_report_what_they_applied_and_the_worker_is_ready(
     )
     wait_until(lambda: (metric(worker, "kagent_stage_applied_records", "storage") or 0) >= 1, 30, "storage's progress")
     assert (metric(worker, "kagent_stage_applied_records", "offsets-topic-source") or 0) >= 2
+    # How long the newest record of each stage's last batch waited, by its timestamp: the source's from the
+    # record written to __consumer_offsets, storage's from the derived event the source sent.
+    wait_until(
+        lambda: all(metric(worker, "kagent_stage_delay_seconds", stage) is not None for stage in STAGES),
+        30,
+        "each stage's delay",
+    )
+    for stage in STAGES:
+        delay = metric(worker, "kagent_stage_delay_seconds", stage)
+        assert delay is not None and 0 <= delay < 60, (stage, delay)
     assert metric(worker, "kagent_stage_stalled", "storage") == 0
     # Asked for by name, as Prometheus' name[] filter does: those samples only, no per-group figures.
     asked = worker.metrics("kagent_stage_applied_records", "kagent_evaluations_total")

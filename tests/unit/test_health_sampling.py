@@ -25,6 +25,7 @@ class _Stage:
     def __init__(self, name: str, applied: int, backlog: int | None, fails: bool = False) -> None:
         self.name = name
         self.applied = applied
+        self.delay: float | None = None
         self._backlog = backlog
         self._fails = fails
 

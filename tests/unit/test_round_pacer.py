@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any, cast
 
-from kagent.worker.evaluator import BEHIND_RECORDS, BEHIND_SHARE, ROUND_SHARE, Evaluator, RoundPacer
+from kagent.worker.evaluator import BEHIND_RECORDS, BEHIND_SECONDS, BEHIND_SHARE, ROUND_SHARE, Evaluator, RoundPacer
 from kagent.worker.metrics import Metrics
 
 PIECE = 0.003
@@ -113,11 +113,13 @@ async def test_a_round_shorter_than_every_never_asks_whether_ingest_is_behind() 
 
 
 class _Stage:
-    """A stage reporting a fixed backlog (or failing to): what the evaluator asks of the source and storage."""
+    """A stage reporting a fixed backlog (or failing to) and delay: what the evaluator asks of the source
+    and storage."""
 
-    def __init__(self, name: str, backlog: int | Exception | None) -> None:
+    def __init__(self, name: str, backlog: int | Exception | None, delay: float | None = None) -> None:
         self.name = name
         self.applied = 0
+        self.delay = delay
         self._backlog = backlog
 
     async def backlog(self) -> int | None:
@@ -175,3 +177,15 @@ async def test_a_backlog_not_known_or_not_read_does_not_count_as_behind() -> Non
     evaluator = _evaluator(metrics, _Stage("source", RuntimeError("no consumer")), _Stage("storage", 10**6))
     assert await evaluator._ingest_behind()
     assert _share(metrics) == BEHIND_SHARE
+
+
+async def test_a_stage_whose_last_batch_came_late_is_behind_whatever_its_backlog_says() -> None:
+    # A broker that gives a packed topic's end as its last batch's offset: the count reads 0 while
+    # records wait; the newest record applied having waited says so.
+    metrics = Metrics()
+    late = _evaluator(metrics, _Stage("source", 0, delay=0.2), _Stage("storage", 0, delay=BEHIND_SECONDS + 0.5))
+    assert await late._ingest_behind()
+    assert _share(metrics) == BEHIND_SHARE
+    prompt = _evaluator(metrics, _Stage("source", 0, delay=None), _Stage("storage", 0, delay=BEHIND_SECONDS))
+    assert not await prompt._ingest_behind()
+    assert _share(metrics) == ROUND_SHARE
