@@ -105,7 +105,11 @@ BEHIND_SECONDS = 3.0
 records waiting are counted from the broker's offsets, and where those say less than waits (a broker
 that gives the end of a topic of packed derived events as its last batch's offset), the delay still
 tells: under ``bench_scrape``'s live traffic storage's count read a few hundred while 400,000 records
-waited for it, their newest applied seconds late."""
+waited for it, and its batches' delay rose to 5-8 s."""
+
+DELAY_HOLDS = 10.0
+"""Seconds for which a late batch says its stage is behind: a stage that has applied nothing since may have
+nothing waiting (the traffic stopped), and what does wait its backlog counts."""
 
 LOOK_EVERY = 1.0
 """Seconds between two looks of a long round at whether ingest is behind."""
@@ -343,14 +347,15 @@ class Evaluator(Stage, OpenIncidentsReader):
 
     async def _ingest_behind(self) -> bool:
         """Whether one of the ``ingest`` stages is behind: more than :data:`BEHIND_RECORDS` records wait
-        for it, or the newest record of its last batch waited more than :data:`BEHIND_SECONDS`. The share
+        for it, or the newest record of its last batch, applied within :data:`DELAY_HOLDS` s, waited more
+        than :data:`BEHIND_SECONDS`. The share
         a long round takes from now on goes to ``kagent_evaluation_loop_share``. A figure that cannot be
         read now (None, or an error: a consumer mid-rebalance) is taken as not behind: this only paces
         the round, and the health stage reports such a stage."""
         behind = False
         for stage in self._ingest:
             delay = stage.delay
-            if delay is not None and delay > BEHIND_SECONDS:
+            if delay is not None and delay.seconds > BEHIND_SECONDS and time.time() - delay.applied_at <= DELAY_HOLDS:
                 behind = True
                 break
             try:

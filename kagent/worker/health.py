@@ -73,7 +73,7 @@ class Health(Stage):
             if backlog is not None:
                 self._metrics.stage_backlog.labels(stage.name).set(backlog)
             if (delay := stage.delay) is not None:
-                self._metrics.stage_delay.labels(stage.name).set(delay)
+                self._metrics.stage_delay.labels(stage.name).set(delay.seconds)
             stalled = self._detector.observe(stage.name, applied, backlog, now)
             self._metrics.stage_stalled.labels(stage.name).set(int(stalled))
             if stalled:

@@ -58,6 +58,7 @@ from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.metrics import Metrics
 from kagent.worker.record_batches import abandon, acknowledged, send_derived_events
 from kagent.worker.stage import Stage
+from kagent.worker.stalls import BatchDelay
 
 __all__ = ["OffsetsTopicSource"]
 
@@ -157,7 +158,7 @@ class OffsetsTopicSource(Stage):
         """The consumer reading now: None until it has started, and from when it fails or stops."""
         self._assigned = _Assigned()
         self._applied = 0
-        self._delay: float | None = None
+        self._delay: BatchDelay | None = None
         self._random = random.Random()
 
     @property
@@ -166,8 +167,8 @@ class OffsetsTopicSource(Stage):
         return self._applied
 
     @property
-    def delay(self) -> float | None:
-        """Seconds from the newest record of the last batch being written to ``__consumer_offsets`` (its
+    def delay(self) -> BatchDelay | None:
+        """From the newest record of the last batch being written to ``__consumer_offsets`` (its
         timestamp: the group coordinator's clock) to the batch being sent on."""
         return self._delay
 
@@ -313,7 +314,8 @@ class OffsetsTopicSource(Stage):
         written = max((batch[-1].timestamp for batch in fetched.values() if batch[-1].timestamp > 0), default=None)
         pending = await self._send_or_fail(records)
         if written is not None:
-            self._delay = time.time() - written / 1000
+            now = time.time()
+            self._delay = BatchDelay(now - written / 1000, now)
         return _Sent(
             pending,
             {tp: batch[0].offset for tp, batch in fetched.items()},

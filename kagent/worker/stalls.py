@@ -11,9 +11,18 @@ views answer readiness from the detector.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-__all__ = ["ReportsProgress", "StallDetector"]
+__all__ = ["BatchDelay", "ReportsProgress", "StallDetector"]
+
+
+class BatchDelay(NamedTuple):
+    """How late a stage's batch of records was applied."""
+
+    seconds: float
+    """From the timestamp of the batch's newest record to the batch applied, by this worker's clock."""
+    applied_at: float
+    """When the batch was applied: seconds since the epoch."""
 
 
 class ReportsProgress(Protocol):
@@ -31,10 +40,9 @@ class ReportsProgress(Protocol):
         ...
 
     @property
-    def delay(self) -> float | None:
-        """Seconds from the timestamp of the newest record of the last batch applied to when it was
-        applied (by this worker's clock); None before the first batch, or when its records carry no
-        timestamp. Unlike :meth:`backlog`, it does not rest on the broker's offsets."""
+    def delay(self) -> BatchDelay | None:
+        """How late the last batch applied was; None before the first batch, or when its records carry
+        no timestamp. Unlike :meth:`backlog`, it does not rest on the broker's offsets."""
         ...
 
     async def where(self) -> str:

@@ -81,6 +81,7 @@ from kagent.worker.lag_figures import GroupReads, LagFigures
 from kagent.worker.loop_slices import LoopSlices
 from kagent.worker.metrics import Metrics
 from kagent.worker.stage import Stage
+from kagent.worker.stalls import BatchDelay
 from kagent.worker.topology import GroupPartitionedTable, HeldGroups
 
 __all__ = ["Storage"]
@@ -179,7 +180,7 @@ class Storage(Stage, GroupStateReader):
         self._tasks: list[asyncio.Task[None]] = []
         self._app: faust.App | None = None
         self._applied = 0
-        self._delay: float | None = None
+        self._delay: BatchDelay | None = None
         self._applying = False
         """Whether a batch of derived events is being applied now."""
 
@@ -217,9 +218,9 @@ class Storage(Stage, GroupStateReader):
         return self._applied
 
     @property
-    def delay(self) -> float | None:
-        """Seconds from the newest derived event of the last batch being sent (by a source) to the batch
-        applied and in the changelogs."""
+    def delay(self) -> BatchDelay | None:
+        """From the newest derived event of the last batch being sent (by a source) to the batch applied
+        and in the changelogs."""
         return self._delay
 
     async def backlog(self) -> int | None:
@@ -371,7 +372,8 @@ class Storage(Stage, GroupStateReader):
         self._applied += len(messages)
         sent = max((message.timestamp for message in messages if message.timestamp), default=None)
         if sent is not None:
-            self._delay = time.time() - sent
+            now = time.time()
+            self._delay = BatchDelay(now - sent, now)
         # The positions go out with the next flush, so a position in the changelog never runs
         # ahead of the state it describes (a successor at worst applies a batch again).
         for partition, offset in applied_to.items():

@@ -6,8 +6,17 @@ import asyncio
 import time
 from typing import Any, cast
 
-from kagent.worker.evaluator import BEHIND_RECORDS, BEHIND_SECONDS, BEHIND_SHARE, ROUND_SHARE, Evaluator, RoundPacer
+from kagent.worker.evaluator import (
+    BEHIND_RECORDS,
+    BEHIND_SECONDS,
+    BEHIND_SHARE,
+    DELAY_HOLDS,
+    ROUND_SHARE,
+    Evaluator,
+    RoundPacer,
+)
 from kagent.worker.metrics import Metrics
+from kagent.worker.stalls import BatchDelay
 
 PIECE = 0.003
 """Seconds of work in one piece of the round (one group's evaluation, say)."""
@@ -116,7 +125,7 @@ class _Stage:
     """A stage reporting a fixed backlog (or failing to) and delay: what the evaluator asks of the source
     and storage."""
 
-    def __init__(self, name: str, backlog: int | Exception | None, delay: float | None = None) -> None:
+    def __init__(self, name: str, backlog: int | Exception | None, delay: BatchDelay | None = None) -> None:
         self.name = name
         self.applied = 0
         self.delay = delay
@@ -183,9 +192,16 @@ async def test_a_stage_whose_last_batch_came_late_is_behind_whatever_its_backlog
     # A broker that gives a packed topic's end as its last batch's offset: the count reads 0 while
     # records wait; the newest record applied having waited says so.
     metrics = Metrics()
-    late = _evaluator(metrics, _Stage("source", 0, delay=0.2), _Stage("storage", 0, delay=BEHIND_SECONDS + 0.5))
-    assert await late._ingest_behind()
+    now = time.time()
+    late = BatchDelay(BEHIND_SECONDS + 0.5, now)
+    evaluator = _evaluator(metrics, _Stage("source", 0, BatchDelay(0.2, now)), _Stage("storage", 0, late))
+    assert await evaluator._ingest_behind()
     assert _share(metrics) == BEHIND_SHARE
-    prompt = _evaluator(metrics, _Stage("source", 0, delay=None), _Stage("storage", 0, delay=BEHIND_SECONDS))
-    assert not await prompt._ingest_behind()
+    prompt = BatchDelay(BEHIND_SECONDS, now)
+    evaluator = _evaluator(metrics, _Stage("source", 0), _Stage("storage", 0, prompt))
+    assert not await evaluator._ingest_behind()
     assert _share(metrics) == ROUND_SHARE
+    # Late, but long ago: nothing applied since, so nothing may wait (the traffic stopped).
+    long_ago = BatchDelay(BEHIND_SECONDS + 5, now - DELAY_HOLDS - 1)
+    evaluator = _evaluator(metrics, _Stage("source", 0), _Stage("storage", 0, long_ago))
+    assert not await evaluator._ingest_behind()
