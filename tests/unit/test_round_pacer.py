@@ -30,16 +30,21 @@ def _work(seconds: float) -> float:
     return time.monotonic() - started
 
 
-async def test_a_long_round_leaves_the_loop_idle_as_long_as_it_ran_at_half_share() -> None:
-    pacer = RoundPacer(every=0.002, share=0.5)
+async def _round(pacer: RoundPacer, pieces: int) -> tuple[float, float]:
+    """Run ``pieces`` pieces of :data:`PIECE` s paced by ``pacer``: the round's wall time and its busy time."""
     started = time.monotonic()
     busy = 0.0
-    for _ in range(20):
+    for _ in range(pieces):
         busy += _work(PIECE)
         await pacer.pause()
+    return time.monotonic() - started, busy
+
+
+async def test_a_long_round_leaves_the_loop_idle_as_long_as_it_ran_at_half_share() -> None:
+    took, busy = await _round(RoundPacer(every=0.002, share=0.5), 20)
     # Each pause idles at least as long as the piece before it ran: a machine busy with other things
     # only stretches the round further.
-    assert time.monotonic() - started >= 2 * busy
+    assert took >= 2 * busy
 
 
 async def test_a_round_shorter_than_every_does_not_pause() -> None:
@@ -84,13 +89,9 @@ async def test_while_ingest_is_behind_a_long_round_takes_the_smaller_share() -> 
         return True
 
     pacer = RoundPacer(every=0.002, share=0.5, behind=behind, behind_share=0.2, look_every=60.0)
-    started = time.monotonic()
-    busy = 0.0
-    for _ in range(10):
-        busy += _work(PIECE)
-        await pacer.pause()
+    took, busy = await _round(pacer, 10)
     # At a fifth of the loop, each pause idles four times as long as the piece before it ran.
-    assert time.monotonic() - started >= 5 * busy
+    assert took >= 5 * busy
     assert pacer.share == 0.2
     assert looks == 1  # looked at the first pause, not again within look_every
 
