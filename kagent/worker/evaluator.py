@@ -92,7 +92,7 @@ worker's ingest keeps up."""
 
 BEHIND_SHARE = 0.2
 """The most of the event loop's time a long round takes while the source or storage is behind
-(:data:`BEHIND_RECORDS`)."""
+(:data:`BEHIND_RECORDS`, :data:`BEHIND_SECONDS`)."""
 
 BEHIND_RECORDS = 10_000
 """Records waiting for the source or for storage above which a long round of evaluations gives way to
@@ -130,15 +130,15 @@ class RoundPacer:
     third of the loop gave the same). A worker with more to evaluate than its share allows evaluates
     each group less often than its interval says; its tables stay current.
 
-    While ingest is ``behind`` (asked at the first pause and then every ``look_every`` s of the round:
-    :meth:`Evaluator._ingest_behind`),
-    the round takes ``behind_share`` instead: an evaluation reads what storage has applied, so while
-    records wait for it, evaluating sooner judges figures that are already old, and the CPU it takes is
-    the CPU ingest lacks (on a machine whose cores are all busy, the broker's too). Measured by
-    ``benchmarks/bench_scrape.py``'s live part (10,000 groups, 78,000 commits/s, two workers on two
-    cores with Prometheus scraping them), two runs each: at half the loop every record was applied
-    9.1 and 9.5 s after the last was published; at a fifth, 7.3 and 6.6 s. The price is paid in
-    evaluations: while behind, each group is evaluated less often.
+    While ingest is ``behind`` (asked at the first pause and then every ``look_every`` s of the round;
+    :meth:`Evaluator._ingest_behind` says when), the round takes ``behind_share`` instead: an evaluation
+    reads what storage has applied, so while records wait for it, evaluating sooner judges figures that
+    are already old, and the CPU it takes is the CPU ingest lacks (on a machine whose cores are all
+    busy, the broker's too). Measured by ``benchmarks/bench_scrape.py``'s live part (10,000 groups,
+    78,000 commits/s, two workers on two cores with Prometheus scraping them): at half the loop all
+    along, every record was applied 5.2-9.5 s after the last was published (seven runs, median 8.2 s);
+    giving way while behind, 4.7-6.6 s (three runs, median 4.9 s). The price is paid in evaluations:
+    the workers did 2-3 times fewer during the live part.
     """
 
     def __init__(
@@ -200,7 +200,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         worker_url: str,
         ingest: Sequence[ReportsProgress] = (),
     ) -> None:
-        """``ingest``: the stages whose backlog a long round gives way to (:class:`RoundPacer`)."""
+        """``ingest``: the stages a long round gives way to while they are behind (:class:`RoundPacer`)."""
         self._interval = interval
         self._ingest = ingest
         metrics.evaluation_loop_share.set(ROUND_SHARE)
@@ -348,10 +348,10 @@ class Evaluator(Stage, OpenIncidentsReader):
     async def _ingest_behind(self) -> bool:
         """Whether one of the ``ingest`` stages is behind: more than :data:`BEHIND_RECORDS` records wait
         for it, or the newest record of its last batch, applied within :data:`DELAY_HOLDS` s, waited more
-        than :data:`BEHIND_SECONDS`. The share
-        a long round takes from now on goes to ``kagent_evaluation_loop_share``. A figure that cannot be
-        read now (None, or an error: a consumer mid-rebalance) is taken as not behind: this only paces
-        the round, and the health stage reports such a stage."""
+        than :data:`BEHIND_SECONDS`. The share a long round takes from now on goes to
+        ``kagent_evaluation_loop_share``. A figure that cannot be read now (None, or an error: a consumer
+        mid-rebalance) is taken as not behind: this only paces the round, and the health stage reports
+        such a stage."""
         behind = False
         for stage in self._ingest:
             delay = stage.delay
