@@ -61,6 +61,7 @@ from kagent.worker.channel import Channel
 from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader, OpenIncidentsReader
 from kagent.worker.incident_log import IncidentLog
+from kagent.worker.loop_slices import LoopSlices
 from kagent.worker.metrics import HotPartitionFigures, MemberDrain, Metrics
 from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.stage import Stage
@@ -377,7 +378,10 @@ class Evaluator(Stage, OpenIncidentsReader):
             await self._scan(now)
         holds = self._groups.holding()
         due = set()
+        slices = LoopSlices()  # thousands of entries come due at once, each judged (_due may read its state)
         while self._schedule and self._schedule[0][0] <= now:
+            if slices.over():
+                await slices.next()
             _, group = heapq.heappop(self._schedule)
             if group not in due and group in self._held and holds(group) and self._due(group, now):
                 due.add(group)
@@ -419,7 +423,12 @@ class Evaluator(Stage, OpenIncidentsReader):
         """Look at which groups this worker holds (see :meth:`_scan_due`): forget those it no longer
         holds, resolve the incidents of those deleted, and schedule those new here half an interval on."""
         self._scan_wanted = False
-        held = set(self._groups.each_held_group())  # a set: their order does not matter
+        held: set[str] = set()  # a set: their order does not matter
+        slices = LoopSlices()
+        for group in self._groups.each_held_group():
+            if slices.over():
+                await slices.next()
+            held.add(group)
         self._held = held
         self._next_scan = now + self.scan_every
         self._last_scan = now
