@@ -139,7 +139,7 @@ class RoundPacer:
     78,000 commits/s, two workers on two cores with Prometheus scraping them): at half the loop, or
     giving way only on the records counted waiting (which that broker's offsets seldom showed), every
     record was applied 5.2-9.5 s after the last was published (seven runs, median 8.2 s); giving way on
-    a late batch too, 4.7-6.6 s (three runs, median 4.9 s). The price is paid in evaluations: the
+    a late batch too, 4.7-6.6 s (four runs, median 5.2 s). The price is paid in evaluations: the
     workers did 2-3 times fewer during the live part.
     """
 
