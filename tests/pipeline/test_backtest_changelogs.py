@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 
 import pandas as pd
 import pytest
-from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
@@ -45,6 +44,7 @@ from tests.support.coordinator import (
     produce,
     publish,
 )
+from tests.support.topics import read_to_end
 from tests.support.waiting import wait_until_async
 from tests.support.worker import STEADY, Worker
 
@@ -66,25 +66,12 @@ class Record:
 
 
 async def _changelog(bootstrap: str, topic: str) -> list[Record]:
-    """Every record of ``topic`` now, from the earliest offset until a fetch comes back empty."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
-    await consumer.start()
-    try:
-        await consumer.topics()
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-        if not partitions:
-            return []
-        consumer.assign(partitions)
-        records: list[Record] = []
-        while batches := await consumer.getmany(timeout_ms=300):
-            records += [
-                Record(m.key, None if m.value is None else json.loads(m.value), m.timestamp, m.partition, m.offset)
-                for batch in batches.values()
-                for m in batch
-            ]
-        return sorted(records, key=lambda r: (r.timestamp, r.partition, r.offset))
-    finally:
-        await consumer.stop()
+    """Every record of ``topic`` now, in write order (timestamp, then partition and offset)."""
+    records = [
+        Record(m.key, None if m.value is None else json.loads(m.value), m.timestamp, m.partition, m.offset)
+        for m in await read_to_end(bootstrap, topic)
+    ]
+    return sorted(records, key=lambda r: (r.timestamp, r.partition, r.offset))
 
 
 def _expected_snapshots(records: list[Record], groups: set[str]) -> list[tuple[str, pd.Timestamp]]:

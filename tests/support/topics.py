@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
-from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from tests.support.waiting import wait_until_async
 
-__all__ = ["TopicReader"]
+__all__ = ["TopicReader", "read_to_end"]
+
+
+async def read_to_end(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record ``topic`` held when called, in the order fetched: fetched from the earliest offset until
+    each partition's position has reached the end offset ListOffsets gave at the start (an empty fetch on a
+    slow machine does not end it early). On Tansu that end is the last batch's base offset + 1, which a
+    position passes once that batch is read. Fails after ``timeout`` s."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        await consumer.topics()
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        if not partitions:
+            return []
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        records: list[ConsumerRecord[bytes, bytes]] = []
+        async with asyncio.timeout(timeout):
+            while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+                batches = await consumer.getmany(timeout_ms=300)
+                records += [record for batch in batches.values() for record in batch]
+        return records
+    finally:
+        await consumer.stop()
 
 
 class TopicReader:
