@@ -2,7 +2,7 @@
 
 - the `__consumer_offsets` decoders that `kagent.core.consumer_offsets` generates
   from Kafka's layouts (see `kagent/core/consumer_offsets/_native.py`);
-- the scrape's innermost loops and storage's commits, `kagent/core/_lag_twins.pyx`
+- the scrape's innermost loops, storage's commits and the API's merge of pages, `kagent/core/_lag_twins.pyx`
   (see `kagent/core/lag_twins.py`).
 
 Everything else is declared in pyproject.toml. Both modules are optional: where

@@ -1,10 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twins of kagent.core.committed_offset.offsets_of, kagent.core.time_lag.measured_lags,
-kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces and
-kagent.core.committed_offset.applied.
+kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces,
+kagent.core.committed_offset.applied and kagent.core.group_listing._merged_body.
 
 Each function returns exactly what its Python twin returns for the same arguments (kagent.core.lag_twins
-states the contract; tests/unit/test_lag_twins.py checks it). Offsets are Kafka's int64 and the end-offset
+states the contract; tests/unit/test_lag_twins.py and tests/unit/test_listing_twin.py check it). Offsets are Kafka's int64 and the end-offset
 history's points are read in place from its arrays (array("q") offsets, array("d") times), so the
 interpolation is the Python twin's, operation for operation, in doubles.
 """
@@ -660,3 +660,182 @@ def applied(raw, commits, log_end_offset, *, capacity, min_distance):
     finally:
         PyMem_Free(given)
         _drop(&piece)
+
+
+# -- the API's merge of pages (kagent.core.group_listing._merged_body) --------------------------------------
+
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.object cimport Py_GT, Py_LT, PyObject_RichCompareBool
+from cpython.tuple cimport PyTuple_GET_ITEM
+from cpython.unicode cimport PyUnicode_Compare
+
+
+cdef extern from "Python.h":
+    Py_ssize_t PyBytes_GET_SIZE(object text)
+    int PySequence_Contains(object container, object value) except -1
+
+
+cdef enum:
+    NAME_FIELD = 0  # kagent.core.group_listing.ListedGroup.group
+    JSON_FIELD = 8  # kagent.core.group_listing.ListedGroup.json, its last
+    LISTED_FIELDS = 9
+
+
+cdef struct Run:
+    PyObject *groups  # own: the ListedGroups; another's: its listing's names
+    PyObject *figures  # another's listing's figures (NULL when sorted by name, or for own)
+    PyObject *body  # another's listing's body (NULL for own)
+    PyObject *bounds  # another's listing's bounds (NULL for own)
+    PyObject *skipped  # the set of its superseded places, or NULL
+    Py_ssize_t size
+    Py_ssize_t at  # the next place to merge
+
+
+cdef inline object _own(Run *run, Py_ssize_t at):
+    """Own's ListedGroup at ``at``."""
+    item = <object>PyList_GET_ITEM(<object>run.groups, at)
+    if not isinstance(item, tuple) or len(item) != LISTED_FIELDS:
+        raise TypeError(f"this worker's page holds ListedGroups, not {type(item).__name__}")
+    return item
+
+
+cdef inline object _run_name(Run *run, Py_ssize_t at, bint own):
+    if own:
+        return <object>PyTuple_GET_ITEM(_own(run, at), NAME_FIELD)
+    return <object>PyList_GET_ITEM(<object>run.groups, at)
+
+
+cdef inline object _run_figure(Run *run, Py_ssize_t at, bint own, Py_ssize_t figure):
+    if own:
+        return <object>PyTuple_GET_ITEM(_own(run, at), figure)
+    return <object>PyList_GET_ITEM(<object>run.figures, at)
+
+
+cdef bint _before(Run *runs, Py_ssize_t a, Py_ssize_t b, Py_ssize_t figure, bint descending) except -1:
+    """Whether the next of run ``a`` comes before the next of run ``b``: as merge_ranked's rows compare."""
+    cdef double x, y
+    cdef int order
+    if figure >= 0:
+        fa = _run_figure(&runs[a], runs[a].at, a == 0, figure)
+        fb = _run_figure(&runs[b], runs[b].at, b == 0, figure)
+        if PyFloat_CheckExact(fa) and PyFloat_CheckExact(fb):
+            x, y = PyFloat_AS_DOUBLE(fa), PyFloat_AS_DOUBLE(fb)
+            if x != y:
+                return (x > y) if descending else (x < y)
+        elif PyObject_RichCompareBool(fa, fb, Py_GT if descending else Py_LT):
+            return True
+        elif PyObject_RichCompareBool(fb, fa, Py_GT if descending else Py_LT):
+            return False
+        order = PyUnicode_Compare(_run_name(&runs[a], runs[a].at, a == 0), _run_name(&runs[b], runs[b].at, b == 0))
+        return order < 0
+    order = PyUnicode_Compare(_run_name(&runs[a], runs[a].at, a == 0), _run_name(&runs[b], runs[b].at, b == 0))
+    return order > 0 if descending else order < 0
+
+
+cdef inline void _pass_superseded(Run *run) except *:
+    while run.at < run.size and run.skipped != NULL and PySequence_Contains(<object>run.skipped, run.at):
+        run.at += 1
+
+
+def merged_body(own, others, Py_ssize_t figure, bint descending, Py_ssize_t offset, limit, superseded, bytes head, bytes tail):
+    """The twin of kagent.core.group_listing._merged_body: the pages merged in one pass (each is sorted),
+    the chosen summaries' places noted, then copied once into the body."""
+    if not isinstance(own, list):
+        own = list(own)
+    if figure >= JSON_FIELD:
+        raise ValueError(f"a ListedGroup's figures are before its json, not at {figure}")
+    cdef Py_ssize_t count = 1 + len(others), index, best, chosen = 0, wanted, seen = 0, length, size, start, begin
+    cdef Py_ssize_t total_size
+    cdef Run *runs = <Run *>PyMem_Malloc(count * sizeof(Run))
+    cdef Py_ssize_t *picks = NULL
+    cdef char *out
+    cdef PyObject *raw
+    if runs == NULL:
+        raise MemoryError()
+    keep = [own, *others]  # every object a Run points at stays alive through this list
+    try:
+        for index in range(count):
+            page = keep[index]
+            skipped = None if superseded is None else superseded[index]
+            keep.append(skipped)
+            runs[index].skipped = NULL if not skipped else <PyObject *>skipped
+            runs[index].at = 0
+            if index == 0:
+                runs[index].groups, runs[index].figures = <PyObject *>page, NULL
+                runs[index].body = runs[index].bounds = NULL
+                runs[index].size = PyList_GET_SIZE(page)
+            else:
+                groups, figures, body, bounds = page.groups, page.figures, page.body, page.bounds
+                if not isinstance(groups, list) or not isinstance(bounds, list) or not isinstance(body, bytes):
+                    raise TypeError("a listing's groups and bounds are lists, its body bytes")
+                if figure >= 0 and (not isinstance(figures, list) or len(figures) != len(groups)):
+                    raise ValueError("a listing sorted by a figure has a figure per group")
+                if len(bounds) != len(groups) + 1:
+                    raise ValueError("a listing has a bound more than its groups")
+                keep += [groups, figures, body, bounds]
+                runs[index].groups, runs[index].body, runs[index].bounds = <PyObject *>groups, <PyObject *>body, <PyObject *>bounds
+                runs[index].figures = <PyObject *>figures if figure >= 0 else NULL
+                runs[index].size = len(groups)
+            _pass_superseded(&runs[index])
+        wanted = -1 if limit is None else <Py_ssize_t>limit
+        total_size = 0
+        for index in range(count):
+            total_size += runs[index].size
+        picks = <Py_ssize_t *>PyMem_Malloc((2 * total_size + 1) * sizeof(Py_ssize_t))
+        if picks == NULL:
+            raise MemoryError()
+        size = len(head) + len(tail)
+        while wanted < 0 or chosen < wanted:
+            best = -1
+            for index in range(count):
+                if runs[index].at < runs[index].size and (best < 0 or _before(runs, index, best, figure, descending)):
+                    best = index
+            if best < 0:
+                break
+            if seen >= offset:
+                picks[2 * chosen], picks[2 * chosen + 1] = best, runs[best].at
+                if best == 0:
+                    summary = <object>PyTuple_GET_ITEM(_own(&runs[0], runs[0].at), JSON_FIELD)
+                    if type(summary) is not bytes:
+                        raise TypeError(f"a ListedGroup's json is bytes, not {type(summary).__name__}")
+                    length = PyBytes_GET_SIZE(summary)
+                else:
+                    length = (
+                        <Py_ssize_t>(<object>PyList_GET_ITEM(<object>runs[best].bounds, runs[best].at + 1))
+                        - <Py_ssize_t>(<object>PyList_GET_ITEM(<object>runs[best].bounds, runs[best].at))
+                    )
+                    if length < 0:
+                        raise ValueError("a listing's bounds go back")
+                size += length + (chosen > 0)
+                chosen += 1
+            seen += 1
+            runs[best].at += 1
+            _pass_superseded(&runs[best])
+        raw = PyBytes_FromStringAndSize(NULL, size)
+        result = <object>raw  # the new reference is the result's
+        Py_DecRef(raw)
+        out = PyBytes_AS_STRING(raw)
+        memcpy(out, PyBytes_AS_STRING(<PyObject *>head), len(head))
+        out += len(head)
+        for index in range(chosen):
+            if index:
+                out[0] = b','
+                out += 1
+            best, start = picks[2 * index], picks[2 * index + 1]
+            if best == 0:
+                summary = <object>PyTuple_GET_ITEM(_own(&runs[0], start), JSON_FIELD)
+                length = PyBytes_GET_SIZE(summary)
+                memcpy(out, PyBytes_AS_STRING(<PyObject *>summary), length)
+            else:
+                begin = <Py_ssize_t>(<object>PyList_GET_ITEM(<object>runs[best].bounds, start))
+                length = <Py_ssize_t>(<object>PyList_GET_ITEM(<object>runs[best].bounds, start + 1)) - begin
+                if begin < 0 or begin + length > PyBytes_GET_SIZE(<object>runs[best].body):
+                    raise ValueError("a listing's bounds are past its body")
+                memcpy(out, PyBytes_AS_STRING(runs[best].body) + begin, length)
+            out += length
+        memcpy(out, PyBytes_AS_STRING(<PyObject *>tail), len(tail))
+        return result
+    finally:
+        PyMem_Free(runs)
+        PyMem_Free(picks)

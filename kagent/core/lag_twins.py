@@ -1,4 +1,4 @@
-"""Compiled twins of the scrape's innermost loops and of storage's commits, where they are built.
+"""Compiled twins of the scrape's innermost loops, storage's commits and the API's merge, where built.
 
 A full scrape reads every group-partition's committed offset, measures its lag, adds a group's up and
 writes its three samples: a few hundred thousand times per scrape at the issue's mix, millions at a
@@ -9,13 +9,16 @@ twins in ``_lag_twins.pyx``, built at install by ``setup.py`` beside the codec's
 offsets and the history's points as C integers and doubles, and write each sample straight into its
 piece's bytes. So does :func:`kagent.core.committed_offset.applied`, which storage calls for every
 group-partition a batch commits to (tens of thousands of times a second live): its twin reads the stored
-value's text in place and writes the new one, keeping the window's commits as their text.
+value's text in place and writes the new one, keeping the window's commits as their text. And
+:func:`kagent.core.group_listing.merged_body` writes a page of ``GET /api/groups`` from the workers'
+pages: its twin merges them in one pass and copies each summary's JSON into the body once.
 
 Contract: given the same arguments, a twin returns exactly what its Python function returns (equal
 lists, the same text byte for byte, the same ``ValueError`` for mismatched lengths);
-``tests/unit/test_lag_twins.py`` holds them to it. Offsets, log offsets and lags are Kafka's (int64, as
-the wire and the decoders give them): a twin given one beyond int64 raises ``OverflowError`` where the
-Python function computes (but for the text, the sums and the commits, which go the Python's way past int64).
+``tests/unit/test_lag_twins.py`` and ``tests/unit/test_listing_twin.py`` hold them to it. Offsets, log
+offsets and lags are Kafka's (int64, as the wire and the decoders give them): a twin given one beyond
+int64 raises ``OverflowError`` where the Python function computes (but for the text, the sums and the
+commits, which go the Python's way past int64).
 
 Where the extension is not built (no compiler at install) or ``KAGENT_CODEC=python`` is set, the Python
 functions run.

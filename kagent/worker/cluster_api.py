@@ -44,12 +44,12 @@ from kagent.core.api_records import (
 from kagent.core.group_listing import (
     LISTING,
     ListedGroup,
-    Ranked,
+    Listing,
     listed_from_answer,
     listing_body,
-    merge_ranked,
+    listing_of,
+    merged_page_json,
     page_json,
-    ranked,
     ranked_from_listing,
 )
 from kagent.core.member_lag import current_skew, member_lags
@@ -313,18 +313,19 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
                 answers = await asking
             finally:
                 asking.cancel()  # a no-op once answered; if the client went, the others are asked no more
-            pages = [ranked(own, sort)]
+            listings: list[Listing] = []
             workers = [router.own_answer()]
             for answer in answers:
-                found = _ranked(answer, sort)
+                found = _listing(answer, sort)
                 if found is None:
                     workers.append(_failed(answer))
                     continue
                 workers.append(answer.answer)
-                pages.append(found[0])
+                listings.append(found[0])
                 total += found[1]
-            body = page_json(
-                merge_ranked(pages, sort=sort, order=order, offset=offset, limit=limit),
+            body = merged_page_json(
+                own,
+                listings,
                 total=total,
                 offset=offset,
                 limit=limit,
@@ -433,7 +434,7 @@ def _parse(model: type[M], answer: Forwarded) -> M | None:
         return None
 
 
-def _ranked(answer: Forwarded, sort: GroupSort) -> tuple[Ranked, int] | None:
+def _listing(answer: Forwarded, sort: GroupSort) -> tuple[Listing, int] | None:
     """Another worker's page of groups sorted by ``sort``, and its total: a listing, or (from a worker of
     an earlier version) plain JSON, its summaries checked for what a page reads of them, not validated
     again through the models; None when it is neither."""
@@ -449,7 +450,7 @@ def _ranked(answer: Forwarded, sort: GroupSort) -> tuple[Ranked, int] | None:
         total = page["total"]
         if not isinstance(total, int) or isinstance(total, bool) or not isinstance(page["groups"], list):
             return None
-        return ranked([listed_from_answer(summary) for summary in page["groups"]], sort), total
+        return listing_of([listed_from_answer(summary) for summary in page["groups"]], sort), total
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
 

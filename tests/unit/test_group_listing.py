@@ -4,7 +4,7 @@ models' JSON; another worker's answer read as plain JSON and checked for what a 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 import pytest
@@ -15,7 +15,9 @@ from kagent.core.group_listing import (
     listed,
     listed_from_answer,
     listing_body,
+    listing_of,
     merge_ranked,
+    merged_page_json,
     page_json,
     page_listed,
     ranked,
@@ -65,21 +67,50 @@ def test_a_page_merged_from_workers_pages_equals_the_page_of_all_groups(sort: Gr
             [ranked(part, sort) for part in parts], sort=sort, order=direction, offset=offset, limit=limit
         )
         assert merged == [g.json for g in whole], (offset, limit)
+        # The asking worker writes the page straight from its own page and the other's listing.
+        listing, _ = ranked_from_listing(listing_body(parts[1], len(right), sort), sort)
+        rest: dict[str, Any] = {
+            "total": len(groups),
+            "offset": offset,
+            "limit": limit,
+            "sort": sort,
+            "order": direction,
+        }
+        body = merged_page_json(parts[0], [listing], **rest, workers=WORKERS, complete=False)
+        expected = page_json(merged, **rest, workers=WORKERS, complete=False)
+        assert body == expected, (offset, limit)
 
 
 def test_a_group_two_workers_list_is_merged_once_from_the_later_evaluation() -> None:
     older, newer = named("moving", 1.0), named("moving", 5.0)
     newer = newer.model_copy(update={"evaluated_at": older.evaluated_at + 1})
     stays = listed(named("stays", 3.0))
+
+    def merged_body(own: list[ListedGroup], other: list[ListedGroup]) -> list[bytes]:
+        body = merged_page_json(
+            own,
+            [listing_of(other, GroupSort.SKEW)],
+            total=0,
+            offset=0,
+            limit=None,
+            sort=GroupSort.SKEW,
+            order="desc",
+            workers=(),
+            complete=True,
+        )
+        return [orjson.dumps(summary) for summary in orjson.loads(body)["groups"]]
+
     for first, second in ((older, newer), (newer, older)):
         pages = [ranked([listed(first), stays], GroupSort.SKEW), ranked([listed(second)], GroupSort.SKEW)]
         merged = merge_ranked(pages, sort=GroupSort.SKEW, order="desc", offset=0, limit=None)
         assert merged == [listed(newer).json, stays.json]
+        assert merged_body([listed(first), stays], [listed(second)]) == merged
     same = [
         ranked([listed(older)], GroupSort.SKEW),
         ranked([listed(older.model_copy(update={"skew": 9.0}))], GroupSort.SKEW),
     ]
     assert merge_ranked(same, sort=GroupSort.SKEW, order="desc", offset=0, limit=None) == [listed(older).json]
+    assert merged_body([listed(older)], [listed(older.model_copy(update={"skew": 9.0}))]) == [listed(older).json]
 
 
 WORKERS = (WorkerAnswer(url="http://a:6066/", ok=True), WorkerAnswer(url="http://b:6066/", ok=False, error="timed out"))
@@ -157,7 +188,7 @@ def test_a_listing_reads_back_as_the_page_it_lists(count: int, sort: GroupSort) 
     groups = [listed(s) for s in _summaries()][:count]
     groups += [listed(named("line\nbreak", math.nan))] if count else []
     found, total = ranked_from_listing(listing_body(groups, 17, sort), sort)
-    assert found == ranked(groups, sort) and total == 17
+    assert found.ranked() == ranked(groups, sort) == listing_of(groups, sort).ranked() and total == 17
     assert found.summaries == [g.json for g in groups]  # each summary's JSON as kept, cut out whole
 
 

@@ -26,7 +26,7 @@ BEYOND = st.integers(2**63, 2**70)  # past Kafka's offsets: the text goes to go_
 
 
 def test_both_loops_run_their_compiled_twins() -> None:
-    twins = {"applied", "lag_sums", "measured_lags", "offsets_of", "partition_pieces"}
+    twins = {"applied", "lag_sums", "measured_lags", "merged_body", "offsets_of", "partition_pieces"}
     assert twins == lag_twins.IN_USE, "run the README's install to build them"
     assert committed_offset.applied is _lag_twins.applied
     assert lag_series.lag_sums is _lag_twins.lag_sums
