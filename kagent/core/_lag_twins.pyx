@@ -4,9 +4,9 @@ kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces,
 kagent.core.committed_offset.applied and kagent.core.group_listing._merged_body.
 
 Each function returns exactly what its Python twin returns for the same arguments (kagent.core.lag_twins
-states the contract; tests/unit/test_lag_twins.py and tests/unit/test_listing_twin.py check it). Offsets are Kafka's int64 and the end-offset
-history's points are read in place from its arrays (array("q") offsets, array("d") times), so the
-interpolation is the Python twin's, operation for operation, in doubles.
+states the contract; tests/unit/test_lag_twins.py and tests/unit/test_listing_twin.py check it). Offsets
+are Kafka's int64 and the end-offset history's points are read in place from its arrays (array("q")
+offsets, array("d") times), so the interpolation is the Python twin's, operation for operation, in doubles.
 """
 
 from cpython cimport array

@@ -292,6 +292,8 @@ def merge_ranked(
 
 
 _LAST = itemgetter(-1)
+_PAGE_HEAD = b'{"groups":['
+"""What a page's JSON starts with, before its summaries."""
 
 
 def _newest(names: list[str], times: list[float]) -> dict[str, int]:
@@ -373,7 +375,7 @@ def merged_page_json(
         offset,
         limit,
         _superseded(own, others),
-        b'{"groups":[',
+        _PAGE_HEAD,
         _page_tail(total=total, offset=offset, limit=limit, sort=sort, order=order, workers=workers, complete=complete),
     )
 
@@ -433,11 +435,7 @@ def _merged_body(
             for page, out in zip(pages, superseded, strict=True)
         ]
     summaries = merge_ranked(pages, sort=sort, order="desc" if descending else "asc", offset=offset, limit=limit)
-    if not summaries:
-        return head + tail
-    summaries[0] = head + summaries[0]
-    summaries[-1] += tail
-    return b",".join(summaries)
+    return _joined(head, summaries, tail)
 
 
 merged_body = twin_of(_merged_body)
@@ -487,9 +485,13 @@ def page_json(
     tail = _page_tail(
         total=total, offset=offset, limit=limit, sort=sort, order=order, workers=workers, complete=complete
     )
+    return _joined(_PAGE_HEAD, list(summaries), tail)
+
+
+def _joined(head: bytes, summaries: list[bytes], tail: bytes) -> bytes:
+    """``head``, ``summaries`` joined by commas, then ``tail``, in one join (``summaries`` is changed)."""
     if not summaries:
-        return b'{"groups":[' + tail
-    parts = list(summaries)
-    parts[0] = b'{"groups":[' + parts[0]
-    parts[-1] += tail
-    return b",".join(parts)
+        return head + tail
+    summaries[0] = head + summaries[0]
+    summaries[-1] += tail
+    return b",".join(summaries)
