@@ -194,8 +194,10 @@ async def test_a_restarted_worker_restores_its_tables_from_the_changelog(
     assert second.stop() == 0
 
 
-async def _log_ends(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
-    """Each partition's log-end offset, from the high watermark a Fetch reports.
+async def _log_ends(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[TopicPartition, int]:
+    """Each partition's log-end offset, from the high watermark a Fetch reports, once the consumer has read
+    up to it on every partition (an empty fetch on a slow machine does not end it early); fails after
+    ``timeout`` s.
 
     Not ListOffsets: Tansu answers it with the last batch's base offset + 1.
     """
@@ -205,8 +207,15 @@ async def _log_ends(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
         await consumer.topics()
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         consumer.assign(partitions)
-        while await consumer.getmany(timeout_ms=300):
-            pass
+
+        async def behind() -> list[TopicPartition]:
+            return [
+                tp for tp in partitions if (end := consumer.highwater(tp)) is None or await consumer.position(tp) < end
+            ]
+
+        async with asyncio.timeout(timeout):
+            while await behind():
+                await consumer.getmany(timeout_ms=300)
         return {tp: consumer.highwater(tp) or 0 for tp in partitions}
     finally:
         await consumer.stop()

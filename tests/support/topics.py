@@ -68,14 +68,23 @@ class TopicReader:
         async def probe() -> bool:
             if done():
                 return True
-            batches = await self._consumer.getmany(timeout_ms=300)
-            self.records += [record for batch in batches.values() for record in batch]
+            await self._fetch()
             return done()
 
         await wait_until_async(probe, timeout, what, interval=0, detail=detail)
 
-    async def drain(self) -> None:
-        """Fetch until a fetch of 0.3 s brings nothing: what the topic held a moment ago is in
-        :attr:`records`."""
-        while batches := await self._consumer.getmany(timeout_ms=300):
-            self.records += [record for batch in batches.values() for record in batch]
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Fetch until each partition's position has reached the end offset ListOffsets gives now (as
+        :func:`read_to_end`; an empty fetch on a slow machine does not end it early): what the topics held
+        a moment ago is in :attr:`records`. Fails after ``timeout`` s."""
+        async with asyncio.timeout(timeout):
+            while not self._consumer.assignment():  # its partitions come with its first metadata
+                await self._fetch()
+            ends = await self._consumer.end_offsets(list(self._consumer.assignment()))
+            while [tp for tp, end in ends.items() if await self._consumer.position(tp) < end]:
+                await self._fetch()
+
+    async def _fetch(self) -> None:
+        """One fetch of at most 0.3 s, its records added to :attr:`records`."""
+        batches = await self._consumer.getmany(timeout_ms=300)
+        self.records += [record for batch in batches.values() for record in batch]
