@@ -63,7 +63,7 @@ from tests.support.coordinator import (
     produce,
     publish,
 )
-from tests.support.processes import cpu_seconds
+from tests.support.processes import cpu_seconds, machine_cpu
 from tests.support.waiting import wait_until_async
 from tests.support.worker import Worker, collector_line, metric_total, running_workers
 
@@ -299,16 +299,19 @@ async def main() -> None:
                     before = await asyncio.to_thread(applied, workers)
                 collected = [await asyncio.to_thread(w.collector_pauses) for w in workers]
                 cpu_before, wall_before = [cpu_seconds(w.pid) for w in workers], time.perf_counter()
+                machine_before = machine_cpu()
                 sent_before = sent.value
                 whole, body = await timed_gets(session, asker.url + "api/groups", args.requests)
                 paged, _ = await timed_gets(session, asker.url + "api/groups?sort=skew&limit=50", args.requests)
                 wall = time.perf_counter() - wall_before
                 published = sent.value - sent_before
                 busy = [(cpu_seconds(w.pid) - cpu) / wall for w, cpu in zip(workers, cpu_before, strict=True)]
+                machine = [after - before for after, before in zip(machine_cpu(), machine_before, strict=True)]
                 after = [await asyncio.to_thread(w.collector_pauses) for w in workers]
                 print(
                     f"the workers' CPU while the requests ran: {', '.join(f'{b:.2f}' for b in busy)} cores "
-                    f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores); the garbage collector "
+                    f"(the machine's {os.cpu_count()} cores {machine[0] / machine[1]:.0%} busy, broker and publisher "
+                    "included: a worker's wait for a core is in its latency); the garbage collector "
                     "meanwhile: " + "; ".join(collector_line(b, a) for b, a in zip(collected, after, strict=True))
                 )
                 if publisher is not None:

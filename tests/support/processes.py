@@ -1,4 +1,5 @@
-"""A process by its pid, as ``/proc`` shows it: alive or not, its memory and its CPU time.
+"""A process by its pid, as ``/proc`` shows it: alive or not, its memory and its CPU time; and the
+machine's CPU time, busy and in all.
 
 Stopping a process the tests or benchmarks started is ``kagent.tools.embedded.stop_process``
 (SIGTERM, then SIGKILL after a bound) or :meth:`tests.support.worker.Worker.stop`.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cpu_seconds", "memory_kb", "process_alive", "process_stopped"]
+__all__ = ["cpu_seconds", "machine_cpu", "memory_kb", "process_alive", "process_stopped"]
 
 
 def _stat_fields(pid: int, stat: Path | None = None) -> list[str]:
@@ -47,3 +48,14 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time process ``pid`` has used, in seconds."""
     fields = _stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> tuple[float, float]:
+    """The machine's CPU time so far over all its cores, in seconds: (busy, in all), from ``/proc/stat``'s
+    ``cpu`` line. Busy is all but idle and I/O wait; the busy share of a stretch is the difference of two
+    readings' busy over that of their totals."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest time is within user)
+    idle = fields[3] + fields[4]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (total - idle) / tick, total / tick
