@@ -310,8 +310,8 @@ async def main() -> None:
                 after = [await asyncio.to_thread(w.collector_pauses) for w in workers]
                 print(
                     f"the workers' CPU while the requests ran: {', '.join(f'{b:.2f}' for b in busy)} cores "
-                    f"(the machine's {os.cpu_count()} cores {machine[0] / machine[1]:.0%} busy, broker and publisher "
-                    "included: a worker's wait for a core is in its latency); the garbage collector "
+                    f"(the machine's {os.cpu_count()} cores {machine[0] / machine[1]:.0%} busy in all: a worker's wait "
+                    "for a core is in its latency); the garbage collector "
                     "meanwhile: " + "; ".join(collector_line(b, a) for b, a in zip(collected, after, strict=True))
                 )
                 if publisher is not None:
