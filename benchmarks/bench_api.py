@@ -137,10 +137,8 @@ def live_commits(bootstrap: str, groups: int, sent: Synchronized[int], stop: Eve
     read to its end commits the end again, as a caught-up consumer's auto-commit does), made when it is
     published (so its commit time is then) and published a slice every :data:`LIVE_SLICE` s at that pace,
     each slice appended to one record batch per partition (``bench_ingest``'s paced publisher); ``sent``
-    counts them as they go. No committed offset goes back: a cluster's consumers do not rewind all at once.
-    (Live commits that began at offsets of their own and wrapped at the topic's end rewound about half the
-    partitions in their first pass: groups were judged REWIND and had an incident opened, 2,518 of the
-    10,000 in a run's first 20 s, and the workers did work no cluster's would.)"""
+    counts them as they go. No committed offset goes back: a cluster's consumers do not rewind all at once,
+    and each group that did would be judged REWIND and have an incident opened."""
     asyncio.run(_publish_commits(bootstrap, groups, sent, stop))
 
 

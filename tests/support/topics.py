@@ -15,10 +15,8 @@ __all__ = ["TopicReader", "read_to_end"]
 
 
 async def read_to_end(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> list[ConsumerRecord[bytes, bytes]]:
-    """Every record ``topic`` held when called, in the order fetched: fetched from the earliest offset until
-    each partition's position has reached the end offset ListOffsets gave at the start (an empty fetch on a
-    slow machine does not end it early). On Tansu that end is the last batch's base offset + 1, which a
-    position passes once that batch is read. Fails after ``timeout`` s."""
+    """Every record ``topic`` held when called, in the order fetched: fetched from the earliest offset up to
+    the end offsets ListOffsets gives at the start (:func:`_fetch_to_ends`). Fails after ``timeout`` s."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap_servers, enable_auto_commit=False, auto_offset_reset="earliest"
     )
@@ -29,15 +27,27 @@ async def read_to_end(bootstrap_servers: str, topic: str, timeout: float = 30.0)
         if not partitions:
             return []
         consumer.assign(partitions)
-        ends = await consumer.end_offsets(partitions)
         records: list[ConsumerRecord[bytes, bytes]] = []
         async with asyncio.timeout(timeout):
-            while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
-                batches = await consumer.getmany(timeout_ms=300)
-                records += [record for batch in batches.values() for record in batch]
+            await _fetch_to_ends(consumer, records)
         return records
     finally:
         await consumer.stop()
+
+
+async def _fetch(consumer: AIOKafkaConsumer, records: list[ConsumerRecord[bytes, bytes]]) -> None:
+    """One fetch of at most 0.3 s, its records appended to ``records``."""
+    batches = await consumer.getmany(timeout_ms=300)
+    records += [record for batch in batches.values() for record in batch]
+
+
+async def _fetch_to_ends(consumer: AIOKafkaConsumer, records: list[ConsumerRecord[bytes, bytes]]) -> None:
+    """Fetch into ``records`` until the position on each of the consumer's partitions has reached the end
+    offset ListOffsets gives now (an empty fetch on a slow machine does not end it early). On Tansu that
+    end is the last batch's base offset + 1, which a position passes once that batch is read."""
+    ends = await consumer.end_offsets(list(consumer.assignment()))
+    while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+        await _fetch(consumer, records)
 
 
 class TopicReader:
@@ -68,23 +78,15 @@ class TopicReader:
         async def probe() -> bool:
             if done():
                 return True
-            await self._fetch()
+            await _fetch(self._consumer, self.records)
             return done()
 
         await wait_until_async(probe, timeout, what, interval=0, detail=detail)
 
     async def drain(self, timeout: float = 30.0) -> None:
-        """Fetch until each partition's position has reached the end offset ListOffsets gives now (as
-        :func:`read_to_end`; an empty fetch on a slow machine does not end it early): what the topics held
-        a moment ago is in :attr:`records`. Fails after ``timeout`` s."""
+        """Fetch up to the end offsets ListOffsets gives now (:func:`_fetch_to_ends`): what the topics held a
+        moment ago is in :attr:`records`. Fails after ``timeout`` s."""
         async with asyncio.timeout(timeout):
             while not self._consumer.assignment():  # its partitions come with its first metadata
-                await self._fetch()
-            ends = await self._consumer.end_offsets(list(self._consumer.assignment()))
-            while [tp for tp, end in ends.items() if await self._consumer.position(tp) < end]:
-                await self._fetch()
-
-    async def _fetch(self) -> None:
-        """One fetch of at most 0.3 s, its records added to :attr:`records`."""
-        batches = await self._consumer.getmany(timeout_ms=300)
-        self.records += [record for batch in batches.values() for record in batch]
+                await _fetch(self._consumer, self.records)
+            await _fetch_to_ends(self._consumer, self.records)
