@@ -17,7 +17,7 @@ and each partition's :class:`~kagent.core.throughput.PartitionThroughput`
 :func:`kagent.core.throughput.group_throughput`:
 
 - The group is judged only when its capacity is measured (some member is
-  saturated: it had lag throughout the window, so its rate is its pace) and
+  saturated: it was behind throughout the window, so its rate is its pace) and
   the production rate of every partition of the group is known (a rate
   missing or unknown gives None: *not judged*). Whether a partition can
   share a member depends on the lightest of the others, so one unknown rate
@@ -42,7 +42,7 @@ and each partition's :class:`~kagent.core.throughput.PartitionThroughput`
      count as others: they cost a member nothing, so they can share.
 
 - A heavy partition is *crowded* when its member is saturated (its pace is
-  measured and it had lag throughout the window) and holds another
+  measured and it was behind throughout the window) and holds another
   partition that is written to: the member's partitions are written faster
   than it reads (by rule 3), so it falls behind now, and isolating the
   heavy partition is the fix. A heavy partition alone on its member (or

@@ -17,7 +17,7 @@ over the rate window):
   :func:`kagent.core.throughput.group_throughput`). A saturated member's rate
   is its capacity; another's is a lower bound of it, so counting it only
   makes the best capacity larger and a partition harder to call hot.
-- The group can be judged only when some member is saturated (it had lag
+- The group can be judged only when some member is saturated (it was behind
   throughout the window, so its rate is its measured pace) and the best
   capacity is above 0. Otherwise its capacity is not measured, and
   :func:`hot_partitions` returns None: *not judged*, which is not "no hot
@@ -28,11 +28,15 @@ over the rate window):
      partition is hot by default);
   2. a member holds it, and that member is saturated (its capacity is
      measured: a member with no measured pace is not judged);
-  3. the partition is busy: the group had lag at every commit of the window
-     on it (a burst the member absorbed, catching up at some commit, is
-     not hot, whatever its rate over the window; a burst it is still
-     working off counts at its rate over the window, which spreads it over
-     the whole window, and the evaluation's hold asks for it to last);
+  3. the partition is busy: the group was behind at every commit of the
+     window on it (:func:`kagent.core.throughput.partition_consumption`:
+     it had not read, by a commit, what was written by its previous one; a
+     member that keeps up has a little lag at every commit of a steadily
+     written partition, and is not behind). A burst the member absorbed,
+     catching up at some commit, is not hot, whatever its rate over the
+     window; a burst it is still working off counts at its rate over the
+     window, which spreads it over the whole window, and the evaluation's
+     hold asks for it to last;
   4. its production rate is above the holding member's capacity, and above
      the best capacity (strictly: a partition written exactly at the best
      capacity is not hot; one member can just keep up with it).

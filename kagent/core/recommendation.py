@@ -200,7 +200,8 @@ class MemberRate(_Record):
     consumption_rate: float = Field(ge=0)
     """Records per second, its partitions added up."""
     saturated: bool
-    """Whether it had lag throughout the window on a partition it holds: then its consumption rate is
+    """Whether it was behind at every commit of the window on a partition it holds (it had not read, by a
+    commit, what was written by its previous one): then its consumption rate is
     its capacity; otherwise its capacity is at least its rate, and counted as the group's typical one."""
 
 

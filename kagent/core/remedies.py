@@ -38,7 +38,7 @@ one reads them). A member given other partitions drains its new lag (their offse
 
 A member's pace, from :func:`kagent.core.throughput.group_throughput` over the current assignment, is:
 
-- *measured* when it is saturated (it had lag throughout the window on a partition it holds, so it read
+- *measured* when it is saturated (it was behind throughout the window on a partition it holds, so it read
   as fast as it could): its consumption rate, its partitions added up;
 - *estimated* when it is not and the group has a typical member capacity (the median of its saturated
   members' rates): the larger of its own rate and that typical one. kagent's throughput model takes

@@ -10,10 +10,13 @@ keeps, without new polls:
 - The group's *consumption rate* on a partition is the growth of its
   committed offset over the same window, read from its
   :class:`~kagent.core.group_health.CommitWindow`
-  (:func:`partition_consumption`). While the group has lag at every commit of
-  the window (the partition is *busy*), the consumer is reading as fast as it
-  can, and that rate measures its capacity; without lag it only measures the
-  producers.
+  (:func:`partition_consumption`). While the group is *behind* at every commit
+  of the window (the partition is *busy*), the consumer is reading as fast as
+  it can, and that rate measures its capacity; otherwise it only measures the
+  producers. Behind is more than having lag: a consumer that keeps up has lag
+  at nearly every commit of a steadily written partition (what was written
+  since its last fetch), so behind means it had not yet read, by a commit,
+  what had been written by its previous one.
 - A member is *saturated* when one of its partitions is busy. Its capacity is
   then its consumption rate over all its partitions. A member that is not
   saturated has shown only a lower bound of its capacity; it is taken to be
@@ -40,11 +43,12 @@ import math
 from bisect import bisect_right
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from statistics import median
 
 from aiokafka.structs import TopicPartition
 
-from kagent.core.group_health import CommitWindow
+from kagent.core.group_health import CommitObservation, CommitWindow
 from kagent.core.time_lag import EndOffsetHistory
 
 __all__ = [
@@ -78,8 +82,8 @@ class PartitionThroughput:
     """Records/s the group's committed offset grew over the window; None with fewer than two commits in it
     (or no time between them)."""
     busy: bool
-    """Whether the group had lag (known and > 0) at every commit of the window, at least two of them:
-    it could not keep up on this partition."""
+    """Whether the group was behind at every commit of the window, at least two of them (see
+    :func:`partition_consumption`): it could not keep up on this partition."""
 
 
 def production_rate(history: EndOffsetHistory, now: float, window: float = RATE_WINDOW) -> float | None:
@@ -113,9 +117,14 @@ def production_rate(history: EndOffsetHistory, now: float, window: float = RATE_
 
 
 def partition_consumption(
-    window: CommitWindow, now: float, since: float | None = None, span: float = RATE_WINDOW
+    window: CommitWindow,
+    log_ends: EndOffsetHistory | None,
+    now: float,
+    since: float | None = None,
+    span: float = RATE_WINDOW,
 ) -> tuple[float | None, bool]:
-    """(consumption rate, busy) of a group on one partition, from its commits in the last ``span`` seconds.
+    """(consumption rate, busy) of a group on one partition, from its commits in the last ``span`` seconds
+    and the partition's log ends (``log_ends``; None: none polled).
 
     The commits counted are those of ``window`` whose timestamp is at least
     ``now - span`` and at least ``since`` (when the group's current generation
@@ -125,24 +134,49 @@ def partition_consumption(
     - The rate is ``(last.offset - first.offset) / (last.timestamp - first.timestamp)``
       over the counted commits, at least 0 (a rewind counts as no progress);
       None with fewer than two counted commits or no time between them.
-    - Busy: at least two counted commits, and each had a known lag above 0.
-      A commit whose lag is unknown is no evidence of lag, so it makes the
-      partition not busy.
+    - Busy: at least two counted commits, and the group *behind* at each after
+      the first: the record at its committed offset (the next it will read)
+      was appended before the previous counted commit, by ``log_ends``
+      (:meth:`~kagent.core.time_lag.EndOffsetHistory.time_at`, interpolated
+      between polls). It had not read, in one commit interval, what was
+      written by the start of it. A committed offset at or above the newest
+      log end polled, or one the history cannot place (no history, fewer
+      than two polls, a log end that never moved), is not behind: no evidence
+      of lag is no evidence of a shortfall.
+
+      Not "lag above 0 at each commit": a consumer that keeps up commits the
+      records it fetched, while producers write the next ones, so it has a
+      little lag at nearly every commit of a steadily written partition (one
+      reading 40 records/s of 6/s written, committing twice a second, had lag
+      at every commit, and its partition was called hot at 5.5/s). Nor the lag
+      against the log end polled when kagent saw the commit: a commit read
+      seconds late from ``__consumer_offsets`` (a busy worker, a backlog) is
+      compared with a log end seconds newer than it.
     - Too few to tell: fewer counted commits than half the window holds (and
       than 2) give (None, False). A consumer reads and commits in batches, so a
       few commits just after a rebalance measure its batches, not its pace (a
       member reading 40 records/s in batches of 50 measured 21/s over 4 s).
+
+    Commit timestamps are the coordinator's clock and poll times kagent's: a
+    skew between them far below the commit interval does not matter.
     """
     start = now - span if since is None else max(now - span, since)
     commits = [commit for commit in window.commits if commit.timestamp >= start]
     if len(commits) < max(2, window.capacity // 2):
         return None, False
-    busy = all(commit.lag is not None and commit.lag > 0 for commit in commits)
+    busy = log_ends is not None and all(_behind(log_ends, earlier, later) for earlier, later in pairwise(commits))
     first, last = commits[0], commits[-1]
     elapsed = last.timestamp - first.timestamp
     if elapsed <= 0:
         return None, busy
     return max(0.0, (last.offset - first.offset) / elapsed), busy
+
+
+def _behind(log_ends: EndOffsetHistory, earlier: CommitObservation, later: CommitObservation) -> bool:
+    """Whether, at ``later``, the group had not read what was written by ``earlier`` (see
+    :func:`partition_consumption`)."""
+    appended = log_ends.time_at(later.offset)
+    return appended is not None and appended < earlier.timestamp
 
 
 def partition_throughput(
@@ -154,9 +188,10 @@ def partition_throughput(
 ) -> PartitionThroughput:
     """One partition's :class:`PartitionThroughput` at ``now``: :func:`production_rate` of ``history`` and
     :func:`partition_consumption` of ``commits`` over ``window`` seconds (``since`` as there). A missing
-    history gives an unknown production rate; missing commits give an unknown consumption rate, not busy."""
+    history gives an unknown production rate, and not busy; missing commits give an unknown consumption
+    rate, not busy."""
     produced = None if history is None else production_rate(history, now, window)
-    consumed, busy = (None, False) if commits is None else partition_consumption(commits, now, since, window)
+    consumed, busy = (None, False) if commits is None else partition_consumption(commits, history, now, since, window)
     return PartitionThroughput(production_rate=produced, consumption_rate=consumed, busy=busy)
 
 
@@ -168,7 +203,7 @@ class MemberThroughput:
     consumption_rate: float
     """Its partitions' consumption rates added up (an unknown one counts 0)."""
     saturated: bool
-    """Whether any of its partitions is busy (it had lag at every commit of the window, so it read as fast as
+    """Whether any of its partitions is busy (it was behind at every commit of the window, so it read as fast as
     it could) and the consumption of every one it holds is known: a partition not yet measured (too few
     commits, just after a rebalance) would make its rate a part of its pace."""
     capacity: float

@@ -133,50 +133,77 @@ def test_a_history_that_ends_before_the_window_gives_no_rate() -> None:
 
 # partition_consumption
 
+BACKLOG = history((0, -1000.0), (10_000, -999.0), (10_000, 1000.0))
+"""Log ends under which every offset these tests commit was written long before: behind at every commit."""
 
-def test_a_group_with_lag_at_every_commit_is_busy() -> None:
+
+def test_a_group_behind_at_every_commit_is_busy() -> None:
+    # Written at 50/s since t=-20: at each commit the group had not read what was there at the one before.
+    ends = history((0, -20.0), (2000, 20.0))
     w = window((0, 0.0, 500), (100, 10.0, 600), (250, 20.0, 700))
-    assert partition_consumption(w, now=20.0) == (pytest.approx(12.5), True)
+    assert partition_consumption(w, ends, now=20.0) == (pytest.approx(12.5), True)
 
 
-def test_a_commit_without_lag_makes_the_partition_not_busy() -> None:
-    w = window((0, 0.0, 50), (100, 10.0, 100))
-    assert partition_consumption(w, now=10.0) == (pytest.approx(10.0), False)
+def test_a_group_that_keeps_up_is_not_busy_though_it_has_lag_at_every_commit() -> None:
+    """The hot-partition test's false positive: a member that reads 40/s of a partition written at 6/s,
+    committing twice a second what it fetched 0.1 s before; kagent saw each commit 2 s late, and the log end
+    polled then was 12 records past it."""
+    ends = history(*((6 * second, float(second)) for second in range(31)))
+    commits = [(6 * t // 10 - 1, t / 10, 6 * t // 10 + 12) for t in range(5, 300, 5)]
+    w = CommitWindow(capacity=10, min_distance=0, commits=tuple(CommitObservation(*c) for c in commits[-10:]))
+    assert all(commit.lag for commit in w.commits)
+    rate, busy = partition_consumption(w, ends, now=30.0)
+    assert rate == pytest.approx(6.0, rel=0.1) and busy is False
 
 
-def test_a_commit_of_unknown_lag_makes_the_partition_not_busy() -> None:
-    w = window((0, 0.0, None), (100, 10.0, 500))
-    assert partition_consumption(w, now=10.0) == (pytest.approx(10.0), False)
+def test_one_commit_that_caught_up_makes_the_partition_not_busy() -> None:
+    ends = history((0, -20.0), (2000, 20.0))
+    # At t=10 the group had read all that was written by t=0 (offset 1000): it caught up once.
+    w = window((0, 0.0, 500), (1000, 10.0, 1500), (1100, 20.0, 2000))
+    assert partition_consumption(w, ends, now=20.0) == (pytest.approx(55.0), False)
+
+
+def test_without_log_ends_no_commit_is_behind() -> None:
+    w = window((0, 0.0, 500), (100, 10.0, 600))
+    assert partition_consumption(w, None, now=10.0) == (pytest.approx(10.0), False)
+    # One poll, or a log end that never moved, cannot place a record either.
+    assert partition_consumption(w, history((1000, 0.0)), now=10.0) == (pytest.approx(10.0), False)
+    assert partition_consumption(w, history((1000, 0.0), (1000, 10.0)), now=10.0) == (pytest.approx(10.0), False)
+
+
+def test_a_commit_at_the_newest_log_end_is_not_behind() -> None:
+    w = window((0, 0.0, 500), (100, 10.0, 600))
+    assert partition_consumption(w, history((0, -20.0), (100, -10.0)), now=10.0) == (pytest.approx(10.0), False)
 
 
 def test_commits_before_the_generation_began_are_ignored() -> None:
     w = window((0, 0.0, 1000), (500, 100.0, 1000), (600, 110.0, 1000))
-    assert partition_consumption(w, now=110.0) == (pytest.approx(600 / 110), True)
-    assert partition_consumption(w, now=110.0, since=50.0) == (pytest.approx(10.0), True)
+    assert partition_consumption(w, BACKLOG, now=110.0) == (pytest.approx(600 / 110), True)
+    assert partition_consumption(w, BACKLOG, now=110.0, since=50.0) == (pytest.approx(10.0), True)
     # A since before the span: the span decides.
-    assert partition_consumption(w, now=110.0, since=-100.0, span=50.0) == (pytest.approx(10.0), True)
+    assert partition_consumption(w, BACKLOG, now=110.0, since=-100.0, span=50.0) == (pytest.approx(10.0), True)
 
 
 def test_commits_older_than_the_span_are_ignored() -> None:
     w = window((0, 0.0, 1000), (500, 100.0, 1000), (600, 110.0, 1000))
-    assert partition_consumption(w, now=110.0, span=50.0) == (pytest.approx(10.0), True)
+    assert partition_consumption(w, BACKLOG, now=110.0, span=50.0) == (pytest.approx(10.0), True)
     # One commit left in the span: no rate, not busy.
-    assert partition_consumption(w, now=200.0, span=95.0) == (None, False)
+    assert partition_consumption(w, BACKLOG, now=200.0, span=95.0) == (None, False)
 
 
 def test_a_rewind_counts_as_no_progress() -> None:
     w = window((500, 0.0, 1000), (100, 10.0, 1000))
-    assert partition_consumption(w, now=10.0) == (0.0, True)
+    assert partition_consumption(w, BACKLOG, now=10.0) == (0.0, True)
 
 
 def test_too_few_commits_or_no_time_give_no_rate() -> None:
-    assert partition_consumption(CommitWindow(), now=10.0) == (None, False)
-    assert partition_consumption(window((0, 5.0, 100)), now=10.0) == (None, False)
-    assert partition_consumption(window((0, 5.0, 100), (10, 5.0, 100)), now=10.0) == (None, True)
+    assert partition_consumption(CommitWindow(), BACKLOG, now=10.0) == (None, False)
+    assert partition_consumption(window((0, 5.0, 100)), BACKLOG, now=10.0) == (None, False)
+    assert partition_consumption(window((0, 5.0, 100), (10, 5.0, 100)), BACKLOG, now=10.0) == (None, True)
 
 
 def test_partition_throughput_combines_both_histories() -> None:
-    h = history((0, 0.0), (3000, 300.0))
+    h = history((0, -300.0), (6000, 300.0))  # 10/s; offset 1000 was written at -200 s, before the first commit
     w = window((0, 0.0, 100), (1000, 100.0, 1100))
     assert partition_throughput(h, w, now=300.0) == PartitionThroughput(10.0, 10.0, busy=True)
     # Over a 250 s window the commit at 0 s falls out: one commit left, no rate, not busy.
@@ -392,7 +419,7 @@ def test_fewer_commits_than_half_the_window_holds_tell_nothing() -> None:
     commits = [CommitObservation(50 * i, float(i), 1000) for i in range(5)]
     four = CommitWindow(capacity=10, min_distance=0, commits=tuple(commits[:4]))
     five = CommitWindow(capacity=10, min_distance=0, commits=tuple(commits))
-    assert partition_consumption(four, now=4.0) == (None, False)
-    assert partition_consumption(five, now=4.0) == (pytest.approx(50.0), True)
+    assert partition_consumption(four, BACKLOG, now=4.0) == (None, False)
+    assert partition_consumption(five, BACKLOG, now=4.0) == (pytest.approx(50.0), True)
     # Counted since the generation began: the same five commits, but only three after it.
-    assert partition_consumption(five, now=4.0, since=2.0) == (None, False)
+    assert partition_consumption(five, BACKLOG, now=4.0, since=2.0) == (None, False)
