@@ -31,14 +31,12 @@ and the group's consumption rate on it):
 3. Consumption above production: ``catching-up`` in ``lag / (consumption - production)`` seconds.
 4. Consumption at or below production, and the partition *busy* (the group was behind at every
    commit of the window, :func:`kagent.core.throughput.partition_consumption`: it read as fast as it
-   could and did not gain): ``falling-behind`` at
-   ``production - consumption`` records/s.
+   could and did not gain): ``falling-behind`` at ``production - consumption`` records/s.
 5. Consumption at or below production, and the partition not busy: at some commit inside the window
    the group had read what was written by its previous one, so it keeps pace with its producers, and
-   the difference of two
-   rates measured over slightly different spans is noise, not a shortfall (a consumer reading 120/s
-   of 120/s measures 119 one window and 121 the next; calling that "falling behind" would alarm on
-   every healthy group). Its lag is then the records in flight, read at its pace:
+   the difference of two rates measured over slightly different spans is noise, not a shortfall (a
+   consumer reading 120/s of 120/s measures 119 one window and 121 the next; calling that "falling
+   behind" would alarm on every healthy group). Its lag is then the records in flight, read at its pace:
    ``catching-up`` in ``lag / consumption`` seconds; ``unknown`` when it read nothing in the window
    (a consumer that stopped after catching up: the health check's STOP, not a drain time).
 
