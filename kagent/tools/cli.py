@@ -42,6 +42,7 @@ from kagent.tools.operator_cli import group, groups, recommendations
 from kagent.tools.simulator.cli import simulate
 from kagent.tools.simulator.runner import run_simulation
 from kagent.tools.simulator.scenario import Scenario, default_scenario
+from kagent.tools.stopping import STOP_GRACE, stop_within
 
 WORKER_READY_TIMEOUT = 120.0
 REACH_TIMEOUT = 5.0
@@ -49,6 +50,8 @@ REACH_TIMEOUT = 5.0
 RUN_LOG = "run.log"
 """The file, in the data directory, that ``kagent run`` sends its own process's logging to."""
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+log = logging.getLogger(__name__)
 
 
 def _settings_or_exit(overrides: dict[str, str]) -> Settings:
@@ -244,13 +247,23 @@ async def _reachable_or_exit(settings: Settings) -> None:
 async def _watch(settings: Settings, worker: subprocess.Popen[bytes], scenario: Scenario | None) -> int | None:
     """Run the simulator (if any) and show recommendations until a stop signal or the worker exits.
 
-    Returns the worker's exit code if it exited on its own, else None.
+    Returns the worker's exit code if it exited on its own, else None. After a stop signal the tasks
+    get :data:`~kagent.tools.stopping.STOP_GRACE` s to stop cleanly (a second signal cuts it short),
+    then are cancelled (:func:`~kagent.tools.stopping.stop_within`): a simulated member that a broker
+    keeps in a rebalance does not keep the command running. An error in a task stops the others and
+    is raised.
     """
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    stop, hurry = asyncio.Event(), asyncio.Event()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            hurry.set()
+        stop.set()
+
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     for signum in previous:
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal)
     # Said only now that a stop signal ends the loop cleanly.
     click.echo("kagent is running; Ctrl-C stops it. Recommendations appear below as they arrive.")
     exited: list[int] = []
@@ -264,25 +277,50 @@ async def _watch(settings: Settings, worker: subprocess.Popen[bytes], scenario: 
             await asyncio.sleep(0.5)  # poll interval of the worker's liveness
 
     tasks = [
-        watch_worker(),
-        watch_recommendations(
-            settings.kafka,
-            f"{settings.app_id}-recommendations",
-            stop,
-            lambda text: click.echo(text, nl=False),
-            live=sys.stdout.isatty(),
-            api_url=settings.worker_url,
+        asyncio.create_task(watch_worker(), name="the worker's watch"),
+        asyncio.create_task(
+            watch_recommendations(
+                settings.kafka,
+                f"{settings.app_id}-recommendations",
+                stop,
+                lambda text: click.echo(text, nl=False),
+                live=sys.stdout.isatty(),
+                api_url=settings.worker_url,
+            ),
+            name="the recommendations reader",
         ),
     ]
     if scenario is not None:
-        tasks.append(run_simulation(settings.kafka, scenario, stop))
+        tasks.append(asyncio.create_task(run_simulation(settings.kafka, scenario, stop), name="the simulator"))
+    stopping = asyncio.create_task(stop.wait())
     try:
-        await asyncio.gather(*tasks)
+        while not stop.is_set() and _failed(tasks) is None:
+            running = [task for task in tasks if not task.done()]
+            await asyncio.wait([*running, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stop.set()  # when a task failed, the others stop too
+        late = await stop_within(tasks, hurry=hurry)
+        if late:
+            log.warning(
+                "not stopped %.0f s after the stop signal (or at a second one), cancelled: %s", STOP_GRACE, late
+            )
+            click.echo(f"{', '.join(late)}: not stopped in time, cancelled")
+        failed = _failed(tasks)
+        if failed is not None:
+            raise failed
     finally:
+        stopping.cancel()
         for signum, handler in previous.items():
             loop.remove_signal_handler(signum)
             signal.signal(signum, handler)
     return exited[0] if exited else None
+
+
+def _failed(tasks: list[asyncio.Task[None]]) -> BaseException | None:
+    """The error of the first of ``tasks`` (in order) that ended with one, not counting cancellation."""
+    for task in tasks:
+        if task.done() and not task.cancelled() and (error := task.exception()) is not None:
+            return error
+    return None
 
 
 def _worker_env(settings: Settings, embedded: bool) -> dict[str, str]:

@@ -1,0 +1,64 @@
+"""Stopping a command's background tasks within a bound, whatever they wait on.
+
+``kagent run`` stops on Ctrl-C by setting an event its tasks watch (the
+simulator's members then commit and leave, the recommendations reader
+closes). A task can wait on a broker far longer than a user waits for a
+prompt: in CI a simulated member, caught in a rebalance the embedded broker
+never completed, kept rejoining and never left, and ``kagent run`` was still
+running a minute after SIGINT. :func:`stop_within` bounds that wait.
+
+The contract of :func:`stop_within`, for tasks already asked to stop:
+
+1. It waits up to ``grace`` seconds for all of them to finish, or until
+   ``hurry`` is set (a second Ctrl-C), whichever comes first.
+2. It cancels those still running (a simulated member cancelled leaves
+   without its last commit) and waits up to ``cancel_grace`` seconds more.
+3. It cancels those still running once more (a cancellation raised inside
+   their clean-up ends it) and returns without waiting for them.
+
+It returns the names of the tasks that did not finish within ``grace``,
+cancelled or abandoned, in the order given; empty when all stopped in time.
+It never raises the tasks' errors: the caller reads them from the tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["CANCEL_GRACE", "STOP_GRACE", "stop_within"]
+
+STOP_GRACE = 15.0
+"""Seconds ``kagent run``'s tasks get to stop cleanly after a stop signal."""
+CANCEL_GRACE = 5.0
+"""Seconds they get after being cancelled."""
+
+
+async def stop_within(
+    tasks: Sequence[asyncio.Task[Any]],
+    grace: float = STOP_GRACE,
+    cancel_grace: float = CANCEL_GRACE,
+    hurry: asyncio.Event | None = None,
+) -> list[str]:
+    """Wait for ``tasks`` (asked to stop) to finish, cancelling them when they take too long; the names of
+    those that did not finish within ``grace`` s. The rules are the module's."""
+    pending = [task for task in tasks if not task.done()]
+    if pending:
+        waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(asyncio.wait(pending))]  # all finished
+        if hurry is not None:
+            waiters.append(asyncio.ensure_future(hurry.wait()))
+        try:
+            await asyncio.wait(waiters, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()  # not the tasks: cancelling a wait leaves what it waits on running
+    late = [task for task in tasks if not task.done()]
+    for task in late:
+        task.cancel()
+    if late:
+        await asyncio.wait(late, timeout=cancel_grace)
+    for task in late:
+        if not task.done():
+            task.cancel()
+    return [task.get_name() for task in late]
