@@ -24,7 +24,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
 from aiokafka.errors import KafkaError
-from aiokafka.structs import TopicPartition
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from kagent.client.applying import RecommendationFollower, RecommendedAssignor
 from kagent.client.recommendation_feed import ApiFeed
@@ -201,7 +201,9 @@ class SimulatedMember(ConsumerRebalanceListener):
                 await self.follower.start()
             next_commit = loop.time() + interval
             while not stop.is_set():
-                batches = await self.consumer.getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=MAX_POLL_RECORDS)
+                batches = await self._poll(stop)
+                if batches is None:
+                    break
                 async with self._lock:
                     for partition, records in batches.items():
                         if delay:
@@ -220,6 +222,25 @@ class SimulatedMember(ConsumerRebalanceListener):
             await self.consumer.stop()
             if self.feed is not None:
                 await self.feed.stop()
+
+    async def _poll(self, stop: asyncio.Event) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] | None:
+        """The consumer's next records, or None when ``stop`` is set first.
+
+        aiokafka's ``getmany`` waits out a rebalance in progress whatever its timeout: a member the
+        embedded broker kept in a rebalance it never completed (rejoining every 8 s, each JoinGroup
+        answered and no assignment synced) waited in it for good and never saw ``stop``, which kept
+        ``kagent run`` running after Ctrl-C. The poll is given up when ``stop`` is set; it had taken no
+        record (``getmany`` takes them only once its waits are over)."""
+        polling = asyncio.ensure_future(self.consumer.getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=MAX_POLL_RECORDS))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait([polling, stopping], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not polling.done():
+                polling.cancel()
+                await asyncio.wait([polling])  # its cancellation runs: it raises out of its wait at once
+        return None if polling.cancelled() else polling.result()
 
     async def _commit(self) -> None:
         """Commit every processed position (as Java's auto-commit does, changed
