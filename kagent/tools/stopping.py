@@ -19,15 +19,21 @@ The contract of :func:`stop_within`, for tasks already asked to stop:
 It returns the names of the tasks that did not finish within ``grace``,
 cancelled or abandoned, in the order given; empty when all stopped in time.
 It never raises the tasks' errors: the caller reads them from the tasks.
+
+:func:`unless_set` is the wait one task makes stoppable: an await given up
+when an event is set first (a simulated member's poll, which aiokafka lets
+wait out a rebalance whatever its timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
 
-__all__ = ["CANCEL_GRACE", "STOP_GRACE", "stop_within"]
+__all__ = ["CANCEL_GRACE", "STOP_GRACE", "stop_within", "unless_set"]
+
+T = TypeVar("T")
 
 STOP_GRACE = 15.0
 """Seconds ``kagent run``'s tasks get to stop cleanly after a stop signal."""
@@ -45,14 +51,8 @@ async def stop_within(
     those that did not finish within ``grace`` s. The rules are the module's."""
     pending = [task for task in tasks if not task.done()]
     if pending:
-        waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(asyncio.wait(pending))]  # all finished
-        if hurry is not None:
-            waiters.append(asyncio.ensure_future(hurry.wait()))
-        try:
-            await asyncio.wait(waiters, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()  # not the tasks: cancelling a wait leaves what it waits on running
+        waiting = asyncio.wait(pending, timeout=grace)  # given up, it leaves the tasks running
+        await (waiting if hurry is None else unless_set(waiting, hurry))
     late = [task for task in tasks if not task.done()]
     for task in late:
         task.cancel()
@@ -62,3 +62,18 @@ async def stop_within(
         if not task.done():
             task.cancel()
     return [task.get_name() for task in late]
+
+
+async def unless_set(awaitable: Awaitable[T], event: asyncio.Event) -> T | None:
+    """``awaitable``'s result, or None when ``event`` is set before it is done: it is then cancelled, and its
+    cancellation waited for (what it raises meanwhile is not raised). Its errors are raised."""
+    running = asyncio.ensure_future(awaitable)
+    setting = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait([running, setting], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        setting.cancel()
+        if not running.done():
+            running.cancel()
+            await asyncio.wait([running])
+    return None if running.cancelled() else running.result()

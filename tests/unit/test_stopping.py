@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 
-from kagent.tools.stopping import stop_within
+import pytest
+
+from kagent.tools.stopping import stop_within, unless_set
 
 DEADLINE = 30.0
 """Seconds a test gives stop_within to return; each waits far less unless stop_within ignores its bounds."""
@@ -68,3 +70,33 @@ async def test_hurry_cuts_the_grace_short() -> None:
     hurry.set()  # a second Ctrl-C
     assert await asyncio.wait_for(waiting, DEADLINE) == ["stuck"]
     assert stuck.cancelled()
+
+
+# unless_set: the wait a simulated member's poll makes stoppable (aiokafka's getmany waits out a rebalance
+# whatever its timeout; a task that never finishes stands in for it).
+
+
+async def test_unless_set_gives_the_result_when_it_comes_first() -> None:
+    async def answer() -> int:
+        return 42
+
+    assert await asyncio.wait_for(unless_set(answer(), asyncio.Event()), DEADLINE) == 42
+
+
+async def test_unless_set_gives_up_a_wait_that_outlasts_the_event_and_cancels_it() -> None:
+    stop = asyncio.Event()
+    waiting = asyncio.create_task(_never_stops())
+    giving_up = asyncio.create_task(unless_set(waiting, stop))
+    await asyncio.sleep(0)
+    assert not giving_up.done()
+    stop.set()
+    assert await asyncio.wait_for(giving_up, DEADLINE) is None
+    assert waiting.cancelled()
+
+
+async def test_unless_set_raises_what_the_wait_raises() -> None:
+    async def fails() -> None:
+        raise ValueError("the poll failed")
+
+    with pytest.raises(ValueError, match="the poll failed"):
+        await asyncio.wait_for(unless_set(fails(), asyncio.Event()), DEADLINE)

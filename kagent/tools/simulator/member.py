@@ -32,6 +32,7 @@ from kagent.connections import KafkaConnection
 from kagent.tools.simulator.coordinator_records import assignment_of, subscription_of
 from kagent.tools.simulator.rebalance import LeaderPlan, MemberIdentity
 from kagent.tools.simulator.scenario import AssignorName, GroupSpec, MemberSpec
+from kagent.tools.stopping import unless_set
 
 __all__ = ["ASSIGNORS", "MemberReports", "ObservedAssignor", "SimulatedMember"]
 
@@ -231,16 +232,7 @@ class SimulatedMember(ConsumerRebalanceListener):
         answered and no assignment synced) waited in it for good and never saw ``stop``, which kept
         ``kagent run`` running after Ctrl-C. The poll is given up when ``stop`` is set; it had taken no
         record (``getmany`` takes them only once its waits are over)."""
-        polling = asyncio.ensure_future(self.consumer.getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=MAX_POLL_RECORDS))
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait([polling, stopping], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
-            if not polling.done():
-                polling.cancel()
-                await asyncio.wait([polling])  # its cancellation runs: it raises out of its wait at once
-        return None if polling.cancelled() else polling.result()
+        return await unless_set(self.consumer.getmany(timeout_ms=POLL_TIMEOUT_MS, max_records=MAX_POLL_RECORDS), stop)
 
     async def _commit(self) -> None:
         """Commit every processed position (as Java's auto-commit does, changed
