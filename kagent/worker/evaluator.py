@@ -21,6 +21,12 @@ work (``kagent_evaluations_skipped_total``); it is evaluated in full at least
 every :data:`QUIET_ROUNDS` intervals. A round over a large cluster where little
 moves then costs what moves, not every group.
 
+Each group is evaluated at the time its evaluation runs (a round over thousands
+of groups takes seconds), and how long after it came due goes to
+``kagent_evaluation_delay_seconds``: a worker with more changing groups than it
+can evaluate at their interval evaluates each less often (:class:`RoundPacer`),
+and says by how much.
+
 After each evaluation it judges the group's health (Burrow's rules, from
 storage's commit windows) and steps the group's incidents
 (:class:`~kagent.worker.incident_log.IncidentLog`): a ``lag-skew`` incident
@@ -221,7 +227,9 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._last_evaluated: dict[str, float] = {}
         self._first_seen: dict[str, float] = {}
         """Groups held but never evaluated here -> when a round first saw them."""
-        self._changed: set[str] = set()
+        self._changed: dict[str, float] = {}
+        """Groups storage said changed (anything but end offsets) since their last evaluation -> when the
+        first of those changes was made (:attr:`GroupChanged.at`)."""
         self._dirty: set[str] = set()
         """Groups whose state changed (any notice, end offsets moving included) since their last evaluation."""
         self._quiet_until: dict[str, float] = {}
@@ -284,13 +292,13 @@ class Evaluator(Stage, OpenIncidentsReader):
                 self._writer.delete(self._states, notice.group)
                 self._last_evaluated.pop(notice.group, None)
                 self._first_seen.pop(notice.group, None)
-                self._changed.discard(notice.group)
+                self._changed.pop(notice.group, None)
                 self._deleted.add(notice.group)
             elif notice.change is not GroupChange.END_OFFSETS:  # those come every poll: not sooner than due
                 self._deleted.discard(notice.group)
                 if notice.group in self._changed:  # its entry is in the schedule since its first notice
                     continue
-                self._changed.add(notice.group)
+                self._changed[notice.group] = notice.at
                 last = self._last_evaluated.get(notice.group)
                 if last is not None:  # due half an interval after its last evaluation, if not holding
                     heapq.heappush(self._schedule, (last + self._interval / 2, notice.group))
@@ -318,23 +326,25 @@ class Evaluator(Stage, OpenIncidentsReader):
         raw = self._states.get(group)
         return EvaluationState.model_validate_json(raw) if raw is not None else None
 
-    def _due(self, group: str, now: float) -> bool:
-        """An interval since the last evaluation; or a change, half an interval since, while
-        the trigger is not already holding (changes must not make a hold count faster). A group
-        never evaluated here is a change seen when it was first seen: it is due half an interval
-        after that, not at once (a worker reading a backlog of thousands of new groups evaluated
-        each as it appeared, whatever ``KAGENT_EVALUATE_INTERVAL`` said)."""
+    def _due(self, group: str, now: float) -> float | None:
+        """When ``group`` came due, if it is due at ``now``; None if it is not. Due: an interval since
+        the last evaluation; or a change, half an interval since (or when the change was noticed, if
+        later), while the trigger is not already holding (changes must not make a hold count faster). A
+        group never evaluated here is a change seen when it was first seen: it is due half an interval
+        after that, not at once (a worker reading a backlog of thousands of new groups evaluated each as
+        it appeared, whatever ``KAGENT_EVALUATE_INTERVAL`` said)."""
         last = self._last_evaluated.get(group)
         if last is None:
             seen = self._first_seen.get(group)
-            return seen is not None and now - seen >= self._interval / 2
+            return seen + self._interval / 2 if seen is not None and now - seen >= self._interval / 2 else None
         since = now - last
         if since >= self._interval:
-            return True
-        if group not in self._changed or since < self._interval / 2:
-            return False
+            return last + self._interval
+        changed = self._changed.get(group)
+        if changed is None or since < self._interval / 2:
+            return None
         state = self._state(group)
-        return state is None or state.held == 0
+        return max(last + self._interval / 2, changed) if state is None or state.held == 0 else None
 
     async def run_due(self) -> int:
         """Evaluate each held group that is due (see :meth:`_due`); how many were evaluated. Its CPU
@@ -377,24 +387,30 @@ class Evaluator(Stage, OpenIncidentsReader):
         if self._scan_due(now):
             await self._scan(now)
         holds = self._groups.holding()
-        due = set()
+        due: dict[str, float] = {}
+        """Each group due -> when it came due."""
         slices = LoopSlices()  # thousands of entries come due at once, each judged (_due may read its state)
         while self._schedule and self._schedule[0][0] <= now:
             if slices.over():
                 await slices.next()
             _, group = heapq.heappop(self._schedule)
-            if group not in due and group in self._held and holds(group) and self._due(group, now):
-                due.add(group)
+            if group in due or group not in self._held or not holds(group):
+                continue
+            came = self._due(group, now)
+            if came is not None:
+                due[group] = came
         evaluated = skipped = 0
         for group in sorted(due):
-            self._last_evaluated[group] = now
+            at = time.time()  # a round over thousands of groups takes seconds: each is measured when it runs
+            self._last_evaluated[group] = at
             self._first_seen.pop(group, None)
-            self._changed.discard(group)
-            heapq.heappush(self._schedule, (now + self._interval, group))
-            if group not in self._dirty and now < self._quiet_until.get(group, -math.inf):
+            self._changed.pop(group, None)
+            heapq.heappush(self._schedule, (at + self._interval, group))
+            if group not in self._dirty and at < self._quiet_until.get(group, -math.inf):
                 skipped += 1  # it would find what its last evaluation found
                 continue
-            await self.evaluate_group(group, now)
+            self._metrics.evaluation_delay.observe(max(0.0, at - due[group]))
+            await self.evaluate_group(group, at)
             evaluated += 1
             await pacer.pause()  # the web server, heartbeats and the other stages run meanwhile
             if self._stopped:
@@ -439,7 +455,7 @@ class Evaluator(Stage, OpenIncidentsReader):
                 del self._last_evaluated[group]
                 self._overview.forget(group)
                 self._metrics.forget_group(self._cluster, group)
-        self._changed &= held
+        self._changed = {group: at for group, at in self._changed.items() if group in held}
         self._dirty &= held
         self._quiet_until = {group: until for group, until in self._quiet_until.items() if group in held}
         for group in held:

@@ -49,6 +49,8 @@ class GroupChanged:
 
     group: str
     change: GroupChange
+    at: float
+    """Seconds since the epoch when the change was durable (the flush that wrote it ended)."""
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,13 @@ class Metrics:
             registry=r,
         )
         self.evaluation_seconds = Histogram("kagent_evaluation_seconds", "Time to evaluate one group", registry=r)
+        self.evaluation_delay = Histogram(
+            "kagent_evaluation_delay_seconds",
+            "Seconds from when a group came due (an interval after its last evaluation; half of one after a "
+            "change, or after it was first seen) until its evaluation ran",
+            buckets=(0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0),
+            registry=r,
+        )
         self.gc_pauses = Histogram(
             "kagent_gc_pause_seconds",
             "Time the cyclic garbage collector held the process (the event loop with it), by generation",

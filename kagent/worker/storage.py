@@ -560,8 +560,9 @@ class Storage(Stage, GroupStateReader):
             for group, change in changed.items():
                 self._note(group, change)
             raise
+        at = time.time()
         for group, change in changed.items():
-            self._changes.put(GroupChanged(group, change))
+            self._changes.put(GroupChanged(group, change, at))
 
     async def _take_end_offsets(self) -> None:
         """Apply the end offsets of each poll; rewrite the lag entries they make due (:data:`DUE_CHUNK`
