@@ -12,8 +12,9 @@ Live traffic (``--live``, the default): while the requests are timed, another pr
 commits at the groups' auto-commit pace (every group-partition every 5 s, 16,000 commits/s at 10,000
 groups), each moving its partition's committed offset forward, so the workers apply commits and evaluate
 changed groups meanwhile, as a cluster's would. The live line says how many commits were published and applied.
-The evaluations line says how many groups the workers evaluated in full while the requests ran, and the
-CPU each took (``kagent_evaluation_cpu_seconds_total``): under live commits every group changes every
+The evaluations line says how many groups the workers evaluated in full while the requests ran, the CPU
+each took (``kagent_evaluation_cpu_seconds_total``) and how many ran more than 5 s after their group came
+due (``kagent_evaluation_delay_seconds``): under live commits every group changes every
 :data:`COMMIT_INTERVAL`, so keeping each group's configured cadence (every 5 s) would take 2,000 a second
 at 10,000 groups.
 
@@ -183,19 +184,26 @@ async def _publish_commits(bootstrap: str, groups: int, sent: Synchronized[int],
         await producer.stop()
 
 
-EVALUATOR = ("kagent_evaluations_total", "kagent_evaluation_cpu_seconds_total")
-"""What the workers' evaluators did: groups evaluated in full, and the CPU it took (the event loop's)."""
+EVALUATOR = (
+    "kagent_evaluations_total",
+    "kagent_evaluation_cpu_seconds_total",
+    "kagent_evaluation_delay_seconds_count",
+    'kagent_evaluation_delay_seconds_bucket{le="5.0"}',
+)
+"""What the workers' evaluators did: groups evaluated in full, the CPU it took (the event loop's), and
+how many of them ran at all and within 5 s of their group coming due."""
 
 
-def evaluator_figures(workers: list[Worker]) -> tuple[float, float]:
-    """Both workers' :data:`EVALUATOR` counters summed: evaluations, and their CPU seconds."""
-    counted = []
+def evaluator_figures(workers: list[Worker]) -> tuple[float, ...]:
+    """Both workers' :data:`EVALUATOR` figures, summed."""
+    totals = [0.0] * len(EVALUATOR)
     for worker in workers:
-        samples = worker.metrics(*EVALUATOR, timeout=30)
+        samples = worker.metrics(*{name.split("{")[0] for name in EVALUATOR}, timeout=30)
         if samples is None:
             raise RuntimeError(f"the worker at {worker.url} did not answer /metrics")
-        counted.append([metric_total(samples, name) for name in EVALUATOR])
-    return sum(c[0] for c in counted), sum(c[1] for c in counted)
+        for index, name in enumerate(EVALUATOR):
+            totals[index] += samples.get(name, 0.0) if "{" in name else metric_total(samples, name)
+    return tuple(totals)
 
 
 def applied(workers: list[Worker]) -> float:
@@ -325,7 +333,7 @@ async def main() -> None:
                 published = sent.value - sent_before
                 busy = [(cpu_seconds(w.pid) - cpu) / wall for w, cpu in zip(workers, cpu_before, strict=True)]
                 machine = [after - before for after, before in zip(machine_cpu(), machine_before, strict=True)]
-                evaluations, evaluation_cpu = (
+                evaluations, evaluation_cpu, delays, within = (
                     a - b
                     for a, b in zip(await asyncio.to_thread(evaluator_figures, workers), evaluator_before, strict=True)
                 )
@@ -338,7 +346,12 @@ async def main() -> None:
                 )
                 print(
                     f"evaluations meanwhile: {evaluations:,.0f} ({evaluations / wall:,.0f}/s), "
-                    + (f"{evaluation_cpu / evaluations * 1e6:,.0f} µs of CPU each" if evaluations else "none")
+                    + (
+                        f"{evaluation_cpu / evaluations * 1e6:,.0f} µs of CPU each; "
+                        f"{(delays - within) / delays:.0%} ran more than 5 s after their group came due"
+                        if evaluations and delays
+                        else "none"
+                    )
                 )
                 if publisher is not None:
                     newly = await asyncio.to_thread(applied, workers) - before
