@@ -208,27 +208,22 @@ EVALUATOR = (
 how many of them ran at all and within 5 s of their group coming due."""
 
 
-def evaluator_figures(workers: list[Worker]) -> tuple[float, ...]:
-    """Both workers' :data:`EVALUATOR` figures, summed."""
-    totals = [0.0] * len(EVALUATOR)
+def summed(workers: list[Worker], *samples: str) -> tuple[float, ...]:
+    """Each of ``samples`` summed over both workers: a name alone over all its label sets, a name with
+    labels (``name{label="value"}``) that series only."""
+    totals = [0.0] * len(samples)
     for worker in workers:
-        samples = worker.metrics(*{name.split("{")[0] for name in EVALUATOR}, timeout=30)
-        if samples is None:
+        read = worker.metrics(*{sample.split("{")[0] for sample in samples}, timeout=30)
+        if read is None:
             raise RuntimeError(f"the worker at {worker.url} did not answer /metrics")
-        for index, name in enumerate(EVALUATOR):
-            totals[index] += samples.get(name, 0.0) if "{" in name else metric_total(samples, name)
+        for index, sample in enumerate(samples):
+            totals[index] += read.get(sample, 0.0) if "{" in sample else metric_total(read, sample)
     return tuple(totals)
 
 
 def applied(workers: list[Worker]) -> float:
     """The derived events both workers have applied (commits turned into table updates)."""
-    total = 0.0
-    for worker in workers:
-        samples = worker.metrics("kagent_derived_events_total", timeout=30)
-        if samples is None:
-            raise RuntimeError(f"the worker at {worker.url} did not answer /metrics")
-        total += metric_total(samples, "kagent_derived_events_total")
-    return total
+    return summed(workers, "kagent_derived_events_total")[0]
 
 
 async def timed_gets(session: aiohttp.ClientSession, url: str, count: int) -> tuple[list[float], bytes]:
@@ -428,7 +423,7 @@ async def main() -> None:
                 collected = [await asyncio.to_thread(w.collector_pauses) for w in workers]
                 cpu_before, wall_before = [cpu_seconds(w.pid) for w in workers], time.perf_counter()
                 machine_before = machine_cpu()
-                evaluator_before = await asyncio.to_thread(evaluator_figures, workers)
+                evaluator_before = await asyncio.to_thread(summed, workers, *EVALUATOR)
                 sent_before = sent.value
                 whole, body = await timed_gets(session, asker.url + "api/groups", args.requests)
                 paged, _ = await timed_gets(session, asker.url + "api/groups?sort=skew&limit=50", args.requests)
@@ -438,7 +433,7 @@ async def main() -> None:
                 machine = [after - before for after, before in zip(machine_cpu(), machine_before, strict=True)]
                 evaluations, evaluation_cpu, delays, within = (
                     a - b
-                    for a, b in zip(await asyncio.to_thread(evaluator_figures, workers), evaluator_before, strict=True)
+                    for a, b in zip(await asyncio.to_thread(summed, workers, *EVALUATOR), evaluator_before, strict=True)
                 )
                 after = [await asyncio.to_thread(w.collector_pauses) for w in workers]
                 print(

@@ -47,6 +47,14 @@ def _evaluator(states: dict[str, bytes] | None = None, *notices: GroupChanged) -
     return evaluator
 
 
+def _evaluated_at_100(*notices: GroupChanged, states: dict[str, bytes] | None = None) -> Evaluator:
+    """:func:`_evaluator` whose group ``g`` was last evaluated at 100, once it has taken ``notices``."""
+    evaluator = _evaluator(states, *notices)
+    evaluator._last_evaluated["g"] = 100.0
+    evaluator._take_changes()
+    return evaluator
+
+
 def test_a_group_never_evaluated_is_due_half_an_interval_after_it_was_first_seen() -> None:
     evaluator = _evaluator()
     assert evaluator._due("g", 100.0) is None  # not seen yet
@@ -63,37 +71,25 @@ def test_an_evaluated_group_is_due_an_interval_after_its_last_evaluation() -> No
 
 
 def test_a_change_makes_it_due_half_an_interval_after_the_last_evaluation_or_when_it_was_made() -> None:
-    early = _evaluator(None, GroupChanged("g", GroupChange.COMMITTED, 102.0))
-    early._last_evaluated["g"] = 100.0
-    early._take_changes()
+    early = _evaluated_at_100(GroupChanged("g", GroupChange.COMMITTED, 102.0))
     assert early._due("g", 104.0) is None
     assert early._due("g", 106.0) == 105.0
-    late = _evaluator(None, GroupChanged("g", GroupChange.COMMITTED, 107.0))
-    late._last_evaluated["g"] = 100.0
-    late._take_changes()
+    late = _evaluated_at_100(GroupChanged("g", GroupChange.COMMITTED, 107.0))
     assert late._due("g", 108.0) == 107.0  # changed after half an interval: due from the change
 
 
 def test_the_first_change_since_the_last_evaluation_is_the_one_counted() -> None:
-    evaluator = _evaluator(
-        None,
-        GroupChanged("g", GroupChange.COMMITTED, 106.0),
-        GroupChanged("g", GroupChange.ASSIGNED, 108.0),
+    evaluator = _evaluated_at_100(
+        GroupChanged("g", GroupChange.COMMITTED, 106.0), GroupChanged("g", GroupChange.ASSIGNED, 108.0)
     )
-    evaluator._last_evaluated["g"] = 100.0
-    evaluator._take_changes()
     assert evaluator._due("g", 109.0) == 106.0
 
 
 def test_end_offsets_moving_and_a_holding_trigger_do_not_bring_a_group_forward() -> None:
-    moved = _evaluator(None, GroupChanged("g", GroupChange.END_OFFSETS, 101.0))
-    moved._last_evaluated["g"] = 100.0
-    moved._take_changes()
+    moved = _evaluated_at_100(GroupChanged("g", GroupChange.END_OFFSETS, 101.0))
     assert moved._due("g", 106.0) is None
     assert moved._due("g", 110.0) == 110.0
     holding = EvaluationState(group="g", held=1).model_dump_json().encode()
-    held = _evaluator({"g": holding}, GroupChanged("g", GroupChange.COMMITTED, 101.0))
-    held._last_evaluated["g"] = 100.0
-    held._take_changes()
+    held = _evaluated_at_100(GroupChanged("g", GroupChange.COMMITTED, 101.0), states={"g": holding})
     assert held._due("g", 106.0) is None  # a change must not make a hold count faster
     assert held._due("g", 111.0) == 110.0
