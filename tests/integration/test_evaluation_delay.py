@@ -51,14 +51,20 @@ def _delays(worker: Worker) -> tuple[float, float, dict[float, float]]:
 
 
 async def _hold(broker: EmbeddedBroker, start: Callable[..., Worker], groups: int) -> Worker:
-    """A worker evaluating every 0.5 s, once it has evaluated each of ``groups`` new groups at least once."""
+    """A worker evaluating every 0.5 s, once it has evaluated each of ``groups`` new groups at least once (each
+    has its summary: the evaluations counted include the first groups' second ones)."""
     suffix = uuid.uuid4().hex[:6]
     topic = f"delay-{suffix}"
     await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, topic: 4})
     worker = start(f"delay-{suffix}", **FAST)
     wait_until(lambda: worker.metrics(*SAMPLES) is not None, 90, "the worker's /metrics")
     await publish(broker.bootstrap_servers, _groups(f"delay-{suffix}", topic, groups), by_group=True, batched=True)
-    wait_until(lambda: _delays(worker)[0] >= groups, 180, f"{groups} evaluations", detail=worker.log_tail)
+    wait_until(
+        lambda: (get_json(worker.url + "api/groups?scope=local&limit=0") or {}).get("total", 0) >= groups,
+        180,
+        f"{groups} groups evaluated",
+        detail=worker.log_tail,
+    )
     return worker
 
 
