@@ -256,6 +256,6 @@ KAGENT_RUN_LINE = re.compile(
 ORDERS = "recommendation for orders-processors "
 HOT = "recommendation for clicks-processors "
 HOT_DEADLINE = 150.0
-"""Seconds after the skewed group's for the hot group's recommendation: about 25 s later when measured on a
+"""Seconds after the skewed group's for the hot group's recommendation: 4-6 s later when measured on a
 quiet machine (its members must first read long enough to show their pace, and the worker's hold of 3
 evaluations 5 s apart must pass), with room for a busy two-core CI machine."""
