@@ -67,7 +67,7 @@ from kagent.worker.channel import Channel
 from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader, OpenIncidentsReader
 from kagent.worker.incident_log import IncidentLog
-from kagent.worker.loop_slices import LoopSlices
+from kagent.worker.loop_slices import LoopSlices, next_turn
 from kagent.worker.metrics import HotPartitionFigures, MemberDrain, Metrics
 from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.stage import Stage
@@ -88,10 +88,17 @@ RESCAN_AFTER_REBALANCE = 60.0
 """Seconds after this worker's partitions changed during which it looks every :attr:`Evaluator.scan_every`
 s: the groups it took over appear as Faust restores their tables, without notices."""
 
-YIELD_EVERY = 0.005
+YIELD_EVERY = 0.002
 """Seconds a round of evaluations runs before it lets the event loop run other work: a round over
 thousands of groups takes seconds, and the API, the consumers' heartbeats and the other stages wait
-for the loop meanwhile (an API request waited 5 s behind a round over 5,000 groups)."""
+for the loop meanwhile (an API request waited 5 s behind a round over 5,000 groups). 2 ms, not the 5 ms
+of the other long works' slices (:data:`~kagent.worker.loop_slices.SLICE`): an evaluation takes about
+1 ms, and a round's steps, run until they had taken 5 ms, took 5-10 ms, the longest of a worker's turns
+under live commits and most of them (see :func:`~kagent.worker.loop_slices.next_turn` for what a
+request waited). At 2 ms the workers evaluated as many groups (639 and 788 a second in two runs of
+``benchmarks/bench_api.py``, against 636 and 856) and ingest kept its pace (``benchmarks/bench_ingest.py``:
+8.8-9.2 µs of CPU a record in the backlog against 8.5-11.0; live, the last record applied 4.9 and 10.0 s
+after it was published against 4.1-4.6 s in three runs, and 9.2-9.9 s in earlier sessions')."""
 
 ROUND_SHARE = 0.5
 """The most of the event loop's time a long round of evaluations takes (:class:`RoundPacer`) while the
@@ -125,7 +132,8 @@ LOOK_EVERY = 1.0
 class RoundPacer:
     """Paces a long round of work on the event loop: :meth:`pause` after each piece leaves the loop to
     everything else for ``(1 - share) / share`` of the time the round ran since its last pause, once
-    that is at least ``every`` s. A round shorter than ``every`` never pauses.
+    that is at least ``every`` s, and goes on in a turn of the loop of its own
+    (:func:`~kagent.worker.loop_slices.next_turn`). A round shorter than ``every`` never pauses.
 
     Why idle time and not a bare yield: reading ``__consumer_offsets`` and applying it wait on the
     broker a few round trips a batch, and with a bare yield each of those waits lasted a whole slice of
@@ -181,6 +189,7 @@ class RoundPacer:
             self._next_look = now + self._look_every
             self.share = self._behind_share if await self._behind() else self._normal_share
         await asyncio.sleep(ran * (1 - self.share) / self.share)
+        await next_turn()
         self.others_cpu += time.thread_time() - cpu
         self._since = time.monotonic()
 

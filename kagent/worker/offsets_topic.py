@@ -55,6 +55,7 @@ from kagent.core.ingest import Failure, ingest
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters
+from kagent.worker.loop_slices import next_turn
 from kagent.worker.metrics import Metrics
 from kagent.worker.record_batches import abandon, acknowledged, send_derived_events
 from kagent.worker.stage import Stage
@@ -330,7 +331,7 @@ class OffsetsTopicSource(Stage):
         malformed: list[tuple[ConsumerRecord[bytes, bytes], Failure]] = []
         for start in range(0, len(records), INGEST_CHUNK):
             if start:
-                await asyncio.sleep(0)  # the rest of the worker runs between two chunks
+                await next_turn()  # the rest of the worker runs between two chunks
             result = ingest(records[start : start + INGEST_CHUNK], self._skip)
             for events in result.events:  # encoded here, a chunk at a time, not all at the end
                 packed.add(events)
@@ -441,7 +442,7 @@ async def _fetch(consumer: AIOKafkaConsumer) -> dict[TopicPartition, list[Consum
     fetched = await consumer.getmany(timeout_ms=1000, max_records=FETCH_SLICE)
     took = total = sum(map(len, fetched.values()))
     while took == FETCH_SLICE and total < MAX_RECORDS:
-        await asyncio.sleep(0)  # the rest of the worker runs between two takes
+        await next_turn()  # the rest of the worker runs between two takes
         more = await consumer.getmany(timeout_ms=0, max_records=min(FETCH_SLICE, MAX_RECORDS - total))
         took = sum(map(len, more.values()))
         total += took

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
-from kagent.worker.loop_slices import LoopSlices
+from kagent.worker.loop_slices import LoopSlices, next_turn
 
 
 def test_a_slice_is_over_once_it_has_run_its_time() -> None:
@@ -28,3 +29,46 @@ def test_the_next_slice_lets_the_rest_of_the_loop_run_first() -> None:
         return ran
 
     assert asyncio.run(run()) == ["step 0", "other", "step 1", "step 2"]
+
+
+def test_long_works_ready_at_once_resume_one_a_turn_with_the_rest_of_the_loop_between() -> None:
+    """Three long pieces of work each yield between slices: what one slice made ready (here a callback;
+    in a worker an API request's next step, a heartbeat) runs before the next slice of any of them, not
+    after one slice of each (the loop's turn would last the sum of their slices)."""
+
+    async def run() -> list[str]:
+        loop = asyncio.get_running_loop()
+        ran: list[str] = []
+
+        async def work(name: str) -> None:
+            for step in range(2):
+                await next_turn()  # each slice is a resumption, as a long work's after its first
+                ran.append(f"{name}{step}")
+                loop.call_soon(ran.append, f"after {name}{step}")
+
+        await asyncio.gather(work("a"), work("b"), work("c"))
+        return ran
+
+    ran = asyncio.run(run())
+    slices = [i for i, what in enumerate(ran) if not what.startswith("after")]
+    assert len(slices) == 6
+    for here, after in itertools.pairwise(slices):
+        assert f"after {ran[here]}" in ran[here + 1 : after + 1], ran
+
+
+def test_a_waiter_cancelled_in_its_wait_leaves_the_others_their_turns() -> None:
+    async def run() -> list[str]:
+        ran: list[str] = []
+
+        async def work(name: str) -> None:
+            await next_turn()
+            ran.append(name)
+
+        first = asyncio.ensure_future(work("cancelled"))
+        others = [asyncio.ensure_future(work(name)) for name in ("b", "c")]
+        await asyncio.sleep(0)  # all three wait for a turn
+        first.cancel()
+        await asyncio.gather(*others)
+        return ran
+
+    assert asyncio.run(run()) == ["b", "c"]
