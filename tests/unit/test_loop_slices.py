@@ -46,7 +46,7 @@ def test_long_works_ready_at_once_resume_one_a_turn_with_the_rest_of_the_loop_be
                 ran.append(f"{name}{step}")
                 loop.call_soon(ran.append, f"after {name}{step}")
 
-        await asyncio.gather(work("a"), work("b"), work("c"))
+        await asyncio.wait_for(asyncio.gather(work("a"), work("b"), work("c")), 10)  # a waiter never woken fails
         return ran
 
     ran = asyncio.run(run())
@@ -68,7 +68,7 @@ def test_a_waiter_cancelled_in_its_wait_leaves_the_others_their_turns() -> None:
         others = [asyncio.ensure_future(work(name)) for name in ("b", "c")]
         await asyncio.sleep(0)  # all three wait for a turn
         first.cancel()
-        await asyncio.gather(*others)
+        await asyncio.wait_for(asyncio.gather(*others), 10)  # not left waiting behind the cancelled one
         return ran
 
     assert asyncio.run(run()) == ["b", "c"]
