@@ -40,6 +40,7 @@ from kagent.worker.health import Health
 from kagent.worker.incident_log import IncidentLog
 from kagent.worker.lag_exporter import LagExporter
 from kagent.worker.lag_figures import LagFigures
+from kagent.worker.loop_lag import LoopLag
 from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import OffsetsTopicSource
 from kagent.worker.output_topics import prepare_output_topics
@@ -181,6 +182,7 @@ def build_stages(app: faust.App, topology: Topology, settings: Settings, metrics
         stall_after=settings.stall_after,
     )
     return [
+        LoopLag(metrics.loop_lag.observe),
         source,
         storage,
         polls,

@@ -166,6 +166,13 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0),
             registry=r,
         )
+        self.loop_lag = Histogram(
+            "kagent_event_loop_lag_seconds",
+            "How late the event loop ran a timer due every 50 ms (worker/loop_lag.py): how long anything due "
+            "waited on top of its own time; the largest over a window is the loop's longest stall, give or take 50 ms",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+            registry=r,
+        )
         self.gc_thaws = Counter(
             "kagent_gc_thaws",
             "Full collections that went over the objects frozen since the last (see worker/garbage_collection.py)",

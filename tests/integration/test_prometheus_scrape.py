@@ -4,9 +4,10 @@ The mix: 5,000 groups of 1-20 members reading 1-3 of 24 topics (552 partitions i
 counts of ``benchmarks/bench_ingest.py``), every partition assigned and committed once, some records
 left unread on every partition. The worker's exposition at ``partition`` granularity is about 700,000
 samples (160 MB). Prometheus scrapes it every 10 s with a timeout of 10 s; the test asserts that its
-scrapes succeed, that it ingested every sample, and that the figures it stored are the worker's: the
-lag it sums per group is the lag the test committed. The module runs its own broker: the mix's
-records in ``__consumer_offsets`` must not reach the workers of other tests.
+scrapes succeed, that it ingested every sample, that the figures it stored are the worker's (the lag it
+sums per group is the lag the test committed), and that the worker's loop-lag histogram grows. The
+module runs its own broker: the mix's records in ``__consumer_offsets`` must not reach the workers of
+other tests.
 """
 
 from __future__ import annotations
@@ -143,6 +144,18 @@ async def test_a_real_prometheus_ingests_every_sample_of_a_worker_holding_the_is
                     wait_until, known_sums, 120, "a scrape with every group's lag known", interval=1.0
                 )
                 assert {group: int(value) for group, value in known.items()} == lag
+
+                # The worker's loop-lag timers ran all along, and Prometheus has their histogram, whole.
+                ran = prometheus.query(
+                    'max_over_time(kagent_event_loop_lag_seconds_count{job="kagent"}[5m])'
+                    ' - min_over_time(kagent_event_loop_lag_seconds_count{job="kagent"}[5m])'
+                )
+                assert float(ran[0]["value"][1]) > 0, ran
+                whole = prometheus.query(
+                    'kagent_event_loop_lag_seconds_count{job="kagent"}'
+                    ' - ignoring(le) kagent_event_loop_lag_seconds_bucket{job="kagent", le="+Inf"}'
+                )
+                assert float(whole[0]["value"][1]) == 0, whole
 
                 # The worker freezes what outlives its middle collections and no full collection has gone
                 # over them yet (an hour at least): what one would free is unknown, not 0.
