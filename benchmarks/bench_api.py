@@ -87,7 +87,7 @@ from tests.support.coordinator import (
 )
 from tests.support.processes import cpu_seconds, machine_cpu
 from tests.support.waiting import wait_until_async
-from tests.support.worker import Worker, collector_line, metric_total, running_workers
+from tests.support.worker import Worker, collector_line, loop_lag_line, metric_total, running_workers
 
 TOPICS, PARTITIONS, RECORDS = 20, 8, 40
 COMMIT_INTERVAL = 5.0
@@ -428,6 +428,7 @@ async def main() -> None:
                     await wait_until_async(flowing, 120, "the live commits to reach the workers", interval=0.5)
                     before = await asyncio.to_thread(applied, workers)
                 collected = [await asyncio.to_thread(w.collector_pauses) for w in workers]
+                lagged = [await asyncio.to_thread(w.loop_lags) for w in workers]
                 cpu_before, wall_before = [cpu_seconds(w.pid) for w in workers], time.perf_counter()
                 machine_before = machine_cpu()
                 evaluator_before = await asyncio.to_thread(summed, workers, *EVALUATOR)
@@ -435,6 +436,9 @@ async def main() -> None:
                 whole, body = await timed_gets(session, asker.url + "api/groups", args.requests)
                 paged, _ = await timed_gets(session, asker.url + "api/groups?sort=skew&limit=50", args.requests)
                 wall = time.perf_counter() - wall_before
+                loop_lags = [
+                    loop_lag_line(b, await asyncio.to_thread(w.loop_lags)) for w, b in zip(workers, lagged, strict=True)
+                ]
                 published = sent.value - sent_before
                 busy = [(cpu_seconds(w.pid) - cpu) / wall for w, cpu in zip(workers, cpu_before, strict=True)]
                 machine = [after - before for after, before in zip(machine_cpu(), machine_before, strict=True)]
@@ -448,7 +452,10 @@ async def main() -> None:
                     f"the workers' CPU while the requests ran: {', '.join(f'{b:.2f}' for b in busy)} cores "
                     f"(the machine's {os.cpu_count()} cores {machine[0] / machine[1]:.0%} busy in all: a worker's wait "
                     "for a core is in its latency); the garbage collector "
-                    "meanwhile: " + "; ".join(collector_line(b, a) for b, a in zip(collected, after, strict=True))
+                    "meanwhile: "
+                    + "; ".join(collector_line(b, a) for b, a in zip(collected, after, strict=True))
+                    + "; the event loops' timers while the requests ran: "
+                    + "; ".join(loop_lags)
                 )
                 print(
                     f"evaluations meanwhile: {evaluations:,.0f} ({evaluations / wall:,.0f}/s), "

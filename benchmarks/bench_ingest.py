@@ -161,7 +161,7 @@ from tests.support.coordinator import (
 )
 from tests.support.processes import cpu_seconds, memory_kb
 from tests.support.waiting import wait_until_async
-from tests.support.worker import Worker, collector_line, metric_total, running_workers
+from tests.support.worker import Worker, collector_line, loop_lag_line, metric_total, running_workers
 
 TOPIC_PARTITIONS = (1, 2, 3, 4, 6, 6, 8, 8, 10, 12, 12, 16, 16, 20, 24, 24, 30, 32, 36, 40, 48, 60, 64, 70)
 """The pool of topics the groups read, by partition count: 24 topics, 552 partitions."""
@@ -709,6 +709,8 @@ class LiveRun:
     nothing arriving (its first evaluations of the groups fall in it, and end-offset polls)."""
     collector: str
     """The garbage collector's pauses from the first record published to every record applied."""
+    loop: str
+    """How late the worker's loop ran its timers over the same span (its longest stall)."""
 
     @property
     def cpu_us(self) -> float:
@@ -777,6 +779,7 @@ async def live_run(worker: Worker, bootstrap: str, base: int, live: Sequence[Rec
     sent = [0]
     behind = 0
     paused = await asyncio.to_thread(worker.collector_pauses)
+    lagged = await asyncio.to_thread(worker.loop_lags)
     cpu_started = cpu_seconds(worker.pid)
     publishing = asyncio.create_task(publish_paced(bootstrap, messages, rate, sent))
     while not publishing.done():
@@ -800,6 +803,7 @@ async def live_run(worker: Worker, bootstrap: str, base: int, live: Sequence[Rec
         done - started,
         idle_cores,
         collector_line(paused, await asyncio.to_thread(worker.collector_pauses)),
+        loop_lag_line(lagged, await asyncio.to_thread(worker.loop_lags)),
     )
 
 
@@ -922,7 +926,7 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
         f"{paced.cores:.2f} cores ({paced.idle_cores:.2f} in the 5 s before, nothing arriving); "
         f"at most {paced.behind:,} records behind; every record applied {paced.caught_up:.1f} s after the "
         f"last was acknowledged; peak RSS {live_rss / 1024:.0f} MB; the garbage collector meanwhile: "
-        f"{paced.collector}"
+        f"{paced.collector}; the event loop's timers meanwhile: {paced.loop}"
     )
     print(f"the garbage collector in the one worker, from its start to every record applied: {one_collector}")
     print(

@@ -165,6 +165,10 @@ class Worker:
         """The garbage collector's pauses so far (:func:`pauses_by_generation`); empty while it does not answer."""
         return pauses_by_generation(self.metrics(*GC_FAMILIES, timeout=timeout) or {})
 
+    def loop_lags(self, timeout: float = 30.0) -> dict[str, float]:
+        """How late its event loop ran its timers so far (:func:`lags_read`); empty while it does not answer."""
+        return lags_read(self.metrics(*LOOP_LAG_FAMILIES, timeout=timeout) or {})
+
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, then wait for the exit; its exit code. A worker still running after ``timeout`` s
         is killed and :class:`WorkerIgnoredSigterm` raised. A worker that has exited is only reaped."""
@@ -225,17 +229,56 @@ def collector_line(before: dict[str, float], after: dict[str, float]) -> str:
         collections = since(f"count {generation}")
         if not collections:
             continue
-        prefix = f"le {generation} "
-        bounds = sorted((float(key.removeprefix(prefix)), key) for key in after if key.startswith(prefix))
-        longest = next((bound for bound, key in bounds if since(key) >= collections), math.inf)
-        over += collections - sum(since(key) for bound, key in bounds if bound == 0.02)
+        worst, late = _largest(since, after, f"le {generation} ", collections)
+        over += late
         count += collections
         paused = since(f"sum {generation}")
         held += paused
-        finite = [bound for bound, _ in bounds if bound < longest]
-        worst = f"under {longest * 1000:g} ms" if longest < math.inf else f"over {max(finite, default=0) * 1000:g} ms"
         parts.append(f"generation {generation}: {collections:.0f}, {paused * 1000:.0f} ms, the longest {worst}")
     return f"{count:.0f} collections, {held * 1000:.0f} ms in all, {over:.0f} over 20 ms ({'; '.join(parts) or 'none'})"
+
+
+LOOP_LAG = "kagent_event_loop_lag_seconds"
+"""The worker's histogram of how late its event loop ran a timer due (one every 50 ms)."""
+LOOP_LAG_FAMILIES = (f"{LOOP_LAG}_count", f"{LOOP_LAG}_sum", f"{LOOP_LAG}_bucket")
+"""Its sample names, for :meth:`Worker.metrics`."""
+
+
+def lags_read(samples: dict[str, float]) -> dict[str, float]:
+    """A worker's :data:`LOOP_LAG` samples as ``count``, ``sum`` and ``le BOUND`` (each bucket's cumulative count)."""
+    found: dict[str, float] = {}
+    for key, value in samples.items():
+        named = re.fullmatch(rf'{LOOP_LAG}_(count|sum|bucket)(?:\{{le="([^"]+)"\}})?', key)
+        if named:
+            what, bound = named.groups()
+            found[f"le {bound}" if what == "bucket" else what] = value
+    return found
+
+
+def loop_lag_line(before: dict[str, float], after: dict[str, float]) -> str:
+    """How late a worker's event loop ran its timers between two :meth:`Worker.loop_lags` readings: how many ran,
+    how many over 20 ms late, and the bucket the latest fell in (its longest stall, give or take 50 ms)."""
+
+    def since(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    timers = since("count")
+    if not timers:
+        return "no timer ran"
+    worst, over = _largest(since, after, "le ", timers)
+    return f"{timers:.0f} timers, {over:.0f} over 20 ms late, the latest {worst}"
+
+
+def _largest(since: Callable[[str], float], after: dict[str, float], prefix: str, count: float) -> tuple[str, float]:
+    """Of ``count`` observations of a histogram since an earlier reading (``since(key)``: a key's growth), whose
+    buckets are the keys of ``after`` that start with ``prefix`` and end in the bound: the bucket the largest
+    fell in (``under 50 ms``), and how many were over 20 ms."""
+    bounds = sorted((float(key.removeprefix(prefix)), key) for key in after if key.startswith(prefix))
+    largest = next((bound for bound, key in bounds if since(key) >= count), math.inf)
+    over = count - sum(since(key) for bound, key in bounds if bound == 0.02)
+    finite = [bound for bound, _ in bounds if bound < largest]
+    worst = f"under {largest * 1000:g} ms" if largest < math.inf else f"over {max(finite, default=0) * 1000:g} ms"
+    return worst, over
 
 
 @contextmanager
