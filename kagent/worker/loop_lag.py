@@ -18,7 +18,6 @@ or take ``every``; the worker exports them as a histogram
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -44,15 +43,13 @@ class LoopLag(Stage):
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="loop-lag")
+        self._task = self._task or asyncio.create_task(self._run(), name="loop-lag")
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
