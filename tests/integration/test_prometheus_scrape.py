@@ -145,12 +145,17 @@ async def test_a_real_prometheus_ingests_every_sample_of_a_worker_holding_the_is
                 )
                 assert {group: int(value) for group, value in known.items()} == lag
 
-                # The worker's loop-lag timers ran all along, and Prometheus has their histogram, whole.
-                ran = prometheus.query(
-                    'max_over_time(kagent_event_loop_lag_seconds_count{job="kagent"}[5m])'
-                    ' - min_over_time(kagent_event_loop_lag_seconds_count{job="kagent"}[5m])'
-                )
-                assert float(ran[0]["value"][1]) > 0, ran
+                # The worker's loop-lag timers run all along: two scrapes that succeeded have different counts
+                # (a scrape that timed out on a busy machine stores none), and the histogram is whole.
+                def timers_ran() -> float | None:
+                    worker.check_alive()
+                    ran = prometheus.query(
+                        'max_over_time(kagent_event_loop_lag_seconds_count{job="kagent"}[5m])'
+                        ' - min_over_time(kagent_event_loop_lag_seconds_count{job="kagent"}[5m])'
+                    )
+                    return float(ran[0]["value"][1]) if ran and float(ran[0]["value"][1]) > 0 else None
+
+                await asyncio.to_thread(wait_until, timers_ran, 120, "two scrapes with more timers run", interval=1.0)
                 whole = prometheus.query(
                     'kagent_event_loop_lag_seconds_count{job="kagent"}'
                     ' - ignoring(le) kagent_event_loop_lag_seconds_bucket{job="kagent", le="+Inf"}'
