@@ -201,6 +201,7 @@ class SimulatedMember(ConsumerRebalanceListener):
             if self.follower is not None:
                 await self.follower.start()
             next_commit = loop.time() + interval
+            paced_until = loop.time()
             while not stop.is_set():
                 batches = await self._poll(stop)
                 if batches is None:
@@ -208,7 +209,11 @@ class SimulatedMember(ConsumerRebalanceListener):
                 async with self._lock:
                     for partition, records in batches.items():
                         if delay:
-                            await asyncio.sleep(delay * len(records))
+                            # Paced by the clock: `delay` per record including the member's own polls and
+                            # commits, so a slow member reads at 1/delay records/s while it has lag, however
+                            # busy the machine (until it cannot keep that pace at all), and never faster.
+                            paced_until = max(paced_until, loop.time()) + delay * len(records)
+                            await asyncio.sleep(paced_until - loop.time())
                         self._processed[partition] = records[-1].offset + 1
                     if loop.time() >= next_commit:
                         await self._commit()

@@ -88,7 +88,8 @@ class TrafficSpec:
 
 @dataclass(frozen=True)
 class MemberSpec:
-    """One consumer of a group; it takes `processing_delay_ms` per record."""
+    """One consumer of a group; it takes `processing_delay_ms` per record, its polls and commits included: while
+    it has lag it reads 1000 / `processing_delay_ms` records/s, unless the machine cannot keep that pace."""
 
     name: str
     processing_delay_ms: float = 0.0
