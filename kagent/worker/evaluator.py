@@ -96,9 +96,10 @@ of the other long works' slices (:data:`~kagent.worker.loop_slices.SLICE`): an e
 1 ms, and a round's steps, run until they had taken 5 ms, took 5-10 ms, the longest of a worker's turns
 under live commits and most of them (see :func:`~kagent.worker.loop_slices.next_turn` for what a
 request waited). At 2 ms the workers evaluated as many groups (639 and 788 a second in two runs of
-``benchmarks/bench_api.py``, against 636 and 856) and ingest kept its pace (``benchmarks/bench_ingest.py``:
-8.8-9.2 µs of CPU a record in the backlog against 8.5-11.0; live, the last record applied 4.9 and 10.0 s
-after it was published against 4.1-4.6 s in three runs, and 9.2-9.9 s in earlier sessions')."""
+``benchmarks/bench_api.py``, against 636 and 856) and ingest kept its pace (``benchmarks/bench_ingest.py``,
+four runs each way interleaved, with and without :func:`~kagent.worker.loop_slices.next_turn` and these
+steps: 8.4-11.2 µs of CPU a record in the backlog against 9.1-10.2; live, the last record applied 1.3-4.8 s
+after it was published against 4.2-5.0 s, though up to 230,000 records behind meanwhile against 167,000)."""
 
 ROUND_SHARE = 0.5
 """The most of the event loop's time a long round of evaluations takes (:class:`RoundPacer`) while the

@@ -30,8 +30,8 @@ EVERY = 0.05
 
 
 class LoopLag(Stage):
-    """Reports to ``observe`` how late (in seconds, never negative) each of its timers ran, one due every
-    ``every`` seconds from :meth:`start` to :meth:`stop`."""
+    """Reports to ``observe`` how late (in seconds, never negative) each of its timers ran, from :meth:`start`
+    to :meth:`stop`; each timer is due ``every`` seconds after the one before it ran."""
 
     name: ClassVar[str] = "loop-lag"
 
