@@ -34,7 +34,7 @@ from kagent.tools.simulator.rebalance import LeaderPlan, MemberIdentity
 from kagent.tools.simulator.scenario import AssignorName, GroupSpec, MemberSpec
 from kagent.tools.stopping import unless_set
 
-__all__ = ["ASSIGNORS", "MemberReports", "ObservedAssignor", "SimulatedMember"]
+__all__ = ["ASSIGNORS", "PACING_SLACK", "MemberReports", "ObservedAssignor", "SimulatedMember", "processed_by"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,21 @@ class MemberReports(Protocol):
     async def adopted(self, generation: int, member: MemberIdentity, plan: LeaderPlan | None) -> None: ...
 
     async def committed(self, member_id: str, generation: int, offsets: Mapping[TopicPartition, int]) -> None: ...
+
+
+PACING_SLACK = 0.5
+"""Seconds of a member's own polling and committing, since its last batch was processed, that count as
+processing time (:func:`processed_by`)."""
+
+
+def processed_by(paced_until: float, now: float, work: float, slack: float = PACING_SLACK) -> float:
+    """When a member that takes ``work`` seconds over a batch read at ``now`` has processed it, its previous
+    batch processed by ``paced_until`` (seconds on one clock). Paced by the clock: up to ``slack`` seconds
+    the member spent polling and committing since ``paced_until`` count as part of ``work``, so while it
+    has lag it reads at the pace its processing delay sets however busy the machine (until it cannot
+    keep that pace at all); past ``slack`` the time is idle and not made up, so the member is never more
+    than ``slack`` seconds of work ahead of that pace."""
+    return max(paced_until, now - slack) + work
 
 
 class SimulatedMember(ConsumerRebalanceListener):
@@ -209,10 +224,7 @@ class SimulatedMember(ConsumerRebalanceListener):
                 async with self._lock:
                     for partition, records in batches.items():
                         if delay:
-                            # Paced by the clock: `delay` per record including the member's own polls and
-                            # commits, so a slow member reads at 1/delay records/s while it has lag, however
-                            # busy the machine (until it cannot keep that pace at all), and never faster.
-                            paced_until = max(paced_until, loop.time()) + delay * len(records)
+                            paced_until = processed_by(paced_until, loop.time(), delay * len(records))
                             await asyncio.sleep(paced_until - loop.time())
                         self._processed[partition] = records[-1].offset + 1
                     if loop.time() >= next_commit:
