@@ -22,9 +22,10 @@ API. ``GET /api/groups`` asked of one worker, one request at a time from this pr
 the whole list (every group: the worker asks the other for its half and merges) and the dashboard's
 page (``sort=skew&limit=50``). Median and p99 latency over ``--requests`` requests each. The baseline,
 in the same run (before the live traffic), is the same handler's pure work in this process on the same
-10,000 summaries kept as a worker keeps them: paging them (:func:`kagent.core.group_listing.page_listed`)
-and writing the page (:func:`~kagent.core.group_listing.page_json`), the work a worker does with no
-HTTP, no second worker and no parsing. The floor, in the same run too, is the same request path with no
+10,000 summaries kept as a worker keeps them, ranked in the order asked: paging them
+(:class:`kagent.core.group_ranking.GroupRanking`) and writing the page
+(:func:`~kagent.core.group_listing.page_json`), the work a worker does with no HTTP, no second worker and
+no parsing. The floor, in the same run too, is the same request path with no
 worker around it: two bare aiohttp servers, each in a process of its own holding one worker's summaries,
 answering with kagent's listing functions (:func:`http_floor`): what the transport of a whole list costs
 on this machine (half the summaries between the servers, the page to this process), which the in-process
@@ -72,9 +73,9 @@ from kagent.core.group_listing import (
     listing_body,
     merged_page_json,
     page_json,
-    page_listed,
     ranked_from_listing,
 )
+from kagent.core.group_ranking import GroupRanking
 from kagent.tools.embedded import EmbeddedBroker, free_port
 from kagent.tools.simulator.partitioners import offsets_partition_for
 from tests.support.coordinator import (
@@ -116,7 +117,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def row(label: str, values: list[float]) -> str:
-    return f"{label:<58}{statistics.median(values) * 1000:>10.1f}{percentile(values, 0.99) * 1000:>10.1f}"
+    return f"{label:<58}{statistics.median(values) * 1000:>10.2f}{percentile(values, 0.99) * 1000:>10.2f}"
 
 
 def first_offsets(groups: int) -> list[int]:
@@ -244,12 +245,14 @@ async def timed_gets(session: aiohttp.ClientSession, url: str, count: int) -> tu
 def pure_work(
     groups: list[ListedGroup], workers: tuple[WorkerAnswer, ...], count: int, limit: int | None
 ) -> list[float]:
-    """The handler's own work on the same summaries, kept as the worker keeps them: page them and write the
-    page, ``count`` times."""
+    """The handler's own work on the same summaries, kept as the worker keeps them (ranked in the order
+    asked, :class:`~kagent.core.group_ranking.GroupRanking`): page them and write the page, ``count`` times."""
+    ranking = GroupRanking(groups)
+    ranking.page(sort=GroupSort.SKEW, order="desc", offset=0, limit=0)  # the order is kept: a worker's is
     seconds = []
     for _ in range(count):
         started = time.perf_counter()
-        page, total = page_listed(groups, sort=GroupSort.SKEW, order="desc", offset=0, limit=limit)
+        page, total = ranking.page(sort=GroupSort.SKEW, order="desc", offset=0, limit=limit)
         page_json(
             [g.json for g in page],
             total=total,
@@ -274,13 +277,13 @@ def serve_half(port: int, first: bytes, worker: str, other: str | None) -> None:
 
     page = orjson.loads(first)
     workers = GroupsPage.model_validate_json(first).workers
-    held = [listed_from_answer(summary) for summary in page["groups"] if summary["worker"] == worker]
+    held = GroupRanking(listed_from_answer(summary) for summary in page["groups"] if summary["worker"] == worker)
     sort = GroupSort.SKEW
 
     async def answer(request: web.Request) -> web.Response:
         limit = int(request.query["limit"]) if "limit" in request.query else None
         if other is None:
-            own, total = page_listed(held, sort=sort, order="desc", offset=0, limit=limit)
+            own, total = held.page(sort=sort, order="desc", offset=0, limit=limit)
             return web.Response(body=listing_body(own, total, sort), content_type=LISTING)
         session = request.app["session"]
 
@@ -290,7 +293,7 @@ def serve_half(port: int, first: bytes, worker: str, other: str | None) -> None:
 
         asking = asyncio.ensure_future(ask())
         await asyncio.sleep(0)
-        own, total = page_listed(held, sort=sort, order="desc", offset=0, limit=limit)
+        own, total = held.page(sort=sort, order="desc", offset=0, limit=limit)
         listing, theirs = ranked_from_listing(await asking, sort)
         body = merged_page_json(
             own,

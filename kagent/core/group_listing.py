@@ -3,8 +3,9 @@
 A worker keeps each held group's :class:`~kagent.core.api_records.GroupSummary` as its JSON and the
 figures a page sorts and filters by (:class:`ListedGroup`, made once per evaluation by :func:`listed`),
 and another worker's answer is read as plain JSON (:func:`listed_from_answer`), not validated again
-through the models: at 10,000 groups that was most of a list's cost. :func:`page_listed` picks a page
-by :func:`~kagent.core.api_records.GroupSort` and :func:`page_json` writes it, byte for byte the JSON of
+through the models: at 10,000 groups that was most of a list's cost. A
+:class:`~kagent.core.group_ranking.GroupRanking` picks a page by :class:`~kagent.core.api_records.GroupSort`
+and :func:`page_json` writes it, byte for byte the JSON of
 the :class:`~kagent.core.api_records.GroupsPage` the models would make of the same summaries.
 
 Between workers a page travels as a listing (:data:`LISTING`, :func:`listing_body`): what merging
@@ -21,9 +22,8 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import accumulate, chain, pairwise
 from operator import itemgetter, neg
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -47,7 +47,6 @@ __all__ = [
     "merged_body",
     "merged_page_json",
     "page_json",
-    "page_listed",
     "ranked",
     "ranked_from_listing",
 ]
@@ -266,8 +265,9 @@ def merge_ranked(
     pages: Sequence[Ranked], *, sort: GroupSort, order: Literal["asc", "desc"], offset: int, limit: int | None
 ) -> list[bytes]:
     """The summaries of the page from ``offset``, at most ``limit`` (all when None), of the groups of
-    ``pages`` (each sorted by ``sort`` in ``order`` as :func:`page_listed` sorts, and cut from its start):
-    the page :func:`page_listed` cuts from all of them. A group in more than one page (it moved between
+    ``pages`` (each sorted by ``sort`` in ``order`` as :meth:`GroupRanking.page
+    <kagent.core.group_ranking.GroupRanking.page>` sorts, and cut from its start): the page it cuts from
+    all of them. A group in more than one page (it moved between
     workers) is listed once, from the page that evaluated it last (the first of those on a tie).
 
     The pages are sorted runs of one order, so one sort of their concatenation merges them, as rows made
@@ -316,36 +316,6 @@ def _column(name: str, column: Any, count: int, types: set[type]) -> list[Any]:
     return column
 
 
-def page_listed(
-    groups: Iterable[ListedGroup],
-    *,
-    sort: GroupSort,
-    order: Literal["asc", "desc"],
-    offset: int,
-    limit: int | None,
-    query: str = "",
-) -> tuple[list[ListedGroup], int]:
-    """The page of ``groups`` whose name contains ``query`` (case-insensitive), sorted by ``sort`` in
-    ``order`` (ties by name, ascending), from ``offset``, at most ``limit`` (all when None), and how many
-    matched. Unknown figures sort below every known one, so they come last in ``desc``. A page of a limit
-    picks its groups without sorting all of them by the figure.
-
-    Sorted in two stable passes with keys in C: by name (linear on runs already in name order), then by
-    the figure (``reverse`` keeps equal figures in name order)."""
-    needle = query.casefold()
-    matched = [g for g in groups if needle in g.folded] if needle else list(groups)
-    matched.sort(key=_NAME)
-    end = None if limit is None else offset + limit
-    if sort is GroupSort.GROUP:
-        ordered = matched[::-1] if order == "desc" else matched
-    elif limit is None:
-        ordered = sorted(matched, key=_FIGURE[sort], reverse=order == "desc")
-    else:
-        pick = heapq.nlargest if order == "desc" else heapq.nsmallest  # each as stable as sorted()
-        ordered = pick(offset + limit, matched, key=_FIGURE[sort])
-    return ordered[offset:end], len(matched)
-
-
 def merged_page_json(
     own: Sequence[ListedGroup],
     others: Sequence[Listing],
@@ -359,9 +329,9 @@ def merged_page_json(
     complete: bool,
 ) -> bytes:
     """:func:`page_json` of :func:`merge_ranked`'s page of ``own`` (this worker's page, as
-    :func:`page_listed` cut it) and ``others`` (the other workers' listings of the same page), byte for
-    byte, written straight from them: the summaries are read where they are kept (``own``'s, the
-    listings' bodies) and copied once, into the body.
+    :meth:`GroupRanking.page <kagent.core.group_ranking.GroupRanking.page>` cut it) and ``others`` (the
+    other workers' listings of the same page), byte for byte, written straight from them: the summaries
+    are read where they are kept (``own``'s, the listings' bodies) and copied once, into the body.
 
     The merge is :func:`merged_body`'s (a compiled twin where built): at 10,000 groups on two workers,
     making ``own`` into columns, cutting the summaries out of a listing, merging and joining them took
@@ -416,7 +386,8 @@ def _merged_body(
 ) -> bytes:
     """``head``, the summaries of :func:`merge_ranked`'s page from ``offset``, at most ``limit`` (all when
     None), of the pages ``own`` and ``others`` (each sorted by the :class:`ListedGroup` field ``figure``,
-    -1 for the name, descending or not, as :func:`page_listed` sorts) joined by commas, then ``tail``;
+    -1 for the name, descending or not, as :meth:`GroupRanking.page
+    <kagent.core.group_ranking.GroupRanking.page>` sorts) joined by commas, then ``tail``;
     the groups at ``superseded``'s places (a set per page, ``own`` first) are left out.
 
     Contract of the compiled twin: the same bytes for the same arguments, as long as each page is sorted

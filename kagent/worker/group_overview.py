@@ -5,10 +5,10 @@ The evaluator records a :class:`~kagent.core.api_records.GroupSummary` after eac
 (:meth:`GroupOverview.record`), kept as its JSON and sort figures
 (:class:`~kagent.core.group_listing.ListedGroup`, about 5 µs to make, once per evaluation); the HTTP API
 pages them (``GET /api/groups``, :meth:`GroupOverview.page`) without measuring anything, from the held
-groups in each order asked for, sorted once per change (a recorded summary, a group forgotten, this
-worker's partitions moving) and kept until the next: between evaluations, a page of thousands of groups is
-a slice and a join. The skew history is kept per minute (the largest skew measured in it), 60 minutes,
-in two arrays of floats per group (about 1 KB a group).
+groups in each order asked for, kept sorted as summaries are recorded
+(:class:`~kagent.core.group_ranking.GroupRanking`; sorted again only when this worker's partitions move): a
+page is a slice and a join, even while every evaluation changes a summary. The skew history is kept per
+minute (the largest skew measured in it), 60 minutes, in two arrays of floats per group (about 1 KB a group).
 
 In memory only: a worker that takes a group over lists it from its first evaluation there, and its
 history starts then.
@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Literal
 
 from kagent.core.api_records import GroupSort, GroupSummary, SkewPoint
-from kagent.core.group_listing import ListedGroup, listed, page_listed
+from kagent.core.group_listing import ListedGroup, listed
+from kagent.core.group_ranking import GroupRanking
 
 __all__ = ["GroupOverview", "SkewHistory"]
 
@@ -71,19 +72,21 @@ class GroupOverview:
         self._listed: dict[str, ListedGroup] = {}
         """Group -> its latest summary as lists show it."""
         self._histories: dict[str, SkewHistory] = {}
-        self._orders: dict[tuple[GroupSort, str], tuple[frozenset[int], list[ListedGroup]]] = {}
-        """(sort, order) -> the held partitions it was made at, and the held groups in that order; emptied
-        by every change, so no summary outlives its replacement here."""
-        self._held: tuple[frozenset[int], list[str]] | None = None
-        """The held partitions and the groups of :attr:`_listed` held then, by name; None when a group
-        came or went since."""
+        self._ranking: tuple[frozenset[int], GroupRanking] | None = None
+        """The held partitions and the groups of :attr:`_listed` held then, in the orders pages asked
+        for; None before the first page."""
+        self._unchecked: set[str] = set()
+        """Groups put in the ranking since the last page without a look at whether they are held: those
+        that were not in it (new here, or left out as not held)."""
 
     def record(self, summary: GroupSummary) -> None:
         """Keep ``summary`` as its group's latest, and its skew (when measured) in the group's history."""
-        if summary.group not in self._listed:
-            self._held = None
-        self._listed[summary.group] = listed(summary)
-        self._orders.clear()
+        entry = self._listed[summary.group] = listed(summary)
+        if self._ranking is not None:
+            ranking = self._ranking[1]
+            if summary.group not in ranking:
+                self._unchecked.add(summary.group)
+            ranking.put(entry)
         if summary.skew is not None:
             history = self._histories.get(summary.group)
             if history is None:
@@ -92,9 +95,10 @@ class GroupOverview:
 
     def forget(self, group: str) -> None:
         """Drop ``group`` (deleted, or no longer held)."""
-        if self._listed.pop(group, None) is not None:
-            self._orders.clear()
-            self._held = None
+        self._listed.pop(group, None)
+        if self._ranking is not None:
+            self._ranking[1].discard(group)
+        self._unchecked.discard(group)
         self._histories.pop(group, None)
 
     def page(
@@ -109,22 +113,22 @@ class GroupOverview:
         query: str = "",
     ) -> tuple[list[ListedGroup], int]:
         """The page of the groups held here (``held``: the partitions this worker holds now; ``holding``
-        makes the test of whether it holds a group) as :func:`~kagent.core.group_listing.page_listed`
-        cuts it, and how many matched. A group evaluated here but no longer held (until the evaluator
-        forgets it) is left out."""
-        kept = self._orders.get((sort, order))
-        if kept is None or kept[0] != held:
-            if self._held is None or self._held[0] != held:
-                holds = holding()
-                self._held = held, sorted(group for group in self._listed if holds(group))
-            ours = [self._listed[group] for group in self._held[1]]  # in name order: page_listed's first pass is linear
-            kept = self._orders[sort, order] = held, page_listed(ours, sort=sort, order=order, offset=0, limit=None)[0]
-        ordered = kept[1]
-        if query:
-            needle = query.casefold()
-            ordered = [g for g in ordered if needle in g.folded]
-        end = None if limit is None else offset + limit
-        return ordered[offset:end], len(ordered)
+        makes the test of whether it holds a group) as :meth:`GroupRanking.page
+        <kagent.core.group_ranking.GroupRanking.page>` cuts it, and how many matched. A group evaluated
+        here but no longer held (until the evaluator forgets it) is left out. ``holding`` is asked only
+        when the partitions moved since the last page or a group came that was not listed then."""
+        if self._ranking is None or self._ranking[0] != held:
+            holds = holding()
+            self._ranking = held, GroupRanking(entry for group, entry in self._listed.items() if holds(group))
+            self._unchecked.clear()
+        ranking = self._ranking[1]
+        if self._unchecked:
+            holds = holding()
+            for group in self._unchecked:
+                if not holds(group):
+                    ranking.discard(group)
+            self._unchecked.clear()
+        return ranking.page(sort=sort, order=order, offset=offset, limit=limit, query=query)
 
     def history(self, group: str, now: float) -> list[SkewPoint]:
         """``group``'s skew per minute over the last hour before ``now``, oldest first."""

@@ -38,7 +38,8 @@ from kagent.core.api_records import (
     GroupSummary,
     WorkerAnswer,
 )
-from kagent.core.group_listing import listed, page_json, page_listed
+from kagent.core.group_listing import listed, page_json
+from kagent.core.group_ranking import GroupRanking
 from kagent.tools.embedded import free_port
 from kagent.worker.dashboard import Dashboard
 from tests.support.monitoring import in_ci
@@ -106,7 +107,7 @@ class StandInApi:
     ``/groups/{group}``, ``/static/dashboard/...``) from a Faust app's web routes, beside:
 
     - ``GET /api/groups``: :attr:`groups` sorted, filtered and paged by
-      :func:`kagent.core.group_listing.page_listed` as the real one does, with :attr:`workers`
+      :class:`kagent.core.group_ranking.GroupRanking` as the real one does, with :attr:`workers`
       (``complete`` is whether all of them are ok); every query is kept in :attr:`asked`;
     - ``GET /api/groups/{group}``: :attr:`details` of the group, else 404 with an ``ApiError``;
       while :attr:`failing` is set, every ``/api`` request answers 503 with it.
@@ -153,8 +154,7 @@ class StandInApi:
         order: Literal["asc", "desc"] = "asc" if query.get("order") == "asc" else "desc"
         offset = int(query.get("offset", "0"))
         limit = int(query["limit"]) if "limit" in query else None
-        page, total = page_listed(
-            [listed(g) for g in self.groups],
+        page, total = GroupRanking([listed(g) for g in self.groups]).page(
             sort=sort,
             order=order,
             offset=offset,

@@ -294,7 +294,7 @@ def test_the_overview_forgets_a_group_and_keeps_no_history_without_a_skew() -> N
     assert _page(overview) == [] and overview.history("g", NOW) == []
 
 
-def test_the_overview_pages_the_groups_held_in_order_and_sorts_again_only_after_a_change() -> None:
+def test_the_overview_pages_the_groups_held_in_order_and_looks_at_what_is_held_only_when_it_may_differ() -> None:
     overview = GroupOverview()
     for group, skew in (("a", 1.0), ("b", 3.0), ("c", 2.0)):
         overview.record(summary_of(skew=skew).model_copy(update={"group": group}))
@@ -323,7 +323,13 @@ def test_the_overview_pages_the_groups_held_in_order_and_sorts_again_only_after_
     overview.record(summary_of(skew=5.0).model_copy(update={"group": "d"}))
     assert page(frozenset({1}), {"a", "c", "d"}) == (["a", "d", "c"], 3) and len(asked) == 3
     overview.forget("a")
-    assert page(frozenset({1}), {"a", "c", "d"}) == (["d", "c"], 2) and len(asked) == 4
+    assert page(frozenset({1}), {"a", "c", "d"}) == (["d", "c"], 2) and len(asked) == 3  # a group gone: no look
+    overview.record(summary_of(skew=7.0).model_copy(update={"group": "e"}))  # evaluated, no longer held
+    assert page(frozenset({1}), {"c", "d"}) == (["d", "c"], 2) and len(asked) == 4
+    overview.record(summary_of(skew=8.0).model_copy(update={"group": "e"}))  # left out: looked at again
+    assert page(frozenset({1}), {"c", "d"}) == (["d", "c"], 2) and len(asked) == 5
+    overview.record(summary_of(skew=1.0).model_copy(update={"group": "d"}))  # listed: no look
+    assert page(frozenset({1}), {"c", "d"}) == (["c", "d"], 2) and len(asked) == 5
 
 
 def test_the_openapi_description_is_valid_and_every_reference_resolves() -> None:

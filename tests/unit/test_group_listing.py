@@ -19,10 +19,10 @@ from kagent.core.group_listing import (
     merge_ranked,
     merged_page_json,
     page_json,
-    page_listed,
     ranked,
     ranked_from_listing,
 )
+from kagent.core.group_ranking import GroupRanking
 from kagent.core.incidents import IncidentKind, Severity
 from tests.unit.test_api_records import named
 
@@ -33,19 +33,19 @@ def named_listed(group: str, skew: float | None, max_lag: float | None = None) -
 
 def test_paging_sorts_unknown_figures_last_and_ties_by_name() -> None:
     groups = [named_listed(g, skew) for g, skew in (("b", 2.0), ("a", 2.0), ("c", None), ("d", 3.0), ("e", math.nan))]
-    page, total = page_listed(groups, sort=GroupSort.SKEW, order="desc", offset=0, limit=None)
+    page, total = GroupRanking(groups).page(sort=GroupSort.SKEW, order="desc", offset=0, limit=None)
     assert [g.group for g in page] == ["d", "a", "b", "c", "e"] and total == 5
-    page, _ = page_listed(groups, sort=GroupSort.SKEW, order="asc", offset=0, limit=None)
+    page, _ = GroupRanking(groups).page(sort=GroupSort.SKEW, order="asc", offset=0, limit=None)
     assert [g.group for g in page] == ["c", "e", "a", "b", "d"]
-    page, total = page_listed(groups, sort=GroupSort.SKEW, order="desc", offset=1, limit=2)
+    page, total = GroupRanking(groups).page(sort=GroupSort.SKEW, order="desc", offset=1, limit=2)
     assert [g.group for g in page] == ["a", "b"] and total == 5
-    page, _ = page_listed(groups, sort=GroupSort.GROUP, order="desc", offset=0, limit=None)
+    page, _ = GroupRanking(groups).page(sort=GroupSort.GROUP, order="desc", offset=0, limit=None)
     assert [g.group for g in page] == ["e", "d", "c", "b", "a"]
 
 
 def test_paging_filters_by_name_case_insensitively_and_counts_the_matches() -> None:
     groups = [named_listed(group, 1.0) for group in ("Orders-EU", "orders-us", "payments")]
-    page, total = page_listed(groups, sort=GroupSort.GROUP, order="asc", offset=0, limit=1, query="ORDERS")
+    page, total = GroupRanking(groups).page(sort=GroupSort.GROUP, order="asc", offset=0, limit=1, query="ORDERS")
     assert [g.group for g in page] == ["Orders-EU"] and total == 2
 
 
@@ -59,10 +59,12 @@ def test_a_page_merged_from_workers_pages_equals_the_page_of_all_groups(sort: Gr
     left, right = groups[::2], groups[1::2]
     direction: Literal["asc", "desc"] = "asc" if order == "asc" else "desc"
     for offset, limit in ((10, 5), (0, None), (35, 10), (0, 0)):
-        whole, _ = page_listed(groups, sort=sort, order=direction, offset=offset, limit=limit)
+        whole, _ = GroupRanking(groups).page(sort=sort, order=direction, offset=offset, limit=limit)
         # Each worker answers its first offset + limit; the asking worker merges them.
         wanted = None if limit is None else offset + limit
-        parts = [page_listed(part, sort=sort, order=direction, offset=0, limit=wanted)[0] for part in (left, right)]
+        parts = [
+            GroupRanking(part).page(sort=sort, order=direction, offset=0, limit=wanted)[0] for part in (left, right)
+        ]
         merged = merge_ranked(
             [ranked(part, sort) for part in parts], sort=sort, order=direction, offset=offset, limit=limit
         )
@@ -127,7 +129,9 @@ def _summaries() -> list[GroupSummary]:
 @pytest.mark.parametrize("limit", [None, 2])
 def test_a_page_is_the_models_json_byte_for_byte(limit: int | None) -> None:
     summaries = _summaries()
-    page, total = page_listed([listed(s) for s in summaries], sort=GroupSort.SKEW, order="desc", offset=0, limit=limit)
+    page, total = GroupRanking([listed(s) for s in summaries]).page(
+        sort=GroupSort.SKEW, order="desc", offset=0, limit=limit
+    )
 
     body = page_json(
         [g.json for g in page],

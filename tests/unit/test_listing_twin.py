@@ -3,9 +3,10 @@ use, and writing exactly the bytes its Python function writes for the same pages
 :func:`kagent.core.group_listing._merged_body`), which are the page :func:`merge_ranked` and
 :func:`page_json` make.
 
-The pages are cut as workers cut them (:func:`page_listed`, then a listing of the others' read back), from
-groups with tied, unknown and integer figures, names beyond ASCII, and groups listed by two workers at once
-(moved between them), so that the superseded are left out as the Python leaves them out.
+The pages are cut as workers cut them (:meth:`kagent.core.group_ranking.GroupRanking.page`, then a listing
+of the others' read back), from groups with tied, unknown and integer figures, names beyond ASCII, and
+groups listed by two workers at once (moved between them), so that the superseded are left out as the
+Python leaves them out.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from kagent.core.group_listing import (
     merge_ranked,
     merged_page_json,
     page_json,
-    page_listed,
     ranked,
     ranked_from_listing,
 )
+from kagent.core.group_ranking import GroupRanking
 
 NAMES = st.text(alphabet="abcAB-é€😀", min_size=1, max_size=4)
 FIGURES = st.one_of(st.just(float("-inf")), st.sampled_from([0.0, -0.0, 1.0, 2.5]), st.floats(-10, 1e6))
@@ -62,10 +63,10 @@ def workers_pages(draw: st.DrawFn) -> list[list[ListedGroup]]:
 def _pages(
     workers: list[list[ListedGroup]], sort: GroupSort, order: Literal["asc", "desc"], wanted: int | None
 ) -> tuple[list[ListedGroup], list[Listing]]:
-    own = page_listed(workers[0], sort=sort, order=order, offset=0, limit=wanted)[0]
+    own = GroupRanking(workers[0]).page(sort=sort, order=order, offset=0, limit=wanted)[0]
     others = [
         ranked_from_listing(
-            listing_body(page_listed(w, sort=sort, order=order, offset=0, limit=wanted)[0], 0, sort), sort
+            listing_body(GroupRanking(w).page(sort=sort, order=order, offset=0, limit=wanted)[0], 0, sort), sort
         )[0]
         for w in workers[1:]
     ]
