@@ -60,6 +60,7 @@ from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupStateReader, OpenIncidentsReader
 from kagent.worker.readiness import Readiness
 from kagent.worker.recommendation_history import RecommendationHistory
+from kagent.worker.request_view import RequestView
 from kagent.worker.routing import FORWARDED, JSON, ClusterRouter, Forwarded
 from kagent.worker.stage import Stage
 
@@ -241,14 +242,14 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
     """Add the routes to ``app``'s web server, answering from ``api``."""
 
     @app.page("/healthz")
-    class HealthView(View):
+    class HealthView(RequestView):
         """``GET /healthz``: 200 while the worker runs (its web server answers)."""
 
         async def get(self, request: Request) -> Response:
             return self.json({"status": "ok", "worker": router.own_url})
 
     @app.page("/readyz")
-    class ReadyView(View):
+    class ReadyView(RequestView):
         """``GET /readyz``: 200 when the worker serves what it holds; 503 saying what is missing."""
 
         async def get(self, request: Request) -> Response:
@@ -256,21 +257,21 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
             return _json(self, report, 200 if report.ready else 503)
 
     @app.page("/api/openapi.json")
-    class OpenApiView(View):
+    class OpenApiView(RequestView):
         """``GET /api/openapi.json``: the API's OpenAPI 3.1 description."""
 
         async def get(self, request: Request) -> Response:
             return self.bytes(openapi, content_type=JSON)
 
     @app.page("/api/local/groups")
-    class HeldGroupsView(View):
+    class HeldGroupsView(RequestView):
         """``GET /api/local/groups``: the groups this worker holds, from its tables, measured now."""
 
         async def get(self, request: Request) -> Response:
             return _json(self, api.held())
 
     @app.page("/api/groups")
-    class GroupsView(View):
+    class GroupsView(RequestView):
         """``GET /api/groups``: a page of the cluster's groups (``scope=local``: of this worker's)."""
 
         async def get(self, request: Request) -> Response:
@@ -337,7 +338,7 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
             return self.bytes(body, content_type=JSON)
 
     @app.page("/api/groups/{group:.+}")
-    class GroupView(View):
+    class GroupView(RequestView):
         """``GET /api/groups/{group}``: one group, from the worker holding it; 404 if no worker does."""
 
         async def get(self, request: Request, group: str) -> Response:
@@ -354,7 +355,7 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
             return _forwarded(self, await router.ask(holder, _path("/api/groups/", group)), f"group {group!r}")
 
     @app.page("/api/recommendations")
-    class RecommendationsView(View):
+    class RecommendationsView(RequestView):
         """``GET /api/recommendations?group=&limit=``: recent recommendations, newest first."""
 
         async def get(self, request: Request) -> Response:
@@ -393,7 +394,7 @@ def _views(app: faust.App, api: ClusterApi, router: ClusterRouter, readiness: Re
             )
 
     @app.page("/api/recommendations/{recommendation_id}")
-    class RecommendationView(View):
+    class RecommendationView(RequestView):
         """``GET /api/recommendations/{id}``: one recommendation, from whichever worker keeps it."""
 
         async def get(self, request: Request, recommendation_id: str) -> Response:

@@ -36,6 +36,7 @@ import faust
 import jinja2
 from faust.web import Request, Response, View
 
+from kagent.worker.request_view import RequestView
 from kagent.worker.stage import Stage
 
 __all__ = [
@@ -182,14 +183,14 @@ class Dashboard(Stage):
 
 def _routes(app: faust.App, pages: DashboardPages, static: Mapping[str, StaticFile]) -> None:
     @app.page("/")
-    class GroupsPage(View):
+    class GroupsPage(RequestView):
         """``GET /``: the groups page."""
 
         async def get(self, request: Request) -> Response:
             return self.html(pages.groups(root_for(request.rel_url.raw_path)), headers=dict(_PAGE_HEADERS))
 
     @app.page("/groups/")
-    class GroupsRedirect(View):
+    class GroupsRedirect(RequestView):
         """``GET /groups/``: 302 to the groups page, with the same query string. ``GET /groups/?group=<name>``
         is the page of that group: how the groups page links to ``.`` and ``..``, which a browser would
         resolve away from a path (``/groups/..`` is ``/``)."""
@@ -201,7 +202,7 @@ def _routes(app: faust.App, pages: DashboardPages, static: Mapping[str, StaticFi
             return _redirect(self, "../", request)
 
     @app.page("/groups")
-    class GroupsRedirectBare(View):
+    class GroupsRedirectBare(RequestView):
         """``GET /groups``: 302 to the groups page, with the same query string."""
 
         async def get(self, request: Request) -> Response:
@@ -210,7 +211,7 @@ def _routes(app: faust.App, pages: DashboardPages, static: Mapping[str, StaticFi
     # ``.+``: a group name may hold any character; aiohttp matches the path with ``%2F`` and ``%25``
     # still encoded and decodes the match, so ``/groups/a%2Fb`` is group ``a/b`` (and so is ``/groups/a/b``).
     @app.page("/groups/{group:.+}")
-    class GroupPage(View):
+    class GroupPage(RequestView):
         """``GET /groups/<group, percent-encoded>``: the group's page (200 whether or not the group is
         known: the page asks the API, and says so when it is not)."""
 
@@ -218,7 +219,7 @@ def _routes(app: faust.App, pages: DashboardPages, static: Mapping[str, StaticFi
             return self.html(pages.group(group, root_for(request.rel_url.raw_path)), headers=dict(_PAGE_HEADERS))
 
     @app.page("/static/dashboard/{name}")
-    class StaticFiles(View):
+    class StaticFiles(RequestView):
         """``GET /static/dashboard/<name>``: a file of ``kagent/static/dashboard/``; 404 for any other name.
         Cached for good when asked for by its version (``?v=``), else revalidated by ETag."""
 

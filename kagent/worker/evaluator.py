@@ -67,7 +67,7 @@ from kagent.worker.channel import Channel
 from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader, OpenIncidentsReader
 from kagent.worker.incident_log import IncidentLog
-from kagent.worker.loop_slices import LoopSlices, next_turn
+from kagent.worker.loop_slices import LoopSlices, next_turn, slice_length
 from kagent.worker.metrics import HotPartitionFigures, MemberDrain, Metrics
 from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.stage import Stage
@@ -183,7 +183,7 @@ class RoundPacer:
         """Leave the loop to other work if this round has run ``every`` s since the last pause."""
         now = time.monotonic()
         ran = now - self._since
-        if ran < self._every:
+        if ran < slice_length(self._every):
             return
         cpu = time.thread_time()
         if self._behind is not None and now >= self._next_look:

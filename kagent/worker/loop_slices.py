@@ -8,6 +8,11 @@ chunk of lag entries with its changelog flush (up to 40 ms) and appending a flus
 batches were what the slowest ``GET /api/groups`` requests waited behind. Such loops ask
 :meth:`LoopSlices.over` between two of their pieces and yield when it says so.
 
+While a request to the worker's web server is under way (:func:`request_under_way`), each slice runs
+:data:`URGENT_SLICE` at most: the request's next step (the other worker's answer, its response) waits
+for the slice running when it became ready, and with the summaries' sorting gone from the page (see
+:mod:`kagent.core.group_ranking`) that wait was most of what a page of 50 took at p99.
+
 A yield alone was not enough: storage, the source and the evaluator each yielded after its slice, and
 the next turn of the loop ran a slice of each of them before the request's next step, so a turn lasted
 the sum of their slices and a request, which takes several turns on each worker, waited for each. They
@@ -20,11 +25,51 @@ import asyncio
 import time
 import weakref
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["SLICE", "LoopSlices", "next_turn"]
+__all__ = [
+    "SLICE",
+    "URGENT_SLICE",
+    "LoopSlices",
+    "next_turn",
+    "request_under_way",
+    "requests_under_way",
+    "slice_length",
+]
 
 SLICE = 0.005
 """Seconds a slice of work runs before it lets the event loop run the rest."""
+
+URGENT_SLICE = 0.0005
+"""Seconds a slice runs, at most, while a request is under way (:func:`request_under_way`)."""
+
+_under_way = 0
+"""Requests under way in this process (a worker serves them on its one event loop)."""
+
+
+@contextmanager
+def request_under_way() -> Iterator[None]:
+    """While the block runs, every slice of long work runs :data:`URGENT_SLICE` at most (:func:`slice_length`):
+    for the handling of a request whose client waits."""
+    global _under_way
+    _under_way += 1
+    try:
+        yield
+    finally:
+        _under_way -= 1
+
+
+def requests_under_way() -> bool:
+    """Whether a request is under way (:func:`request_under_way`): work that yields after a count of
+    steps rather than a time takes fewer."""
+    return _under_way > 0
+
+
+def slice_length(every: float) -> float:
+    """How long a slice of work that runs ``every`` seconds runs now: at most :data:`URGENT_SLICE` while a
+    request is under way."""
+    return min(every, URGENT_SLICE) if _under_way else every
 
 
 class LoopSlices:
@@ -39,8 +84,10 @@ class LoopSlices:
         self._started = time.perf_counter()
 
     def over(self) -> bool:
-        """Whether this slice has run ``every`` seconds: time to let the loop run the rest."""
-        return time.perf_counter() - self._started >= self._every
+        """Whether this slice has run ``every`` seconds (:func:`slice_length`): time to let the loop run
+        the rest."""
+        ran = time.perf_counter() - self._started
+        return ran >= self._every or (_under_way > 0 and ran >= URGENT_SLICE)
 
     async def next(self) -> None:
         """Let the event loop run everything else that is ready, then start the next slice."""

@@ -55,7 +55,7 @@ from kagent.core.ingest import Failure, ingest
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters
-from kagent.worker.loop_slices import next_turn
+from kagent.worker.loop_slices import next_turn, requests_under_way
 from kagent.worker.metrics import Metrics
 from kagent.worker.record_batches import abandon, acknowledged, send_derived_events
 from kagent.worker.stage import Stage
@@ -93,6 +93,12 @@ FETCH_SLICE = 2_000
 to the event loop between two takes: aiokafka unpacks what one ``getmany`` returns in one stretch, and under
 ``bench_api``'s live commits a worker that fell a few seconds behind took tens of thousands at once, holding
 its loop up to 100 ms."""
+
+URGENT_CHUNK = 100
+"""Records decoded, or taken from what the consumer has fetched, between two yields while a request to the
+worker's web server is under way (:func:`~kagent.worker.loop_slices.request_under_way`) in place of
+:data:`INGEST_CHUNK` and :data:`FETCH_SLICE`: a few tenths of a millisecond, about
+:data:`~kagent.worker.loop_slices.URGENT_SLICE`."""
 
 CAUGHT_UP_RECORDS = 10_000
 """Records of a partition the source may have left to read and still count as caught up."""
@@ -329,10 +335,13 @@ class OffsetsTopicSource(Stage):
         self._metrics.records.labels("offsets-topic").inc(len(records))
         packed = PackedRecords(self._settings.topic_partitions)
         malformed: list[tuple[ConsumerRecord[bytes, bytes], Failure]] = []
-        for start in range(0, len(records), INGEST_CHUNK):
+        start = 0
+        while start < len(records):
             if start:
                 await next_turn()  # the rest of the worker runs between two chunks
-            result = ingest(records[start : start + INGEST_CHUNK], self._skip)
+            chunk = records[start : start + (URGENT_CHUNK if requests_under_way() else INGEST_CHUNK)]
+            start += len(chunk)
+            result = ingest(chunk, self._skip)
             for events in result.events:  # encoded here, a chunk at a time, not all at the end
                 packed.add(events)
             malformed += result.malformed
@@ -437,13 +446,16 @@ class _Sent:
 
 async def _fetch(consumer: AIOKafkaConsumer) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
     """One batch of records: what arrives within a second, then, while each take comes back full, what the
-    consumer has already fetched besides, :data:`FETCH_SLICE` records at a time, up to :data:`MAX_RECORDS`;
-    each partition's records in offset order. Empty when nothing arrived."""
-    fetched = await consumer.getmany(timeout_ms=1000, max_records=FETCH_SLICE)
+    consumer has already fetched besides, :data:`FETCH_SLICE` records at a time (:data:`URGENT_CHUNK` while a
+    request is under way), up to :data:`MAX_RECORDS`; each partition's records in offset order. Empty when
+    nothing arrived."""
+    asked = URGENT_CHUNK if requests_under_way() else FETCH_SLICE
+    fetched = await consumer.getmany(timeout_ms=1000, max_records=asked)
     took = total = sum(map(len, fetched.values()))
-    while took == FETCH_SLICE and total < MAX_RECORDS:
+    while took == asked and total < MAX_RECORDS:
         await next_turn()  # the rest of the worker runs between two takes
-        more = await consumer.getmany(timeout_ms=0, max_records=min(FETCH_SLICE, MAX_RECORDS - total))
+        asked = min(URGENT_CHUNK if requests_under_way() else FETCH_SLICE, MAX_RECORDS - total)
+        more = await consumer.getmany(timeout_ms=0, max_records=asked)
         took = sum(map(len, more.values()))
         total += took
         for tp, records in more.items():

@@ -4,8 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
+from types import SimpleNamespace
+from typing import Any
 
-from kagent.worker.loop_slices import LoopSlices, next_turn
+import faust
+
+from kagent.worker.loop_slices import (
+    URGENT_SLICE,
+    LoopSlices,
+    next_turn,
+    request_under_way,
+    requests_under_way,
+    slice_length,
+)
+from kagent.worker.request_view import RequestView
 
 
 def test_a_slice_is_over_once_it_has_run_its_time() -> None:
@@ -72,3 +85,35 @@ def test_a_waiter_cancelled_in_its_wait_leaves_the_others_their_turns() -> None:
         return ran
 
     assert asyncio.run(run()) == ["b", "c"]
+
+
+def test_while_a_request_is_under_way_every_slice_runs_the_urgent_length_at_most() -> None:
+    slices = LoopSlices(every=3600.0)
+    assert slice_length(0.005) == 0.005 and not requests_under_way()
+    with request_under_way(), request_under_way():
+        assert slice_length(0.005) == URGENT_SLICE and slice_length(0.0001) == 0.0001 and requests_under_way()
+        deadline = time.perf_counter() + 10
+        while not slices.over():  # an hour's slice, over once it has run the urgent length
+            assert time.perf_counter() < deadline, "the slice never ended while a request was under way"
+        assert time.perf_counter() - slices._started >= URGENT_SLICE
+    assert not slices.over() and not requests_under_way()  # both requests ended: an hour again
+    try:
+        with request_under_way():
+            raise ValueError("the handler failed")
+    except ValueError:
+        pass
+    assert slice_length(0.005) == 0.005  # a request that failed is no longer under way
+
+
+def test_a_request_view_handles_its_request_under_way() -> None:
+    seen: list[float] = []
+
+    class Page(RequestView):
+        async def get(self, request: Any) -> Any:
+            seen.append(slice_length(1.0))
+            return "answered"
+
+    view = Page(faust.App("test-request-view"), web=None)  # type: ignore[arg-type]  # dispatch needs no server
+    request = SimpleNamespace(method="GET", match_info={})
+    assert asyncio.run(view.dispatch(request)) == "answered"
+    assert seen == [URGENT_SLICE] and slice_length(1.0) == 1.0
