@@ -364,7 +364,7 @@ _DESCRIBED = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(st.lists(_DESCRIBED, min_size=1, max_size=4))
 def test_folding_the_events_of_each_poll_over_the_last_state_gives_the_state_described(answers_: list[Group]) -> None:
     """Whatever the answers in turn, the events sent make storage's state what the last answer says, and
@@ -377,7 +377,7 @@ def test_folding_the_events_of_each_poll_over_the_last_state_gives_the_state_des
         assert consumer_group_events(stored, wire(group), COUNTS)[1] == []
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(_DESCRIBED, _DESCRIBED)
 def test_a_group_described_afresh_replaces_whatever_storage_kept(earlier: Group, now: Group) -> None:
     """A restarted source (or a new leader) has no view: it sends a group's events as if new, and storage

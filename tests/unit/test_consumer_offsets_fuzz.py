@@ -181,7 +181,7 @@ def test_mutated_records_raise_only_decode_error(index: int) -> None:
             decode_safely(mutated, None)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1500)
 @given(st.sampled_from(KNOWN_TYPES), st.binary(max_size=24), st.integers(0, 5), st.binary(max_size=120))
 def test_random_bytes_raise_only_decode_error(
     record_type: int, key_rest: bytes, version: int, value_rest: bytes
@@ -192,7 +192,7 @@ def test_random_bytes_raise_only_decode_error(
     decode_safely(key, None)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(st.binary(max_size=80))
 def test_random_blobs_raise_only_decode_error(data: bytes) -> None:
     for decode_blob in (decode_subscription, decode_assignment):

@@ -51,7 +51,7 @@ from kagent.core.consumer_offsets import (
     encode_subscription,
 )
 
-EXAMPLES = settings(max_examples=100, deadline=None)
+EXAMPLES = settings(max_examples=100)
 
 int8 = st.integers(-(2**7), 2**7 - 1)
 int32 = st.integers(-(2**31), 2**31 - 1)

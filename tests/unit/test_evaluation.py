@@ -314,7 +314,7 @@ BLIND = [unmeasured(SKEWED, 4), unmeasured(BALANCED, 0)]
 """Groups with members whose lag is not all measured: evaluations of them change nothing."""
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     steps=st.lists(
         st.tuples(st.integers(0, len(GROUPS) + len(BLIND) - 1), st.floats(1, 200), st.integers(1, 2)), max_size=40

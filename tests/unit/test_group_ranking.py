@@ -47,7 +47,7 @@ pages = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.lists(puts | discards | pages, max_size=60))
 def test_every_page_is_the_reference_page_of_the_groups_kept(steps: list[tuple[Any, ...]]) -> None:
     ranking = GroupRanking([entry("x", 3.0), entry("y", 3.0)])

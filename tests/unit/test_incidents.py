@@ -298,7 +298,7 @@ OBSERVATIONS = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(OBSERVATIONS, max_size=12), st.lists(st.sampled_from([0.0, 1.0, 5.0]), min_size=12, max_size=12))
 def test_any_sequence_keeps_one_open_per_kind_and_stable_ids(
     observations: list[IncidentObservation], gaps: list[float]

@@ -10,7 +10,7 @@ from uuid import UUID
 
 import pytest
 from aiokafka.structs import TopicPartition
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
@@ -479,7 +479,7 @@ RECORDS = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400)
 @given(st.lists(RECORDS, max_size=8))
 def test_ingest_never_raises_and_accounts_for_every_record(batch: list[tuple[bytes | None, bytes | None]]) -> None:
     records = [Fetched(key, value, offset) for offset, (key, value) in enumerate(batch)]

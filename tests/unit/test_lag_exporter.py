@@ -1016,7 +1016,7 @@ def _snapshots(draw: st.DrawFn) -> GroupSnapshot:
 
 
 @given(st.lists(_snapshots(), min_size=1, max_size=3, unique_by=lambda s: s.group), st.sampled_from(list(LagUnit)))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 def test_any_groups_figures_are_written_as_prometheus_client_writes_them(
     snapshots: list[GroupSnapshot], unit: LagUnit
 ) -> None:

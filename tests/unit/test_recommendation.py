@@ -173,7 +173,7 @@ def test_a_group_without_members_gets_an_empty_proposal() -> None:
     assert (proposal.lower_bound_ticks, proposal.improvement, proposal.total_lag) == (0, 0.0, 0)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     lags=st.lists(st.integers(0, 10_000), min_size=1, max_size=12),
     members=st.integers(1, 4),

@@ -36,7 +36,7 @@ def test_the_app_recovers_with_kagents_recovery() -> None:
     assert isinstance(APP.tables.recovery, Recovery)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(changes)
 def test_need_recovery_is_faust_s_answer_after_every_change(steps: list[tuple[str, TP, int | None]]) -> None:
     made = recovery()
