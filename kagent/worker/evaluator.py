@@ -49,6 +49,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import faust
 from faust.types import TopicT
@@ -76,6 +77,8 @@ from kagent.worker.stalls import ReportsProgress
 __all__ = ["Evaluator"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 QUIET_ROUNDS = 10
 """A quiet group skipped at its due time is evaluated in full again after this many intervals at the
@@ -166,7 +169,12 @@ class RoundPacer:
         behind: Callable[[], Awaitable[bool]] | None = None,
         behind_share: float = BEHIND_SHARE,
         look_every: float = LOOK_EVERY,
+        spent: Callable[[float], None] | None = None,
     ) -> None:
+        """``spent``: told the CPU seconds of this thread the round itself spent, at each pause (what it
+        spent since the last) and at :meth:`done`, so that a counter of it grows with the round rather
+        than at its end (a round over thousands of groups runs for seconds)."""
+        self._spent = spent
         self._every = every
         self._normal_share = share
         self._behind = behind
@@ -176,8 +184,8 @@ class RoundPacer:
         self.share = share
         """The share of the loop the round takes now."""
         self._since = time.monotonic()
-        self.others_cpu = 0.0
-        """CPU seconds of this thread spent in the pauses so far: the other work's, not the round's."""
+        self._cpu_since = time.thread_time()
+        """This thread's CPU time when the round last went on (its start, or the end of a pause)."""
 
     async def pause(self) -> None:
         """Leave the loop to other work if this round has run ``every`` s since the last pause."""
@@ -186,13 +194,31 @@ class RoundPacer:
         if ran < slice_length(self._every):
             return
         cpu = time.thread_time()
+        if self._spent is not None:
+            self._spent(cpu - self._cpu_since)
         if self._behind is not None and now >= self._next_look:
             self._next_look = now + self._look_every
             self.share = self._behind_share if await self._behind() else self._normal_share
         await asyncio.sleep(ran * (1 - self.share) / self.share)
         await next_turn()
-        self.others_cpu += time.thread_time() - cpu
+        self._cpu_since = time.thread_time()
         self._since = time.monotonic()
+
+    async def elsewhere(self, step: Awaitable[T]) -> T:
+        """Await ``step``, in which the event loop runs other work (a yield between two slices, a flush):
+        like a pause's, its CPU is not the round's."""
+        self.done()
+        try:
+            return await step
+        finally:
+            self._cpu_since = time.thread_time()
+
+    def done(self) -> None:
+        """The round has ended (or waits elsewhere): tell ``spent`` what it spent since its last pause."""
+        cpu = time.thread_time()
+        if self._spent is not None:
+            self._spent(cpu - self._cpu_since)
+        self._cpu_since = cpu
 
 
 class Evaluator(Stage, OpenIncidentsReader):
@@ -358,14 +384,14 @@ class Evaluator(Stage, OpenIncidentsReader):
 
     async def run_due(self) -> int:
         """Evaluate each held group that is due (see :meth:`_due`); how many were evaluated. Its CPU
-        time is counted in ``kagent_evaluation_cpu_seconds``: the event loop thread's over the round,
-        but for the pacer's pauses (:class:`RoundPacer`), in which the other work runs."""
-        started = time.thread_time()
-        pacer = RoundPacer(behind=self._ingest_behind)
+        time is counted in ``kagent_evaluation_cpu_seconds`` as the round goes (at each of its pauses): the
+        event loop thread's over the round, but for the pacer's pauses and the round's other waits
+        (:class:`RoundPacer`, :meth:`RoundPacer.elsewhere`), in which the other work runs."""
+        pacer = RoundPacer(behind=self._ingest_behind, spent=self._metrics.evaluation_cpu.inc)
         try:
             return await self._run_due(pacer)
         finally:
-            self._metrics.evaluation_cpu.inc(time.thread_time() - started - pacer.others_cpu)
+            pacer.done()
 
     async def _ingest_behind(self) -> bool:
         """Whether one of the ``ingest`` stages is behind: more than :data:`BEHIND_RECORDS` records wait
@@ -395,14 +421,14 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._take_changes()
         now = time.time()
         if self._scan_due(now):
-            await self._scan(now)
+            await self._scan(now, pacer)
         holds = self._groups.holding()
         due: dict[str, float] = {}
         """Each group due -> when it came due."""
         slices = LoopSlices()  # thousands of entries come due at once, each judged (_due may read its state)
         while self._schedule and self._schedule[0][0] <= now:
             if slices.over():
-                await slices.next()
+                await pacer.elsewhere(slices.next())
             _, group = heapq.heappop(self._schedule)
             if group in due or group not in self._held or not holds(group):
                 continue
@@ -425,7 +451,7 @@ class Evaluator(Stage, OpenIncidentsReader):
             await pacer.pause()  # the web server, heartbeats and the other stages run meanwhile
             if self._stopped:
                 break
-        await self._writer.flush()  # no-op when no state changed
+        await pacer.elsewhere(self._writer.flush())  # no-op when no state changed
         if skipped:
             self._metrics.evaluations_skipped.inc(skipped)
         return evaluated
@@ -445,7 +471,7 @@ class Evaluator(Stage, OpenIncidentsReader):
             return False
         return self._scan_wanted or now < self._rescan_until or now - self._last_scan >= SCAN_AT_LEAST_EVERY
 
-    async def _scan(self, now: float) -> None:
+    async def _scan(self, now: float, pacer: RoundPacer) -> None:
         """Look at which groups this worker holds (see :meth:`_scan_due`): forget those it no longer
         holds, resolve the incidents of those deleted, and schedule those new here half an interval on."""
         self._scan_wanted = False
@@ -453,7 +479,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         slices = LoopSlices()
         for group in self._groups.each_held_group():
             if slices.over():
-                await slices.next()
+                await pacer.elsewhere(slices.next())
             held.add(group)
         self._held = held
         self._next_scan = now + self.scan_every

@@ -48,7 +48,8 @@ async def test_a_long_round_leaves_the_loop_idle_as_long_as_it_ran_at_half_share
 
 
 async def test_a_round_shorter_than_every_does_not_pause() -> None:
-    pacer = RoundPacer(every=10.0, share=0.5)
+    spent: list[float] = []
+    pacer = RoundPacer(every=10.0, share=0.5, spent=spent.append)
     started = time.monotonic()
     busy = 0.0
     for _ in range(3):
@@ -56,7 +57,9 @@ async def test_a_round_shorter_than_every_does_not_pause() -> None:
         await pacer.pause()
     # A pause would have idled as long as the work before it: the round would have taken twice its work.
     assert time.monotonic() - started < 1.5 * busy
-    assert pacer.others_cpu == 0.0
+    assert spent == []  # no pause: nothing told yet
+    pacer.done()
+    assert len(spent) == 1 and spent[0] > 0
 
 
 async def test_the_other_work_done_in_the_pauses_is_not_the_rounds() -> None:
@@ -70,14 +73,47 @@ async def test_the_other_work_done_in_the_pauses_is_not_the_rounds() -> None:
             other_cpu += time.thread_time() - cpu
             await asyncio.sleep(0)
 
-    pacer = RoundPacer(every=0.002, share=0.5)
+    spent: list[float] = []
+    pacer = RoundPacer(every=0.002, share=0.5, spent=spent.append)
     other = asyncio.create_task(other_stage())
+    own_cpu = 0.0
     for _ in range(10):
+        cpu = time.thread_time()
         _work(PIECE)
+        own_cpu += time.thread_time() - cpu
         await pacer.pause()
+        assert len(spent) >= 1  # told as the round goes, not only at its end
     other.cancel()  # before the loop runs it again: all it did, it did in the round's pauses
+    pacer.done()
     assert other_cpu > 0
-    assert pacer.others_cpu >= other_cpu
+    assert own_cpu <= sum(spent) < own_cpu + other_cpu  # all of the round's own work, none of the other's
+
+
+async def test_what_runs_while_the_round_waits_elsewhere_is_not_the_rounds() -> None:
+    spent: list[float] = []
+    pacer = RoundPacer(every=10.0, share=0.5, spent=spent.append)
+
+    async def flush() -> str:  # another stage's work, as a yield between slices or a flush lets run
+        await asyncio.sleep(0)
+        return "flushed"
+
+    other_cpu = 0.0
+
+    async def other() -> None:
+        nonlocal other_cpu
+        cpu = time.thread_time()
+        _work(10 * PIECE)
+        other_cpu = time.thread_time() - cpu
+
+    cpu = time.thread_time()
+    _work(PIECE)
+    own_cpu = time.thread_time() - cpu
+    running = asyncio.create_task(other())
+    assert await pacer.elsewhere(flush()) == "flushed"
+    assert running.done()  # it ran while the round waited
+    pacer.done()
+    assert other_cpu > 0
+    assert own_cpu <= sum(spent) < own_cpu + other_cpu
 
 
 async def test_while_ingest_is_behind_a_long_round_takes_the_smaller_share() -> None:
