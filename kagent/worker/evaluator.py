@@ -94,8 +94,8 @@ s: the groups it took over appear as Faust restores their tables, without notice
 YIELD_EVERY = 0.002
 """Seconds a round of evaluations runs before it lets the event loop run other work: a round over
 thousands of groups takes seconds, and the API, the consumers' heartbeats and the other stages wait
-for the loop meanwhile (an API request waited 5 s behind a round over 5,000 groups). 2 ms, not the 5 ms
-of the other long works' slices (:data:`~kagent.worker.loop_slices.SLICE`): an evaluation takes about
+for the loop meanwhile (an API request waited 5 s behind a round over 5,000 groups). 2 ms, as the other
+long works' slices are now (:data:`~kagent.worker.loop_slices.SLICE`; they were 5 ms): an evaluation takes about
 1 ms, and a round's steps, run until they had taken 5 ms, took 5-10 ms, the longest of a worker's turns
 under live commits and most of them (see :func:`~kagent.worker.loop_slices.next_turn` for what a
 request waited). At 2 ms the workers evaluated as many groups (639 and 788 a second in two runs of

@@ -38,8 +38,13 @@ __all__ = [
     "slice_length",
 ]
 
-SLICE = 0.005
-"""Seconds a slice of work runs before it lets the event loop run the rest."""
+SLICE = 0.002
+"""Seconds a slice of work runs before it lets the event loop run the rest. A request's first step on each
+worker it reaches waits for the slice running there when it arrives (the asking worker's, then the
+other's), before :func:`request_under_way` shortens the rest: measured by ``benchmarks/bench_api.py``
+(10,000 groups on two workers under 16,000 commits/s, requests first), a page of 50's p99 was 12.5-34.3 ms
+in nine runs at 5 ms (six within 20 ms) and 13.3-18.8 ms in four at 2 ms, the whole list's 51.5-89.6 ms
+and 42.9-59.0 ms; ``bench_ingest`` applied its backlog at 8.2 µs of CPU a record either way."""
 
 URGENT_SLICE = 0.0005
 """Seconds a slice runs, at most, while a request is under way (:func:`request_under_way`)."""
@@ -141,8 +146,8 @@ async def next_turn() -> None:
     5-10 ms still filled most turns; with those at 2 ms too (:data:`kagent.worker.evaluator.YIELD_EVERY`),
     40 and 43 ms (2.0x, 1.7x), and the whole list's p99 75 and 106 ms, from 125 and 165 ms. Most of
     that gain is the shorter steps: every slice at 2 ms with bare yields gave 42 and 48 ms (2.7x,
-    3.0x). Storage's and the source's slices at 2 ms as well, one a turn, gained nothing more (25-46
-    ms in four runs, 1.9-2.8x)."""
+    3.0x). Storage's and the source's slices at 2 ms as well, one a turn, gained nothing more then (25-46
+    ms in four runs, 1.9-2.8x): each page still sorted its worker's groups (see :data:`SLICE` for now)."""
     loop = asyncio.get_running_loop()
     turns = _turns.get(loop)
     if turns is None:

@@ -80,17 +80,19 @@ PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 so that one fetch can fill :data:`MAX_RECORDS` from one partition. The whole response stays within
 aiokafka's ``fetch_max_bytes`` (50 MiB)."""
 
-INGEST_CHUNK = 1_000
-"""Records decoded between two yields to the event loop. Deriving costs a few µs a record, so a fetch of
-thousands held the loop for tens of milliseconds: the API's requests, the consumers' heartbeats and the
+INGEST_CHUNK = 400
+"""Records decoded between two yields to the event loop: about a slice
+(:data:`~kagent.worker.loop_slices.SLICE`) at 2.5-5 µs a record. Deriving costs a few µs a record, so a
+fetch of thousands held the loop for tens of milliseconds: the API's requests, the consumers' heartbeats and the
 other stages waited meanwhile (at 10,000 groups under live commits, the longest waits of ``GET
 /api/groups``). The fetch's events are still packed and sent together (a group's events of two chunks
 are two entries of the same record, in order): storage pays for each derived-events record it is
 delivered, so a record per chunk instead of per fetch put a live worker a million records behind."""
 
-FETCH_SLICE = 2_000
-"""Records taken from what the consumer has fetched at a time, up to :data:`MAX_RECORDS` a batch, with a yield
-to the event loop between two takes: aiokafka unpacks what one ``getmany`` returns in one stretch, and under
+FETCH_SLICE = 800
+"""Records taken from what the consumer has fetched at a time (about a slice,
+:data:`~kagent.worker.loop_slices.SLICE`), up to :data:`MAX_RECORDS` a batch, with a yield to the event
+loop between two takes: aiokafka unpacks what one ``getmany`` returns in one stretch, and under
 ``bench_api``'s live commits a worker that fell a few seconds behind took tens of thousands at once, holding
 its loop up to 100 ms."""
 
