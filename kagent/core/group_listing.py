@@ -5,8 +5,8 @@ figures a page sorts and filters by (:class:`ListedGroup`, made once per evaluat
 and another worker's answer is read as plain JSON (:func:`listed_from_answer`), not validated again
 through the models: at 10,000 groups that was most of a list's cost. A
 :class:`~kagent.core.group_ranking.GroupRanking` picks a page by :class:`~kagent.core.api_records.GroupSort`
-and :func:`page_json` writes it, byte for byte the JSON of
-the :class:`~kagent.core.api_records.GroupsPage` the models would make of the same summaries.
+and :func:`page_json` writes it, byte for byte the JSON of the :class:`~kagent.core.api_records.GroupsPage`
+the models would make of the same summaries.
 
 Between workers a page travels as a listing (:data:`LISTING`, :func:`listing_body`): what merging
 pages reads (names, evaluation times, the figure the page is sorted by) as a JSON head, column by
@@ -267,8 +267,8 @@ def merge_ranked(
     """The summaries of the page from ``offset``, at most ``limit`` (all when None), of the groups of
     ``pages`` (each sorted by ``sort`` in ``order`` as :meth:`GroupRanking.page
     <kagent.core.group_ranking.GroupRanking.page>` sorts, and cut from its start): the page it cuts from
-    all of them. A group in more than one page (it moved between
-    workers) is listed once, from the page that evaluated it last (the first of those on a tie).
+    all of them. A group in more than one page (it moved between workers) is listed once, from the page
+    that evaluated it last (the first of those on a tie).
 
     The pages are sorted runs of one order, so one sort of their concatenation merges them, as rows made
     in C that compare as the order does: (figure, name, summary), the figure negated in ``desc`` (unknown,

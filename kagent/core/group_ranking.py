@@ -45,10 +45,10 @@ def _key(sort: GroupSort, descending: bool) -> Callable[[ListedGroup], object]:
 class GroupRanking:
     """Groups by name, each as pages list it, and the orders asked for, kept sorted.
 
-    Contract: :meth:`page` pages the groups put and not discarded since (each as last put), whatever was
-    put, discarded or asked before, by the rule it states. Figures
-    are :class:`ListedGroup`'s as :func:`~kagent.core.group_listing.listed` makes them: never NaN (an
-    unknown figure is ``-inf``), so that the orders are total."""
+    Contract: :meth:`page` pages the groups put and not discarded since (each as last put) by the rule it
+    states, whatever was put, discarded or asked before. Figures are :class:`ListedGroup`'s as
+    :func:`~kagent.core.group_listing.listed` makes them: never NaN (an unknown figure is ``-inf``), so
+    that the orders are total."""
 
     def __init__(self, groups: Iterable[ListedGroup] = ()) -> None:
         self._groups: dict[str, ListedGroup] = {group.group: group for group in groups}
