@@ -32,9 +32,9 @@ __all__ = [
     "SLICE",
     "URGENT_SLICE",
     "LoopSlices",
+    "any_request_under_way",
     "next_turn",
     "request_under_way",
-    "requests_under_way",
     "slice_length",
 ]
 
@@ -66,7 +66,7 @@ def request_under_way() -> Iterator[None]:
         _under_way -= 1
 
 
-def requests_under_way() -> bool:
+def any_request_under_way() -> bool:
     """Whether a request is under way (:func:`request_under_way`): work that yields after a count of
     steps rather than a time takes fewer."""
     return _under_way > 0

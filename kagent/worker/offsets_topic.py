@@ -55,7 +55,7 @@ from kagent.core.ingest import Failure, ingest
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters
-from kagent.worker.loop_slices import next_turn, requests_under_way
+from kagent.worker.loop_slices import any_request_under_way, next_turn
 from kagent.worker.metrics import Metrics
 from kagent.worker.record_batches import abandon, acknowledged, send_derived_events
 from kagent.worker.stage import Stage
@@ -341,7 +341,7 @@ class OffsetsTopicSource(Stage):
         while start < len(records):
             if start:
                 await next_turn()  # the rest of the worker runs between two chunks
-            chunk = records[start : start + (URGENT_CHUNK if requests_under_way() else INGEST_CHUNK)]
+            chunk = records[start : start + _at_a_time(INGEST_CHUNK)]
             start += len(chunk)
             result = ingest(chunk, self._skip)
             for events in result.events:  # encoded here, a chunk at a time, not all at the end
@@ -446,17 +446,23 @@ class _Sent:
     """Partition -> the offset after the batch's last record there (what to commit)."""
 
 
+def _at_a_time(records: int) -> int:
+    """How many records to take between two yields, ``records`` as a rule: :data:`URGENT_CHUNK` while a
+    request is under way."""
+    return URGENT_CHUNK if any_request_under_way() else records
+
+
 async def _fetch(consumer: AIOKafkaConsumer) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
     """One batch of records: what arrives within a second, then, while each take comes back full, what the
     consumer has already fetched besides, :data:`FETCH_SLICE` records at a time (:data:`URGENT_CHUNK` while a
     request is under way), up to :data:`MAX_RECORDS`; each partition's records in offset order. Empty when
     nothing arrived."""
-    asked = URGENT_CHUNK if requests_under_way() else FETCH_SLICE
+    asked = _at_a_time(FETCH_SLICE)
     fetched = await consumer.getmany(timeout_ms=1000, max_records=asked)
     took = total = sum(map(len, fetched.values()))
     while took == asked and total < MAX_RECORDS:
         await next_turn()  # the rest of the worker runs between two takes
-        asked = min(URGENT_CHUNK if requests_under_way() else FETCH_SLICE, MAX_RECORDS - total)
+        asked = min(_at_a_time(FETCH_SLICE), MAX_RECORDS - total)
         more = await consumer.getmany(timeout_ms=0, max_records=asked)
         took = sum(map(len, more.values()))
         total += took

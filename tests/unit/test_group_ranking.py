@@ -6,9 +6,11 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kagent.core import group_ranking
 from kagent.core.api_records import GroupSort
 from kagent.core.group_listing import ListedGroup
 from kagent.core.group_ranking import KEPT_ORDERS, GroupRanking
@@ -77,3 +79,22 @@ def test_an_order_dropped_beyond_those_kept_is_sorted_again_when_asked() -> None
         expected = reference([entry("a", 3.0, 4.0), entry("b", 2.0, 3.0)], sort=sort, order="desc", offset=0, limit=1)
         assert (page, total) == expected
     assert ranking.page(sort=GroupSort.SKEW, order="desc", offset=0, limit=None)[0][0].group == "a"
+
+
+def test_a_changed_summary_moves_its_group_and_sorts_no_order_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under live commits every evaluation changes a summary: a page after one must not sort every group."""
+    made: list[int] = []
+
+    class Counted(group_ranking.SortedKeyList):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(group_ranking, "SortedKeyList", Counted)
+    ranking = GroupRanking(entry(f"g{i}", float(i)) for i in range(100))
+    assert [g.group for g in ranking.page(sort=GroupSort.SKEW, order="desc", offset=0, limit=2)[0]] == ["g99", "g98"]
+    for i in range(50):
+        ranking.put(entry(f"g{i}", 1000.0 + i))
+    ranking.discard("g49")
+    assert [g.group for g in ranking.page(sort=GroupSort.SKEW, order="desc", offset=0, limit=2)[0]] == ["g48", "g47"]
+    assert len(made) == 1  # the order was sorted once, when first asked

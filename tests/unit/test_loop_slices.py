@@ -13,9 +13,9 @@ import faust
 from kagent.worker.loop_slices import (
     URGENT_SLICE,
     LoopSlices,
+    any_request_under_way,
     next_turn,
     request_under_way,
-    requests_under_way,
     slice_length,
 )
 from kagent.worker.request_view import RequestView
@@ -89,14 +89,14 @@ def test_a_waiter_cancelled_in_its_wait_leaves_the_others_their_turns() -> None:
 
 def test_while_a_request_is_under_way_every_slice_runs_the_urgent_length_at_most() -> None:
     slices = LoopSlices(every=3600.0)
-    assert slice_length(0.005) == 0.005 and not requests_under_way()
+    assert slice_length(0.005) == 0.005 and not any_request_under_way()
     with request_under_way(), request_under_way():
-        assert slice_length(0.005) == URGENT_SLICE and slice_length(0.0001) == 0.0001 and requests_under_way()
+        assert slice_length(0.005) == URGENT_SLICE and slice_length(0.0001) == 0.0001 and any_request_under_way()
         deadline = time.perf_counter() + 10
         while not slices.over():  # an hour's slice, over once it has run the urgent length
             assert time.perf_counter() < deadline, "the slice never ended while a request was under way"
         assert time.perf_counter() - slices._started >= URGENT_SLICE
-    assert not slices.over() and not requests_under_way()  # both requests ended: an hour again
+    assert not slices.over() and not any_request_under_way()  # both requests ended: an hour again
     try:
         with request_under_way():
             raise ValueError("the handler failed")
