@@ -54,12 +54,13 @@ class Source(str, Enum):
 
 
 class Codec(str, Enum):
-    """Which decoders of ``__consumer_offsets`` records run (see ``kagent.core.consumer_offsets._native``)."""
+    """Which twins run: the decoders of ``__consumer_offsets`` records (``kagent.core.consumer_offsets._native``)
+    and the hot loops of the source, storage, the scrape and the API (``kagent.core.lag_twins``)."""
 
     COMPILED = "compiled"
-    """The Cython twins built at install; a decoder without a built twin runs in Python."""
+    """The Cython twins built at install; a function without a built twin runs in Python."""
     PYTHON = "python"
-    """The generated pure-Python decoders only."""
+    """The Python functions only: the generated decoders and the loops as written."""
 
 
 class MetricsGranularity(str, Enum):
@@ -127,8 +128,8 @@ class Settings(BaseModel):
     """
 
     codec: Codec = Codec.COMPILED
-    """Which ``__consumer_offsets`` decoders run: ``compiled`` or ``python``. Only the environment
-    sets it: the codec reads it when it is imported."""
+    """Which twins run (the ``__consumer_offsets`` decoders and the hot loops): ``compiled`` or ``python``.
+    Only the environment sets it: each module of twins reads it when it is imported."""
 
     end_offset_interval: PositiveSeconds = 5.0
     """Seconds between ListOffsets polls of the topics the worker's groups read."""

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from kagent.core.assigned_json import AssignedJson, assigned_json, plain_assigned
 from kagent.core.consumer_offsets import DecodeError, GroupMetadata, OffsetCommit, Record, decode
 from kagent.core.events import CommitRun, DerivedEvent, DerivedEvents, derive, grouped_events
+from kagent.core.lag_twins import twin_of
 from kagent.core.record_checks import RecordRejected, check, checked_commit
 
 __all__ = ["Failure", "Ingested", "RawRecord", "checked_events", "ingest"]
@@ -52,7 +53,7 @@ class Ingested(Generic[R]):
     each with why, in order."""
 
 
-def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
+def _ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
     """Decode, check (:func:`kagent.core.record_checks.check`) and derive ``records`` (each
     group's in log order, as one partition of ``__consumer_offsets`` holds them), dropping the
     events of ``skip_groups`` (kagent's own).
@@ -61,45 +62,71 @@ def ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
     why: a record without a key, bytes that do not decode, a record that breaks a rule, and a
     record whose events cannot be built for any other reason (a missing rule; the reason names
     what failed). Never raises, whatever the records hold.
+
+    The source's step for every record it reads: compiled where built (``_ingest_twin.pyx``, which
+    reads a plainly valid offset commit in place and gives every other record to
+    :func:`_ingest_one`; ``tests/unit/test_ingest_twin.py`` holds it to returning exactly what this
+    returns).
     """
     grouped: dict[str, list[DerivedEvent | CommitRun | AssignedJson]] = {}
     runs: dict[str, dict[tuple[str, int], CommitRun]] = {}
-    """Group -> its open runs: a commit extends its partition's run until the group's next other event."""
     malformed: list[tuple[R, Failure]] = []
     for record in records:
-        key = record.key
-        try:
-            if key is None:
-                raise DecodeError(None, "key", None, 0, "the record has no key")
-            decoded = decode(key, record.value)
-            if type(decoded) is OffsetCommit:  # nearly every record: a run's three fields, no model
-                commit = checked_commit(decoded)  # group, topic, partition, offset, metadata, commit_timestamp, ...
-                group = commit[0]
-                if group in skip_groups:
-                    continue
-                open_runs = runs.get(group)
-                if open_runs is None:
-                    open_runs = runs[group] = {}
-                where = commit[1:3]
-                run = open_runs.get(where)
-                if run is None:
-                    open_runs[where] = run = [commit[1], commit[2], commit[3], commit[5], commit[7]]
-                    events = grouped.get(group)
-                    if events is None:
-                        events = grouped[group] = []
-                    events.append(run)
-                else:
-                    run += (commit[3], commit[5], commit[7])
-                continue
-            derived = _derived(decoded)
-        except (DecodeError, RecordRejected) as exc:
-            malformed.append((record, _detached(exc)))
-            continue
-        for event in derived:
-            group = event["group"] if isinstance(event, dict) else event.group
-            if group not in skip_groups:
-                grouped.setdefault(group, []).append(event)
-                runs.pop(group, None)  # the group's later commits come after it
+        _ingest_one(record, skip_groups, grouped, runs, malformed)
+    return _finished(grouped, malformed)
+
+
+ingest = twin_of(_ingest, "kagent.core._ingest_twin")
+
+
+def _ingest_one(
+    record: R,
+    skip_groups: Collection[str],
+    grouped: dict[str, list[DerivedEvent | CommitRun | AssignedJson]],
+    runs: dict[str, dict[tuple[str, int], CommitRun]],
+    malformed: list[tuple[R, Failure]],
+) -> None:
+    """Add ``record`` to a batch of :func:`ingest`: its events to ``grouped`` (group -> its events so
+    far), or it and why to ``malformed``. ``runs`` is each group's open runs: a commit extends its
+    partition's run until the group's next other event."""
+    key = record.key
+    try:
+        if key is None:
+            raise DecodeError(None, "key", None, 0, "the record has no key")
+        decoded = decode(key, record.value)
+        if type(decoded) is OffsetCommit:  # nearly every record: a run's three fields, no model
+            commit = checked_commit(decoded)  # group, topic, partition, offset, metadata, commit_timestamp, ...
+            group = commit[0]
+            if group in skip_groups:
+                return
+            open_runs = runs.get(group)
+            if open_runs is None:
+                open_runs = runs[group] = {}
+            where = commit[1:3]
+            run = open_runs.get(where)
+            if run is None:
+                open_runs[where] = run = [commit[1], commit[2], commit[3], commit[5], commit[7]]
+                events = grouped.get(group)
+                if events is None:
+                    events = grouped[group] = []
+                events.append(run)
+            else:
+                run += (commit[3], commit[5], commit[7])
+            return
+        derived = _derived(decoded)
+    except (DecodeError, RecordRejected) as exc:
+        malformed.append((record, _detached(exc)))
+        return
+    for event in derived:
+        group = event["group"] if isinstance(event, dict) else event.group
+        if group not in skip_groups:
+            grouped.setdefault(group, []).append(event)
+            runs.pop(group, None)  # the group's later commits come after it
+
+
+def _finished(
+    grouped: dict[str, list[DerivedEvent | CommitRun | AssignedJson]], malformed: list[tuple[R, Failure]]
+) -> Ingested[R]:
     return Ingested(grouped_events(grouped), malformed)
 
 

@@ -1,4 +1,5 @@
-"""Compiled twins of the scrape's innermost loops, storage's commits and the API's merge, where built.
+"""Compiled twins of the scrape's innermost loops, storage's commits and the API's merge, where built; and
+how any compiled twin is found.
 
 A full scrape reads every group-partition's committed offset, measures its lag, adds a group's up and
 writes its three samples: a few hundred thousand times per scrape at the issue's mix, millions at a
@@ -21,7 +22,8 @@ int64 raises ``OverflowError`` where the Python function computes (but for the t
 commits, which go the Python's way past int64).
 
 Where the extension is not built (no compiler at install) or ``KAGENT_CODEC=python`` is set, the Python
-functions run.
+functions run. The source's :func:`kagent.core.ingest.ingest` has its twin in an extension of its own
+(``_ingest_twin.pyx``), found the same way (:func:`twin_of` with its module's name).
 """
 
 from __future__ import annotations
@@ -44,22 +46,26 @@ IN_USE: set[str] = set()
 """The names of the functions whose compiled twin is in use."""
 
 
-def _load() -> ModuleType | None:
-    if os.environ.get(CODEC_VARIABLE, "") == "python":
-        return None
-    try:
-        return importlib.import_module("kagent.core._lag_twins")  # imports nothing of kagent but exposition
-    except ImportError:
-        return None
+LAG_TWINS = "kagent.core._lag_twins"
+"""The extension of this module's twins (it imports nothing of kagent but exposition)."""
+
+_loaded: dict[str, ModuleType | None] = {}
 
 
-_module = _load()
+def _load(name: str) -> ModuleType | None:
+    if name not in _loaded:
+        try:
+            _loaded[name] = None if os.environ.get(CODEC_VARIABLE, "") == "python" else importlib.import_module(name)
+        except ImportError:
+            _loaded[name] = None
+    return _loaded[name]
 
 
-def twin_of(function: F) -> F:
-    """``function``'s compiled twin (the function of the same name in ``_lag_twins``) when it is built and
-    twins are on; ``function`` itself otherwise."""
-    twin = getattr(_module, function.__name__.lstrip("_"), None) if _module is not None else None
+def twin_of(function: F, extension: str = LAG_TWINS) -> F:
+    """``function``'s compiled twin (the function of the same name, without a leading underscore, in the
+    module ``extension``) when that is built and twins are on; ``function`` itself otherwise."""
+    module = _load(extension)
+    twin = getattr(module, function.__name__.lstrip("_"), None) if module is not None else None
     if twin is None:
         return function
     IN_USE.add(function.__name__.lstrip("_"))

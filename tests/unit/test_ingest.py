@@ -435,9 +435,12 @@ NAMES = st.one_of(st.text(max_size=12), st.sampled_from(["", ".", "..", "a" * 25
 
 
 @st.composite
-def mutated(draw: st.DrawFn) -> tuple[bytes | None, bytes | None]:
-    """A valid record with bytes flipped, cut, inserted or deleted in its key or value."""
-    key, value = draw(st.sampled_from(VALID))
+def mutated(
+    draw: st.DrawFn, records: st.SearchStrategy[tuple[bytes, bytes | None]] | None = None
+) -> tuple[bytes | None, bytes | None]:
+    """A record of ``records`` (by default, a valid one of each kind) with bytes flipped, cut, inserted
+    or deleted in its key or value."""
+    key, value = draw(records if records is not None else st.sampled_from(VALID))
     parts = [bytearray(key), bytearray(value or b"")]
     for _ in range(draw(st.integers(1, 4))):
         part = parts[draw(st.integers(0, 1))]

@@ -1,0 +1,177 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled twin of kagent.core.ingest.ingest.
+
+It returns exactly what the Python function returns for the same arguments (kagent.core.ingest states
+the contract; tests/unit/test_ingest_twin.py checks it). An offset commit whose bytes and fields are
+plainly valid (record type 0 or 1, a value of version 0-4 with no tagged field, ASCII metadata, a topic
+name of the legal characters, every bound of kagent.core.record_checks.checked_commit met) is read here
+in place, and extends its group's run as the Python function's loop does; every other record (a
+tombstone, group metadata, anything malformed, anything in doubt) goes through the Python function's
+own step, kagent.core.ingest._ingest_one, so every verdict and every reason is the Python's.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
+from libc.stdint cimport int64_t
+from libc.string cimport memcmp
+
+cdef object _ingest_one = None  # kagent.core.ingest._ingest_one, at the first call
+cdef object _finished = None  # kagent.core.ingest._finished
+cdef Py_ssize_t _unmeasured = 0  # kagent.core.record_checks._UNMEASURED
+
+cdef enum:
+    LONGEST_TOPIC = 249  # Kafka's longest topic name
+
+
+cdef inline long long _int(const unsigned char *p, int size) noexcept:
+    """The big-endian signed integer of ``size`` (2, 4 or 8) bytes at ``p``."""
+    cdef unsigned long long value = 0
+    cdef int i
+    for i in range(size):
+        value = (value << 8) | p[i]
+    if size < 8 and value >> (8 * size - 1):
+        return <long long>value - (1LL << (8 * size))
+    return <long long>value
+
+
+cdef bint _legal_topic(const unsigned char *p, Py_ssize_t size) noexcept:
+    """Whether ``size`` bytes at ``p`` are a legal topic name (record_checks' rule: 1-249 of
+    [a-zA-Z0-9._-], not "." or "..")."""
+    cdef Py_ssize_t i
+    cdef unsigned char c
+    if size < 1 or size > LONGEST_TOPIC:
+        return False
+    if p[0] == b'.' and (size == 1 or (size == 2 and p[1] == b'.')):
+        return False
+    for i in range(size):
+        c = p[i]
+        if not (
+            (b'a' <= c <= b'z') or (b'A' <= c <= b'Z') or (b'0' <= c <= b'9') or c == b'.' or c == b'_' or c == b'-'
+        ):
+            return False
+    return True
+
+
+cdef bint _ascii(const unsigned char *p, Py_ssize_t size) noexcept:
+    cdef Py_ssize_t i
+    for i in range(size):
+        if p[i] >= 0x80:
+            return False
+    return True
+
+
+def ingest(records, skip_groups):
+    """The twin of kagent.core.ingest.ingest (see the module)."""
+    global _ingest_one, _finished, _unmeasured
+    if _ingest_one is None:
+        from kagent.core import ingest as python, record_checks
+
+        _ingest_one, _finished, _unmeasured = python._ingest_one, python._finished, record_checks._UNMEASURED
+    cdef dict grouped = {}
+    cdef dict runs = {}
+    cdef list malformed = []
+    cdef bytes key, value
+    cdef const unsigned char *k
+    cdef const unsigned char *v
+    cdef Py_ssize_t klen, vlen, pos, group_at, group_len, topic_at, topic_len, meta_len, end
+    cdef long long partition, offset, timestamp, epoch
+    cdef int version
+    cdef object group = None, topic = None, leader_epoch, where, run, open_runs, events
+    cdef bytes group_key = None  # the key the last group name was read from
+    cdef Py_ssize_t group_key_len = -1
+    cdef bytes topic_key = None  # the key the last topic name was read from, and where it lies there
+    cdef Py_ssize_t topic_key_at = 0, topic_key_len = -1
+    for record in records:
+        raw_key, raw_value = record.key, record.value
+        if type(raw_key) is not bytes or type(raw_value) is not bytes:
+            _ingest_one(record, skip_groups, grouped, runs, malformed)
+            continue
+        key, value = raw_key, raw_value
+        k, klen = <const unsigned char *>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)
+        v, vlen = <const unsigned char *>PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value)
+        # The key: record type 0 or 1, group, topic, partition, nothing after.
+        if klen < 4 or k[0] != 0 or k[1] > 1:
+            _ingest_one(record, skip_groups, grouped, runs, malformed)
+            continue
+        group_at, group_len = 4, _int(k + 2, 2)
+        topic_at = group_at + group_len + 2
+        if group_len < 0 or group_len > _unmeasured or topic_at > klen:
+            _ingest_one(record, skip_groups, grouped, runs, malformed)
+            continue
+        topic_len = _int(k + topic_at - 2, 2)
+        if topic_len < 0 or topic_at + topic_len + 4 != klen or not _legal_topic(k + topic_at, topic_len):
+            _ingest_one(record, skip_groups, grouped, runs, malformed)
+            continue
+        partition = _int(k + topic_at + topic_len, 4)
+        # The value: its version's fields, nothing after.
+        if vlen < 2 or v[0] != 0 or v[1] > 4:
+            _ingest_one(record, skip_groups, grouped, runs, malformed)
+            continue
+        version = v[1]
+        pos, epoch = 2, -1
+        if vlen < pos + 8:
+            _ingest_one(record, skip_groups, grouped, runs, malformed)
+            continue
+        offset = _int(v + pos, 8)
+        pos += 8
+        if version >= 3:
+            if vlen < pos + 4:
+                _ingest_one(record, skip_groups, grouped, runs, malformed)
+                continue
+            epoch = _int(v + pos, 4)
+            pos += 4
+        if version == 4:  # a compact string: its length + 1 as an unsigned varint, of one byte here
+            if vlen < pos + 1 or v[pos] == 0 or v[pos] >= 0x80:
+                _ingest_one(record, skip_groups, grouped, runs, malformed)
+                continue
+            meta_len = v[pos] - 1
+            pos += 1
+        else:
+            if vlen < pos + 2:
+                _ingest_one(record, skip_groups, grouped, runs, malformed)
+                continue
+            meta_len = _int(v + pos, 2)
+            pos += 2
+        if meta_len < 0 or vlen < pos + meta_len + 8 or not _ascii(v + pos, meta_len):
+            _ingest_one(record, skip_groups, grouped, runs, malformed)
+            continue
+        pos += meta_len
+        timestamp = _int(v + pos, 8)
+        pos += 8
+        end = pos + (8 if version == 1 else 1 if version == 4 else 0)  # v1's expire timestamp, v4's tags
+        if end != vlen or (version == 4 and v[pos] != 0):
+            _ingest_one(record, skip_groups, grouped, runs, malformed)
+            continue
+        # checked_commit's bounds (the topic's rule is above; a group this short is within its own).
+        if partition < 0 or offset < -1 or epoch < -1:
+            _ingest_one(record, skip_groups, grouped, runs, malformed)
+            continue
+        # The group's name: the last one again if its bytes are the same.
+        if group_len != group_key_len or memcmp(k + group_at, PyBytes_AS_STRING(group_key) + group_at, group_len):
+            try:
+                group = PyUnicode_DecodeUTF8(<const char *>k + group_at, group_len, NULL)
+            except UnicodeDecodeError:
+                _ingest_one(record, skip_groups, grouped, runs, malformed)
+                continue
+            group_key, group_key_len = key, group_len
+        if topic_len != topic_key_len or memcmp(k + topic_at, PyBytes_AS_STRING(topic_key) + topic_key_at, topic_len):
+            topic = PyUnicode_DecodeASCII(<const char *>k + topic_at, topic_len, NULL)
+            topic_key, topic_key_at, topic_key_len = key, topic_at, topic_len
+        # The Python function's commit path, step for step.
+        if group in skip_groups:
+            continue
+        open_runs = runs.get(group)
+        if open_runs is None:
+            open_runs = runs[group] = {}
+        where = (topic, partition)
+        run = open_runs.get(where)
+        leader_epoch = None if epoch == -1 else epoch
+        if run is None:
+            open_runs[where] = run = [topic, partition, offset, timestamp, leader_epoch]
+            events = grouped.get(group)
+            if events is None:
+                events = grouped[group] = []
+            events.append(run)
+        else:
+            run += (offset, timestamp, leader_epoch)
+    return _finished(grouped, malformed)

@@ -1,0 +1,142 @@
+"""The source's compiled twin (kagent/core/_ingest_twin.pyx): built, in use, and returning exactly what
+kagent.core.ingest's Python function returns for the same records (the module's contract).
+
+Every other test of ingest runs on whichever is in use, which after the README's install is the twin; here
+the same generated batches go through both: offset commits of every record type and value version with
+any field values (the twin reads those in place), the same with bytes flipped, cut or added, and every
+other kind of record, malformed ones included (the twin hands those to the Python step).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kagent.core.ingest
+from kagent.core import _ingest_twin, lag_twins
+from kagent.core.consumer_offsets import OffsetCommit, encode
+from kagent.core.ingest import Ingested, _ingest, ingest
+from tests.unit.test_ingest import INT32, INT64, RECORDS, Fetched, mutated
+
+NAMES = st.one_of(
+    st.sampled_from(["billing", "orders", "orders.v2", "a-b_c", ".", "..", "", "a" * 249, "a" * 250, "héllo", "x y"]),
+    st.text(max_size=6),
+)
+METADATA = st.one_of(st.just(""), st.sampled_from(["{}", "é", "m" * 126, "m" * 127, "m" * 300]), st.text(max_size=4))
+
+
+@st.composite
+def commits(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """An offset commit of record type 0 or 1 and value version 0-4, with any values its fields hold."""
+    version = draw(st.integers(0, 4))
+    record = OffsetCommit(
+        draw(NAMES),
+        draw(NAMES),
+        draw(st.one_of(st.integers(-2, 3), INT32)),
+        draw(st.one_of(st.integers(-3, 3), INT64)),
+        draw(METADATA),
+        draw(st.one_of(st.just(1_700_000_000_000), INT64)),
+        draw(st.one_of(st.just(-1), INT64)) if version == 1 else None,
+        draw(st.one_of(st.none(), st.integers(-3, 3), INT32.filter(lambda epoch: epoch != -1)))
+        if version >= 3
+        else None,
+        version,
+        draw(st.sampled_from([0, 1])),
+    )
+    key, value = encode(record)
+    assert value is not None
+    return key, value
+
+
+@st.composite
+def tagged(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A commit of value version 4 with tagged fields (read by the Python step)."""
+    key, value = draw(commits().filter(lambda commit: commit[1][:2] == b"\x00\x04"))
+    return key, value[:-1] + draw(st.sampled_from([b"\x01\x00\x00", b"\x01\x05\x01x", b"\x01\x00\x05"]))
+
+
+def _seen(result: Ingested[Fetched]) -> tuple[object, ...]:
+    """What a result says, comparable: each group's events, and each malformed record with its error's
+    type and reason."""
+    return (
+        [(events.group, events.events) for events in result.events],
+        [(record.offset, type(error), str(error)) for record, error in result.malformed],
+    )
+
+
+def test_ingest_runs_its_compiled_twin() -> None:
+    assert ingest is _ingest_twin.ingest, "run the README's install to build it"
+    assert kagent.core.ingest.ingest is not _ingest
+    assert "ingest" in lag_twins.IN_USE
+
+
+@settings(max_examples=600)
+@given(
+    st.lists(st.one_of(commits(), mutated(commits()), tagged(), RECORDS), max_size=12),
+    st.sampled_from([(), ("billing",), ("billing", "x y", "")]),
+)
+def test_the_twin_returns_what_the_python_function_returns(
+    batch: list[tuple[bytes | None, bytes | None]], skip: tuple[str, ...]
+) -> None:
+    records = [Fetched(key, value, offset) for offset, (key, value) in enumerate(batch)]
+
+    assert _seen(ingest(records, frozenset(skip))) == _seen(_ingest(records, frozenset(skip)))
+
+
+def test_a_groups_commits_between_records_read_by_python_stay_in_their_runs() -> None:
+    def commit(group: str, partition: int, offset: int, version: int = 3) -> Fetched:
+        epoch = 5 if version >= 3 else None
+        key, value = encode(OffsetCommit(group, "orders", partition, offset, "", 7, None, epoch, version))
+        return Fetched(key, value, offset)
+
+    epoch = commit("billing", 0, 3)
+    epoch = Fetched(epoch.key, epoch.value.replace(b"\x00\x00\x00\x05", b"\xff\xff\xff\xfe"), 3)  # epoch -2
+    key, value = encode(OffsetCommit("billing", "orders", 0, 5, "é", 7, None, None, 2))
+    metadata = Fetched(key, value.replace("é".encode(), b"\xc3\x28"), 5)  # not UTF-8: read by no field of a run
+    records = [commit("billing", 0, 1), commit("billing", 0, 2, 4), epoch, commit("billing", 1, 4, 0), metadata]
+
+    twin, python = ingest(records, ()), _ingest(records, ())
+
+    assert _seen(twin) == _seen(python)
+    ((group, events),), ((first, _, epoch_reason), (second, _, metadata_reason)) = _seen(twin)
+    assert group == "billing"
+    assert events == (["orders", 0, 1, 7, 5, 2, 7, 5], ["orders", 1, 4, 7, None])
+    assert first == 3 and "leader_epoch = -2" in epoch_reason
+    assert second == 5 and "invalid UTF-8" in metadata_reason
+
+
+def test_the_twin_reads_plain_commits_itself_and_hands_the_rest_to_the_python() -> None:
+    """Which path each record takes, seen in a fresh interpreter whose Python step refuses every call (the
+    twin looks it up at its first call): a plainly valid commit of every record type and value version is
+    read without it; a tombstone and a commit with tagged fields are not."""
+    plain = [
+        encode(OffsetCommit("billing", "orders", 1, 5, "m", 7, -1 if version == 1 else None, epoch, version, kind))
+        for version in range(5)
+        for kind in (0, 1)
+        for epoch in ((None, 3) if version >= 3 else (None,))
+    ]
+    key, value = plain[-1]
+    others = [(key, None), (key, value[:-1] + b"\x01\x00\x00")]
+    script = f"""
+from kagent.core import _ingest_twin, ingest
+
+def refuse(*args, **kwargs):
+    raise LookupError("handed to the Python")
+
+class Fetched:
+    def __init__(self, key, value):
+        self.key, self.value = key, value
+
+ingest._ingest_one = refuse
+assert len(_ingest_twin.ingest([Fetched(*kv) for kv in {plain!r}], ()).events) == 1
+for kv in {others!r}:
+    try:
+        _ingest_twin.ingest([Fetched(*kv)], ())
+    except LookupError:
+        continue
+    raise AssertionError(f"the twin read {{kv!r}} itself")
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
