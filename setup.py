@@ -4,7 +4,8 @@
   from Kafka's layouts (see `kagent/core/consumer_offsets/_native.py`);
 - the scrape's innermost loops, storage's commits and the API's merge of pages, `kagent/core/_lag_twins.pyx`
   (see `kagent/core/lag_twins.py`);
-- the source's reading of offset commits, `kagent/core/_ingest_twin.pyx` (see `kagent/core/ingest.py`).
+- the source's reading of offset commits and storage's check of commit runs, `kagent/core/_events_twins.pyx`
+  (see `kagent/core/ingest.py`).
 
 Everything else is declared in pyproject.toml. Every module is optional: where
 one cannot be built, its pure-Python twins run (the decoders at about a third of
@@ -82,7 +83,7 @@ setup(
     ext_modules=[
         Extension("kagent.core.consumer_offsets._twins", [str(generate())], optional=True),
         Extension("kagent.core._lag_twins", ["kagent/core/_lag_twins.pyx"], optional=True),
-        Extension("kagent.core._ingest_twin", ["kagent/core/_ingest_twin.pyx"], optional=True),
+        Extension("kagent.core._events_twins", ["kagent/core/_events_twins.pyx"], optional=True),
     ],
     cmdclass={"build_ext": BuildTwins},
 )

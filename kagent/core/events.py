@@ -59,6 +59,7 @@ from kagent.core.consumer_offsets import (
     Record,
     TopicPartitions,
 )
+from kagent.core.lag_twins import twin_of
 from kagent.core.table_keys import partition_of_group
 
 __all__ = [
@@ -608,7 +609,7 @@ def _plain_events(parsed: Any) -> DerivedEvents | None:
         return None
     for index, item in enumerate(items):
         if type(item) is list:  # nearly every item: kept as the parser made it
-            if not _plain_run(item):
+            if not plain_run(item):
                 return None
             continue
         if type(item) is not dict:
@@ -637,7 +638,9 @@ _EVENT: TypeAdapter[DerivedEvent] = TypeAdapter(DerivedEvent)
 
 def _plain_run(item: list[Any]) -> bool:
     """Whether ``item`` is a :data:`CommitRun` whose fields have exactly their JSON types and bounds
-    (:func:`_checked_run`'s verdict, without naming what is wrong)."""
+    (:func:`_checked_run`'s verdict, without naming what is wrong). Storage asks it of every run it reads:
+    compiled where built (``_events_twins.pyx``; ``tests/unit/test_events_twins.py`` holds the twin to
+    the same verdicts)."""
     size = len(item)
     if size < 5 or size % 3 != 2 or type(item[0]) is not str or type(item[1]) is not int or item[1] < 0:
         return False
@@ -648,6 +651,9 @@ def _plain_run(item: list[Any]) -> bool:
         if epoch is not None and type(epoch) is not int:
             return False
     return True
+
+
+plain_run = twin_of(_plain_run, "kagent.core._events_twins")
 
 
 def derive(record: Record) -> list[DerivedEvent]:

@@ -63,9 +63,9 @@ def _ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
     record whose events cannot be built for any other reason (a missing rule; the reason names
     what failed). Never raises, whatever the records hold.
 
-    The source's step for every record it reads: compiled where built (``_ingest_twin.pyx``, which
+    The source's step for every record it reads: compiled where built (``_events_twins.pyx``, which
     reads a plainly valid offset commit in place and gives every other record to
-    :func:`_ingest_one`; ``tests/unit/test_ingest_twin.py`` holds it to returning exactly what this
+    :func:`_ingest_one`; ``tests/unit/test_events_twins.py`` holds it to returning exactly what this
     returns).
     """
     grouped: dict[str, list[DerivedEvent | CommitRun | AssignedJson]] = {}
@@ -76,7 +76,7 @@ def _ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
     return _finished(grouped, malformed)
 
 
-ingest = twin_of(_ingest, "kagent.core._ingest_twin")
+ingest = twin_of(_ingest, "kagent.core._events_twins")
 
 
 def _ingest_one(

@@ -1,10 +1,12 @@
-"""The source's compiled twin (kagent/core/_ingest_twin.pyx): built, in use, and returning exactly what
-kagent.core.ingest's Python function returns for the same records (the module's contract).
+"""The derived events' compiled twins (kagent/core/_events_twins.pyx): built, in use, and returning exactly
+what their Python functions return for the same arguments (the module's contract).
 
-Every other test of ingest runs on whichever is in use, which after the README's install is the twin; here
-the same generated batches go through both: offset commits of every record type and value version with
+Every other test of ingest and of reading derived events runs on whichever is in use, which after the
+README's install are the twins; here the same generated arguments go through both. For the source's
+ingest, batches of: offset commits of every record type and value version with
 any field values (the twin reads those in place), the same with bytes flipped, cut or added, and every
-other kind of record, malformed ones included (the twin hands those to the Python step).
+other kind of record, malformed ones included (the twin hands those to the Python step). For storage's
+check of a commit run, lists of any JSON values.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kagent.core.ingest
-from kagent.core import _ingest_twin, lag_twins
+from kagent.core import _events_twins, events, lag_twins
 from kagent.core.consumer_offsets import OffsetCommit, encode
 from kagent.core.ingest import Ingested, _ingest, ingest
 from tests.unit.test_ingest import INT32, INT64, RECORDS, Fetched, mutated
@@ -67,10 +69,11 @@ def _seen(result: Ingested[Fetched]) -> tuple[object, ...]:
     )
 
 
-def test_ingest_runs_its_compiled_twin() -> None:
-    assert ingest is _ingest_twin.ingest, "run the README's install to build it"
+def test_ingest_and_the_runs_check_run_their_compiled_twins() -> None:
+    assert ingest is _events_twins.ingest, "run the README's install to build them"
     assert kagent.core.ingest.ingest is not _ingest
-    assert "ingest" in lag_twins.IN_USE
+    assert events.plain_run is _events_twins.plain_run
+    assert {"ingest", "plain_run"} <= lag_twins.IN_USE
 
 
 @settings(max_examples=600)
@@ -121,7 +124,7 @@ def test_the_twin_reads_plain_commits_itself_and_hands_the_rest_to_the_python() 
     key, value = plain[-1]
     others = [(key, None), (key, value[:-1] + b"\x01\x00\x00")]
     script = f"""
-from kagent.core import _ingest_twin, ingest
+from kagent.core import _events_twins, ingest
 
 def refuse(*args, **kwargs):
     raise LookupError("handed to the Python")
@@ -131,12 +134,50 @@ class Fetched:
         self.key, self.value = key, value
 
 ingest._ingest_one = refuse
-assert len(_ingest_twin.ingest([Fetched(*kv) for kv in {plain!r}], ()).events) == 1
+assert len(_events_twins.ingest([Fetched(*kv) for kv in {plain!r}], ()).events) == 1
 for kv in {others!r}:
     try:
-        _ingest_twin.ingest([Fetched(*kv)], ())
+        _events_twins.ingest([Fetched(*kv)], ())
     except LookupError:
         continue
     raise AssertionError(f"the twin read {{kv!r}} itself")
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+JSON_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=600)
+@given(
+    st.one_of(
+        st.lists(JSON_VALUES, max_size=11),
+        st.tuples(
+            st.sampled_from(["orders", 7]), st.sampled_from([0, 3, -1, True]), st.lists(INT64, min_size=3, max_size=9)
+        ).map(lambda run: [run[0], run[1], *run[2]]),
+    )
+)
+def test_the_runs_twin_gives_the_python_functions_verdict(item: list[object]) -> None:
+    assert _events_twins.plain_run(item) is events._plain_run(item)
+
+
+def test_the_runs_twin_refuses_what_the_python_refuses() -> None:
+    plain = ["orders", 0, 5, 7, None, 6, 7, 3]
+    assert _events_twins.plain_run(plain) is True
+    for broken in (
+        plain[:-1],  # not five fields and three per commit more
+        ["orders", -1, 5, 7, None],  # a negative partition
+        ["orders", True, 5, 7, None],  # a bool is not an int in JSON
+        [b"orders", 0, 5, 7, None],
+        ["orders", 0, 5.0, 7, None],
+        ["orders", 0, 5, 7, "3"],
+    ):
+        assert _events_twins.plain_run(broken) is False, broken

@@ -1,8 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Compiled twin of kagent.core.ingest.ingest.
+"""Compiled twins of the two ends of the derived events: kagent.core.ingest.ingest, the source's reading of
+__consumer_offsets, and kagent.core.events._plain_run, storage's check of each commit run it reads.
 
-It returns exactly what the Python function returns for the same arguments (kagent.core.ingest states
-the contract; tests/unit/test_ingest_twin.py checks it). An offset commit whose bytes and fields are
+Each returns exactly what its Python function returns for the same arguments (kagent.core.ingest and
+kagent.core.events state the contract; tests/unit/test_events_twins.py checks it).
+
+ingest: an offset commit whose bytes and fields are
 plainly valid (record type 0 or 1, a value of version 0-4 with no tagged field, ASCII metadata, a topic
 name of the legal characters, every bound of kagent.core.record_checks.checked_commit met) is read here
 in place, and extends its group's run as the Python function's loop does; every other record (a
@@ -175,3 +178,17 @@ def ingest(records, skip_groups):
         else:
             run += (offset, timestamp, leader_epoch)
     return _finished(grouped, malformed)
+
+
+def plain_run(list item):
+    """The twin of kagent.core.events._plain_run: the same checks, read from the list in place."""
+    cdef Py_ssize_t size = len(item), field
+    if size < 5 or size % 3 != 2 or type(item[0]) is not str or type(item[1]) is not int or item[1] < 0:
+        return False
+    for field in range(2, size, 3):
+        if type(item[field]) is not int or type(item[field + 1]) is not int:
+            return False
+        epoch = item[field + 2]
+        if epoch is not None and type(epoch) is not int:
+            return False
+    return True
