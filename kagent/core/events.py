@@ -495,15 +495,16 @@ def grouped_events(
 def encode_events(events: DerivedEvents) -> bytes:
     """The JSON bytes of one group's ``events``: a derived-events record of one group, and an element
     of a packed one (orjson: commit runs and :data:`~kagent.core.assigned_json.AssignedJson` are JSON
-    data already; pydantic's serializer costs about 1.2 µs per commit)."""
-    return orjson.dumps(
-        {
-            "group": events.group,
-            "events": [
-                event if isinstance(event, list | dict) else event.model_dump(mode="json") for event in events.events
-            ],
-        }
-    )
+    data already, written as they are; pydantic's serializer costs about 1.2 µs per commit, and a loop
+    over the events in Python to find the models a few tenths of a µs a commit run)."""
+    return orjson.dumps({"group": events.group, "events": events.events}, default=_event_json)
+
+
+def _event_json(event: object) -> dict[str, Any]:
+    """What orjson writes of an event it cannot write itself: a model's JSON data."""
+    if isinstance(event, BaseModel):
+        return event.model_dump(mode="json")
+    raise TypeError(f"{type(event).__name__} is not a derived event")
 
 
 PACKED_BYTES = 64 * 1024

@@ -8,6 +8,7 @@ import weakref
 from dataclasses import dataclass
 from uuid import UUID
 
+import orjson
 import pytest
 from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
@@ -192,6 +193,31 @@ def test_records_that_derive_nothing_yield_nothing() -> None:
     unknown = Fetched(b"\x00\x63whatever", b"\x00\x00")  # an unknown record type is not an error
 
     assert ingest([unknown], skip_groups=()).events == []
+
+
+def test_a_groups_events_are_written_as_runs_objects_and_each_models_json_dump() -> None:
+    """encode_events lets orjson write runs and group-assigned objects as they are, and each model as
+    pydantic dumps it: the same bytes as writing every event's JSON data in one list."""
+    key, value = VALID[2]  # group metadata: a group-assigned object (AssignedJson)
+    assigned = ingest([Fetched(key, value)], skip_groups=()).events[0].events[0]
+    assert isinstance(assigned, dict)
+    models = [
+        OffsetCommitted(group="billing", topic="orders", partition=0, offset=1, commit_timestamp=2, leader_epoch=3),
+        OffsetDeleted(group="billing", topic="orders", partition=1),
+        *(event for record in ingest([Fetched(*kv) for kv in VALID[3:]], ()).events for event in record.events),
+        GroupDeleted(group="billing"),
+    ]
+    events = DerivedEvents.model_construct(
+        group="billing", events=(commit_run("orders", 0, (5, 6, None), (7, 8, 2)), assigned, *models)
+    )
+
+    written = encode_events(events)
+
+    each = [event if isinstance(event, list | dict) else event.model_dump(mode="json") for event in events.events]
+    assert written == orjson.dumps({"group": "billing", "events": each})
+    assert {type(event).__name__ for event in models} >= {"ConsumerGroupMember", "ConsumerGroupMemberAssignment"}
+    with pytest.raises(TypeError):  # orjson.JSONEncodeError
+        encode_events(DerivedEvents.model_construct(group="billing", events=(object(),)))
 
 
 def test_a_derived_events_record_round_trips_and_holds_one_group() -> None:
