@@ -4,8 +4,8 @@
   from Kafka's layouts (see `kagent/core/consumer_offsets/_native.py`);
 - the scrape's innermost loops, storage's commits and the API's merge of pages, `kagent/core/_lag_twins.pyx`
   (see `kagent/core/lag_twins.py`);
-- the source's reading of offset commits and storage's check of commit runs, `kagent/core/_events_twins.pyx`
-  (see `kagent/core/ingest.py`).
+- the source's reading of offset commits, storage's check of commit runs and Kafka's murmur2,
+  `kagent/core/_events_twins.pyx` (see `kagent/core/ingest.py`).
 
 Everything else is declared in pyproject.toml. Every module is optional: where
 one cannot be built, its pure-Python twins run (the decoders at about a third of

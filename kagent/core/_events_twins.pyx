@@ -1,9 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twins of the two ends of the derived events: kagent.core.ingest.ingest, the source's reading of
-__consumer_offsets, and kagent.core.events._plain_run, storage's check of each commit run it reads.
+__consumer_offsets, and kagent.core.events._plain_run, storage's check of each commit run it reads; and of
+aiokafka's murmur2, by which a group's events are placed (kagent.core.table_keys.murmur2, which the
+lag-sticky assignor also asks of every member id at every evaluation).
 
-Each returns exactly what its Python function returns for the same arguments (kagent.core.ingest and
-kagent.core.events state the contract; tests/unit/test_events_twins.py checks it).
+Each returns exactly what its Python function returns for the same arguments (kagent.core.ingest,
+kagent.core.events and kagent.core.table_keys state the contract; tests/unit/test_events_twins.py checks it).
 
 ingest: an offset commit whose bytes and fields are
 plainly valid (record type 0 or 1, a value of version 0-4 with no tagged field, ASCII metadata, a topic
@@ -192,3 +194,44 @@ def plain_run(list item):
         if epoch is not None and type(epoch) is not int:
             return False
     return True
+
+
+cdef object _murmur2 = None  # aiokafka's murmur2, at the first call that needs it
+
+
+def murmur2(data):
+    """The twin of aiokafka.partitioner.murmur2 (Kafka's hash of a record's key): the same unsigned 32-bit
+    hash of ``bytes``, in C; anything else (a bytearray, say) goes to aiokafka's."""
+    global _murmur2
+    cdef const unsigned char *p
+    cdef Py_ssize_t length, i
+    cdef unsigned int m = 0x5BD1E995, h, k, extra
+    if type(data) is not bytes or PyBytes_GET_SIZE(data) > 0xFFFFFFFF:
+        if _murmur2 is None:
+            from aiokafka.partitioner import murmur2 as python
+
+            _murmur2 = python
+        return _murmur2(data)
+    p = <const unsigned char *>PyBytes_AS_STRING(data)
+    length = PyBytes_GET_SIZE(data)
+    h = 0x9747B28C ^ <unsigned int>length
+    for i in range(0, length - length % 4, 4):
+        k = p[i] | (<unsigned int>p[i + 1] << 8) | (<unsigned int>p[i + 2] << 16) | (<unsigned int>p[i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+    extra = length % 4
+    i = length - extra
+    if extra >= 3:
+        h ^= <unsigned int>p[i + 2] << 16
+    if extra >= 2:
+        h ^= <unsigned int>p[i + 1] << 8
+    if extra >= 1:
+        h ^= p[i]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return h

@@ -22,9 +22,10 @@ int64 raises ``OverflowError`` where the Python function computes (but for the t
 commits, which go the Python's way past int64).
 
 Where the extension is not built (no compiler at install) or ``KAGENT_CODEC=python`` is set, the Python
-functions run. The source's :func:`kagent.core.ingest.ingest` and storage's check of a commit run
-(:func:`kagent.core.events._plain_run`) have their twins in an extension of their own
-(``_events_twins.pyx``), found the same way (:func:`twin_of` with its module's name).
+functions run. The source's :func:`kagent.core.ingest.ingest`, storage's check of a commit run
+(:func:`kagent.core.events._plain_run`) and Kafka's murmur2 (:data:`kagent.core.table_keys.murmur2`) have
+their twins in an extension of their own (``_events_twins.pyx``), found the same way (:func:`twin_of` with
+its module's name).
 """
 
 from __future__ import annotations

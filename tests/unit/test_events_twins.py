@@ -14,14 +14,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from aiokafka.partitioner import murmur2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kagent.core.ingest
-from kagent.core import _events_twins, events, lag_twins
+from kagent.core import _events_twins, events, lag_twins, table_keys
 from kagent.core.consumer_offsets import OffsetCommit, encode
 from kagent.core.ingest import Ingested, _ingest, ingest
 from tests.unit.test_ingest import INT32, INT64, RECORDS, Fetched, mutated
+from tests.unit.test_simulator_placement import KAFKA_MURMUR2
 
 NAMES = st.one_of(
     st.sampled_from(["billing", "orders", "orders.v2", "a-b_c", ".", "..", "", "a" * 249, "a" * 250, "héllo", "x y"]),
@@ -73,7 +75,8 @@ def test_ingest_and_the_runs_check_run_their_compiled_twins() -> None:
     assert ingest is _events_twins.ingest, "run the README's install to build them"
     assert kagent.core.ingest.ingest is not _ingest
     assert events.plain_run is _events_twins.plain_run
-    assert {"ingest", "plain_run"} <= lag_twins.IN_USE
+    assert table_keys.murmur2 is _events_twins.murmur2
+    assert {"ingest", "plain_run", "murmur2"} <= lag_twins.IN_USE
 
 
 @settings(max_examples=600)
@@ -181,3 +184,15 @@ def test_the_runs_twin_refuses_what_the_python_refuses() -> None:
         ["orders", 0, 5, 7, "3"],
     ):
         assert _events_twins.plain_run(broken) is False, broken
+
+
+@settings(max_examples=600)
+@given(st.one_of(st.binary(max_size=70), st.text(max_size=30).map(str.encode)))
+def test_the_murmur2_twin_gives_aiokafkas_hash(data: bytes) -> None:
+    assert _events_twins.murmur2(data) == murmur2(data)
+
+
+def test_the_murmur2_twin_places_keys_as_kafka_does() -> None:
+    for key, signed in KAFKA_MURMUR2.items():  # Kafka's own UtilsTest.testMurmur2, as unsigned hashes
+        assert _events_twins.murmur2(key) == signed & 0xFFFFFFFF, key
+    assert _events_twins.murmur2(bytearray(b"21")) == murmur2(b"21")  # not bytes: aiokafka's

@@ -7,11 +7,11 @@ import heapq
 from collections import Counter
 from collections.abc import Mapping
 
-from aiokafka.partitioner import murmur2
 from aiokafka.structs import TopicPartition
 
 from kagent.core.assignors.placement import Placement, TieOrder, balance_counts, fill, lag_order
 from kagent.core.assignors.problem import Assignment, Group
+from kagent.core.table_keys import murmur2
 
 
 class LagStickyAssignor:
