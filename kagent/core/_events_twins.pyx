@@ -17,7 +17,6 @@ own step, kagent.core.ingest._ingest_one, so every verdict and every reason is t
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t
 from libc.string cimport memcmp
 
 cdef object _ingest_one = None  # kagent.core.ingest._ingest_one, at the first call
