@@ -16,13 +16,13 @@ from collections.abc import Callable
 from functools import lru_cache
 from json.encoder import encode_basestring as _json_string  # what json.dumps(..., ensure_ascii=False) writes for a str
 
-from aiokafka import partitioner
+from aiokafka.partitioner import murmur2 as _aiokafka_murmur2
 
 from kagent.core.lag_twins import twin_of
 
 __all__ = ["group_of_partition_key", "murmur2", "partition_key", "partition_of_group"]
 
-murmur2: Callable[[bytes], int] = twin_of(partitioner.murmur2, "kagent.core._events_twins")
+murmur2: Callable[[bytes], int] = twin_of(_aiokafka_murmur2, "kagent.core._events_twins")
 """Kafka's murmur2 of a record's key (aiokafka's function, 8.6 µs for a member id of 60 bytes), compiled
 where built: the same hash, in C (``_events_twins.pyx``; ``tests/unit/test_events_twins.py`` holds it to
 aiokafka's)."""
