@@ -64,6 +64,62 @@ cdef bint _ascii(const unsigned char *p, Py_ssize_t size) noexcept:
     return True
 
 
+cdef struct _Commit:
+    Py_ssize_t group_at, group_len, topic_at, topic_len
+    long long partition, offset, timestamp, epoch  # epoch -1: none
+
+
+cdef bint _plain_commit(
+    const unsigned char *k, Py_ssize_t klen, const unsigned char *v, Py_ssize_t vlen, _Commit *c
+) noexcept:
+    """Whether key ``k`` and value ``v`` are a plainly valid offset commit (see the module), read into ``c``
+    (the names as where they lie in ``k``); False at the first doubt."""
+    cdef Py_ssize_t pos, meta_len, end
+    cdef int version
+    # The key: record type 0 or 1, group, topic, partition, nothing after.
+    if klen < 4 or k[0] != 0 or k[1] > 1:
+        return False
+    c.group_at, c.group_len = 4, _int(k + 2, 2)
+    c.topic_at = c.group_at + c.group_len + 2
+    if c.group_len < 0 or c.group_len > _unmeasured or c.topic_at > klen:
+        return False
+    c.topic_len = _int(k + c.topic_at - 2, 2)
+    if c.topic_len < 0 or c.topic_at + c.topic_len + 4 != klen or not _legal_topic(k + c.topic_at, c.topic_len):
+        return False
+    c.partition = _int(k + c.topic_at + c.topic_len, 4)
+    # The value: its version's fields, nothing after.
+    if vlen < 10 or v[0] != 0 or v[1] > 4:
+        return False
+    version, pos, c.epoch = v[1], 2, -1
+    c.offset = _int(v + pos, 8)
+    pos += 8
+    if version >= 3:
+        if vlen < pos + 4:
+            return False
+        c.epoch = _int(v + pos, 4)
+        pos += 4
+    if version == 4:  # a compact string: its length + 1 as an unsigned varint, of one byte here
+        if vlen < pos + 1 or v[pos] == 0 or v[pos] >= 0x80:
+            return False
+        meta_len = v[pos] - 1
+        pos += 1
+    else:
+        if vlen < pos + 2:
+            return False
+        meta_len = _int(v + pos, 2)
+        pos += 2
+    if meta_len < 0 or vlen < pos + meta_len + 8 or not _ascii(v + pos, meta_len):
+        return False
+    pos += meta_len
+    c.timestamp = _int(v + pos, 8)
+    pos += 8
+    end = pos + (8 if version == 1 else 1 if version == 4 else 0)  # v1's expire timestamp, v4's tags
+    if end != vlen or (version == 4 and v[pos] != 0):
+        return False
+    # checked_commit's bounds (the topic's rule is above; a group this short is within its own).
+    return c.partition >= 0 and c.offset >= -1 and c.epoch >= -1
+
+
 def ingest(records, skip_groups):
     """The twin of kagent.core.ingest.ingest (see the module)."""
     global _ingest_one, _finished, _unmeasured
@@ -74,110 +130,59 @@ def ingest(records, skip_groups):
     cdef dict grouped = {}
     cdef dict runs = {}
     cdef list malformed = []
-    cdef bytes key, value
+    cdef bytes key
     cdef const unsigned char *k
-    cdef const unsigned char *v
-    cdef Py_ssize_t klen, vlen, pos, group_at, group_len, topic_at, topic_len, meta_len, end
-    cdef long long partition, offset, timestamp, epoch
-    cdef int version
+    cdef _Commit c
     cdef object group = None, topic = None, leader_epoch, where, run, open_runs, events
     cdef bytes group_key = None  # the key the last group name was read from
     cdef Py_ssize_t group_key_len = -1
     cdef bytes topic_key = None  # the key the last topic name was read from, and where it lies there
     cdef Py_ssize_t topic_key_at = 0, topic_key_len = -1
     for record in records:
-        raw_key, raw_value = record.key, record.value
-        if type(raw_key) is not bytes or type(raw_value) is not bytes:
+        raw_key, value = record.key, record.value
+        if (
+            type(raw_key) is not bytes
+            or type(value) is not bytes
+            or not _plain_commit(
+                <const unsigned char *>PyBytes_AS_STRING(raw_key),
+                PyBytes_GET_SIZE(raw_key),
+                <const unsigned char *>PyBytes_AS_STRING(value),
+                PyBytes_GET_SIZE(value),
+                &c,
+            )
+        ):
             _ingest_one(record, skip_groups, grouped, runs, malformed)
             continue
-        key, value = raw_key, raw_value
-        k, klen = <const unsigned char *>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)
-        v, vlen = <const unsigned char *>PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value)
-        # The key: record type 0 or 1, group, topic, partition, nothing after.
-        if klen < 4 or k[0] != 0 or k[1] > 1:
-            _ingest_one(record, skip_groups, grouped, runs, malformed)
-            continue
-        group_at, group_len = 4, _int(k + 2, 2)
-        topic_at = group_at + group_len + 2
-        if group_len < 0 or group_len > _unmeasured or topic_at > klen:
-            _ingest_one(record, skip_groups, grouped, runs, malformed)
-            continue
-        topic_len = _int(k + topic_at - 2, 2)
-        if topic_len < 0 or topic_at + topic_len + 4 != klen or not _legal_topic(k + topic_at, topic_len):
-            _ingest_one(record, skip_groups, grouped, runs, malformed)
-            continue
-        partition = _int(k + topic_at + topic_len, 4)
-        # The value: its version's fields, nothing after.
-        if vlen < 2 or v[0] != 0 or v[1] > 4:
-            _ingest_one(record, skip_groups, grouped, runs, malformed)
-            continue
-        version = v[1]
-        pos, epoch = 2, -1
-        if vlen < pos + 8:
-            _ingest_one(record, skip_groups, grouped, runs, malformed)
-            continue
-        offset = _int(v + pos, 8)
-        pos += 8
-        if version >= 3:
-            if vlen < pos + 4:
-                _ingest_one(record, skip_groups, grouped, runs, malformed)
-                continue
-            epoch = _int(v + pos, 4)
-            pos += 4
-        if version == 4:  # a compact string: its length + 1 as an unsigned varint, of one byte here
-            if vlen < pos + 1 or v[pos] == 0 or v[pos] >= 0x80:
-                _ingest_one(record, skip_groups, grouped, runs, malformed)
-                continue
-            meta_len = v[pos] - 1
-            pos += 1
-        else:
-            if vlen < pos + 2:
-                _ingest_one(record, skip_groups, grouped, runs, malformed)
-                continue
-            meta_len = _int(v + pos, 2)
-            pos += 2
-        if meta_len < 0 or vlen < pos + meta_len + 8 or not _ascii(v + pos, meta_len):
-            _ingest_one(record, skip_groups, grouped, runs, malformed)
-            continue
-        pos += meta_len
-        timestamp = _int(v + pos, 8)
-        pos += 8
-        end = pos + (8 if version == 1 else 1 if version == 4 else 0)  # v1's expire timestamp, v4's tags
-        if end != vlen or (version == 4 and v[pos] != 0):
-            _ingest_one(record, skip_groups, grouped, runs, malformed)
-            continue
-        # checked_commit's bounds (the topic's rule is above; a group this short is within its own).
-        if partition < 0 or offset < -1 or epoch < -1:
-            _ingest_one(record, skip_groups, grouped, runs, malformed)
-            continue
+        key = raw_key
+        k = <const unsigned char *>PyBytes_AS_STRING(key)
         # The group's name: the last one again if its bytes are the same.
-        if group_len != group_key_len or memcmp(k + group_at, PyBytes_AS_STRING(group_key) + group_at, group_len):
+        if c.group_len != group_key_len or memcmp(k + c.group_at, PyBytes_AS_STRING(group_key) + c.group_at, c.group_len):
             try:
-                group = PyUnicode_DecodeUTF8(<const char *>k + group_at, group_len, NULL)
+                group = PyUnicode_DecodeUTF8(<const char *>k + c.group_at, c.group_len, NULL)
             except UnicodeDecodeError:
                 _ingest_one(record, skip_groups, grouped, runs, malformed)
                 continue
-            group_key, group_key_len = key, group_len
-        if topic_len != topic_key_len or memcmp(k + topic_at, PyBytes_AS_STRING(topic_key) + topic_key_at, topic_len):
-            topic = PyUnicode_DecodeASCII(<const char *>k + topic_at, topic_len, NULL)
-            topic_key, topic_key_at, topic_key_len = key, topic_at, topic_len
+            group_key, group_key_len = key, c.group_len
+        if c.topic_len != topic_key_len or memcmp(k + c.topic_at, PyBytes_AS_STRING(topic_key) + topic_key_at, c.topic_len):
+            topic = PyUnicode_DecodeASCII(<const char *>k + c.topic_at, c.topic_len, NULL)
+            topic_key, topic_key_at, topic_key_len = key, c.topic_at, c.topic_len
         # The Python function's commit path, step for step.
         if group in skip_groups:
             continue
         open_runs = runs.get(group)
         if open_runs is None:
             open_runs = runs[group] = {}
-        where = (topic, partition)
+        where = (topic, c.partition)
         run = open_runs.get(where)
-        leader_epoch = None if epoch == -1 else epoch
+        leader_epoch = None if c.epoch == -1 else c.epoch
         if run is None:
-            open_runs[where] = run = [topic, partition, offset, timestamp, leader_epoch]
+            open_runs[where] = run = [topic, c.partition, c.offset, c.timestamp, leader_epoch]
             events = grouped.get(group)
             if events is None:
                 events = grouped[group] = []
             events.append(run)
         else:
-            run += (offset, timestamp, leader_epoch)
+            run += (c.offset, c.timestamp, leader_epoch)
     return _finished(grouped, malformed)
 
 

@@ -37,7 +37,7 @@ def partition_of_group(group: str, partitions: int) -> int:
     """The partition the default partitioner gives a record keyed by ``group`` on a topic of ``partitions``.
 
     Remembered for the last 131,072 (group, partitions): every table write asks, and murmur2 in
-    Python costs 3 µs."""
+    Python costs 3 µs (0.1 µs where its compiled twin is built: :data:`murmur2`)."""
     hashed: int = murmur2(group.encode())
     return (hashed & 0x7FFFFFFF) % partitions
 

@@ -193,9 +193,7 @@ class RoundPacer:
         ran = now - self._since
         if ran < slice_length(self._every):
             return
-        cpu = time.thread_time()
-        if self._spent is not None:
-            self._spent(cpu - self._cpu_since)
+        self.done()  # what the round spent so far is told now; the pause's own CPU is not the round's
         if self._behind is not None and now >= self._next_look:
             self._next_look = now + self._look_every
             self.share = self._behind_share if await self._behind() else self._normal_share
