@@ -36,6 +36,7 @@ from aiokafka.structs import TopicPartition
 from kagent.core.events import PartitionRef
 from kagent.core.recommendation import MemberRecommendation, Recommendation
 from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker
+from tests.support.client_members import kafka_python_generation
 from tests.support.incidents import recommendation as shared_recommendation
 from tests.support.monitoring import in_ci
 from tests.support.waiting import wait_until
@@ -106,7 +107,7 @@ class PolledConsumer:
         try:
             while not self._leaving.is_set():
                 self.consumer.poll(timeout_ms=100)
-                generation = self.consumer._coordinator.generation_if_stable()
+                generation = kafka_python_generation(self.consumer)
                 if generation is not None:
                     assigned = sorted(TopicPartition(tp.topic, tp.partition) for tp in self.consumer.assignment())
                     self.held = Held(generation.member_id, generation.generation_id, tuple(assigned))

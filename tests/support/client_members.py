@@ -32,7 +32,7 @@ from aiokafka.structs import TopicPartition
 
 from tests.support.monitoring import in_ci
 
-__all__ = ["CLIENTS", "ClientMember", "MemberState", "require_client"]
+__all__ = ["CLIENTS", "ClientMember", "MemberState", "kafka_python_generation", "require_client"]
 
 CLIENTS = {"librdkafka": ("confluent_kafka", "confluent-kafka"), "kafka-python": ("kafka", "kafka-python")}
 """Client -> the module it imports and the PyPI package that has it."""
@@ -40,6 +40,21 @@ CLIENTS = {"librdkafka": ("confluent_kafka", "confluent-kafka"), "kafka-python":
 SESSION_TIMEOUT_MS = 6000
 """Short, so that a member that stops without leaving is out in seconds; Tansu holds a group's first join
 for half of it."""
+
+
+def kafka_python_generation(consumer: Any) -> Any | None:
+    """The generation a kafka-python 2.x ``consumer`` holds once its join has finished, else None.
+
+    Read only from the thread that polls ``consumer``. ``generation_if_stable()`` alone is not enough: the
+    coordinator marks itself stable, with the new generation, in the join's callback, which can fire in a
+    poll that then returns before ``_on_join_complete`` installs the new assignment (that happens at the
+    next poll). In that window ``assignment()`` still lists the previous generation's partitions; the
+    coordinator still says it needs to rejoin until the assignment is installed."""
+    coordinator = consumer._coordinator
+    generation = coordinator.generation_if_stable()
+    if generation is None or coordinator.need_rejoin():
+        return None
+    return generation
 
 
 def require_client(client: str) -> ModuleType:
@@ -163,7 +178,7 @@ class _KafkaPython:
     def state(self, committed: dict[TopicPartition, int]) -> MemberState:
         # kafka-python 2.x (pinned: kagent's kafka-python assignor is for it) has no group_metadata(); its
         # coordinator says the generation and member id it holds, None while it is joining.
-        group = self._consumer._coordinator.generation_if_stable()
+        group = kafka_python_generation(self._consumer)
         held = frozenset(TopicPartition(tp.topic, tp.partition) for tp in self._consumer.assignment())
         member_id = (group.member_id or None) if group is not None else None
         generation = group.generation_id if group is not None and group.generation_id >= 0 else None
