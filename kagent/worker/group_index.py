@@ -24,16 +24,33 @@ from faust.types import TP, EventT
 
 from kagent.worker.changelog_restore import BulkRestoredStore
 
-__all__ = ["IndexedStore", "PartitionIndex", "interned", "parse_partition_key"]
+__all__ = ["IndexedStore", "PartitionIndex", "interned", "parse_partition_key", "topic_partitions"]
 
 _PARTITIONS: dict[TopicPartition, TopicPartition] = {}
 """One ``TopicPartition`` object per partition named by the held groups (a million group-partitions read
 far fewer partitions)."""
 
 
+_TOPICS: dict[str, tuple[TopicPartition, ...]] = {}
+"""Topic -> its partitions as :func:`topic_partitions` last gave them."""
+
+
 def interned(tp: TopicPartition) -> TopicPartition:
     """The one object kept for ``tp``."""
     return _PARTITIONS.setdefault(tp, tp)
+
+
+def topic_partitions(topic: str, count: int) -> tuple[TopicPartition, ...]:
+    """Partitions 0 to ``count - 1`` of ``topic``, in order, each the object :func:`interned` keeps.
+
+    Made once per topic and partition count, not once per group that reads the topic: a group's
+    partitions, its shape and each evaluation's throughput are laid out from these, and a
+    ``TopicPartition`` made for each of them was a copy kept per group-partition (and, made afresh
+    and kept, young objects for the collector to go over)."""
+    known = _TOPICS.get(topic)
+    if known is None or len(known) != count:
+        known = _TOPICS[topic] = tuple(interned(TopicPartition(topic, partition)) for partition in range(count))
+    return known
 
 
 def parse_partition_key(key: str) -> tuple[str, TopicPartition]:

@@ -47,7 +47,7 @@ from kagent.core.table_keys import partition_key
 from kagent.core.time_lag import Answered, EndOffsetHistory, measured_lags, partition_lag_values
 from kagent.worker.changelog import ChangelogWriter, PublishedTable
 from kagent.worker.committed_offsets import CommittedOffsets
-from kagent.worker.group_index import interned
+from kagent.worker.group_index import interned, topic_partitions
 from kagent.worker.group_state import EndOffsetsPolled
 from kagent.worker.list_offsets import Reason
 from kagent.worker.missing_topics import MissingTopics, missing_topics
@@ -180,7 +180,7 @@ class LagFigures:
     def group_partitions(self, reads: GroupReads) -> list[TopicPartition]:
         """Every partition of the topics the group subscribes to (as far as known), and every one it is assigned,
         but those of topics dropped as gone from the cluster (:meth:`partitions_to_poll`)."""
-        known = [TopicPartition(t, p) for t, count in self.partition_counts(reads.topics).items() for p in range(count)]
+        known = [tp for t, count in self.partition_counts(reads.topics).items() for tp in topic_partitions(t, count)]
         dropped = self._missing.dropped
         assigned = [tp for tp in reads.assigned if tp.topic not in dropped] if dropped else reads.assigned
         return sorted(set(known).union(assigned))
@@ -278,7 +278,7 @@ class LagFigures:
         if known is not None and known[0] is reads and known[1] == self._polled_version:
             return known[2]
         log_end = self._log_end
-        polled = tuple(interned(tp) for tp in self.group_partitions(reads) if tp in log_end)
+        polled = tuple(tp for tp in self.group_partitions(reads) if tp in log_end)  # interned, every one
         self._polled_of[group] = (reads, self._polled_version, polled)
         return polled
 

@@ -76,6 +76,7 @@ from kagent.worker.channel import Channel
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
+from kagent.worker.group_index import topic_partitions
 from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader, LagClock
 from kagent.worker.lag_figures import GroupReads, LagFigures
 from kagent.worker.loop_slices import LoopSlices
@@ -712,7 +713,7 @@ class Storage(Stage, GroupStateReader):
         topics' partitions, those assigned, and those it has committed offsets on."""
         held = set(assigned)
         counts = self._lag.partition_counts(topics | {tp.topic for tp in held})
-        read = {TopicPartition(topic, partition) for topic, count in counts.items() for partition in range(count)}
+        read = {tp for topic, count in counts.items() for tp in topic_partitions(topic, count)}
         read |= held
         read.update(self._committed.partitions(group))
         # A topic gone from the cluster long enough is dropped from the figures (lag_figures): it has no
@@ -849,8 +850,7 @@ class Storage(Stage, GroupStateReader):
         windows = self._windows_of(snapshot)
         figures: dict[TopicPartition, PartitionThroughput] = {}
         for topic, count in snapshot.partition_counts.items():
-            for partition in range(count):
-                tp = TopicPartition(topic, partition)
+            for tp in topic_partitions(topic, count):
                 figures[tp] = partition_throughput(self._lag.log_end_history(tp), windows.get(tp), now, since, window)
         return figures
 
@@ -883,7 +883,8 @@ class Storage(Stage, GroupStateReader):
                 topics.update(reads.topics)
                 partitions.update(reads.assigned)
         counts = self._lag.partition_counts(topics)
-        partitions.update(TopicPartition(topic, p) for topic, count in counts.items() for p in range(count))
+        for topic, count in counts.items():
+            partitions.update(topic_partitions(topic, count))
         return self._lag.partitions_to_poll(partitions, time.time())  # less topics gone from the cluster
 
 

@@ -12,7 +12,7 @@ from aiokafka.structs import TopicPartition
 from faust.types import TP
 
 from kagent.core.table_keys import group_of_partition_key, partition_key
-from kagent.worker.group_index import IndexedStore, PartitionIndex, parse_partition_key
+from kagent.worker.group_index import IndexedStore, PartitionIndex, interned, parse_partition_key, topic_partitions
 from kagent.worker.topology import GroupPartitionedTable
 
 APP = faust.App("index-test", broker="kafka://localhost:1")
@@ -97,3 +97,15 @@ def test_a_groups_version_changes_with_the_partitions_it_has_entries_on_and_its_
 def test_a_key_parses_back_to_its_group_and_partition_whatever_the_names_hold() -> None:
     for group in ["g", 'é "quoted" \\ back\nline', "\ud800 a lone surrogate"]:
         assert parse_partition_key(partition_key(group, "orders", 7)) == (group, TopicPartition("orders", 7))
+
+
+def test_a_topics_partitions_are_the_interned_objects_made_once_per_count() -> None:
+    held = interned(TopicPartition("interned-topic", 1))  # held first, as a group's assignment would
+    first = topic_partitions("interned-topic", 3)
+    assert first == tuple(TopicPartition("interned-topic", p) for p in range(3))
+    assert first[1] is held
+    assert topic_partitions("interned-topic", 3) is first  # asked again: the same tuple, nothing made
+    grown = topic_partitions("interned-topic", 5)  # the topic has more partitions now
+    assert grown == tuple(TopicPartition("interned-topic", p) for p in range(5))
+    assert all(a is b for a, b in zip(first, grown, strict=False))
+    assert topic_partitions("interned-topic", 0) == ()
