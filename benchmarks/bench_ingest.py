@@ -1,6 +1,7 @@
 """Ingest throughput of kagent workers on a realistic ``__consumer_offsets``, beside a bare consumer's.
 
-    python benchmarks/bench_ingest.py [--quick] [--records N] [--groups N] [--seed N] [--profile FILE]
+    python benchmarks/bench_ingest.py [--quick] [--records N] [--groups N] [--seed N] [--one-only]
+        [--profile FILE] [--profile-live FILE]
 
 The mix, built deterministically from ``--seed`` (the structure; timestamps
 are the time of building): ``--groups`` consumer groups (5,000) of 1 to 20
@@ -100,8 +101,9 @@ The targets (issue #15) are printed beside the figures with PASS or FAIL:
 one worker applies at least 100,000 records/s, at least 0.5 of the bare
 consumer's rate, at under 10 µs of CPU per record. The exit code is 0 only
 if all three pass. ``--profile FILE`` writes py-spy's raw (collapsed) stacks
-of the one worker over its window; the figures of such a run are disturbed
-by the sampling and are not of record.
+of the one worker over its window, ``--profile-live FILE`` the live
+worker's from the first record published to every record applied; the
+figures of such a run are disturbed by the sampling and are not of record.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -601,6 +603,34 @@ async def _newest_timestamps(bootstrap: str, prefix: str, until: float) -> dict[
     return newest
 
 
+@contextlib.contextmanager
+def py_spy(pid: int, output: Path | None) -> Iterator[None]:
+    """py-spy's raw (collapsed) stacks of process ``pid`` while the block runs, to ``output``; nothing
+    when ``output`` is None."""
+    if output is None:
+        yield
+        return
+    profiler = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "py-spy"),
+            "record",
+            "--format",
+            "raw",
+            "--pid",
+            str(pid),
+            "-o",
+            str(output),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield
+    finally:
+        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        profiler.wait(60)
+
+
 async def into_tables(
     workers: Sequence[Worker], broker: EmbeddedBroker, app_id: str, expected: int, profile: Path | None = None
 ) -> Run:
@@ -628,14 +658,6 @@ async def into_tables(
     start = await wait_until_async(
         first_read, 300, "a worker to read a record", interval=POLL, detail=workers[0].log_tail
     )
-    profiler = None
-    if profile is not None:
-        py_spy = Path(sys.executable).parent / "py-spy"
-        profiler = subprocess.Popen(
-            [str(py_spy), "record", "--pid", str(workers[0].pid), "--format", "raw", "--output", str(profile)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-        )
     samples = [start]
     scrapes = 0
     read = applied = 0.0
@@ -655,7 +677,7 @@ async def into_tables(
         last_scrape = time.time()
         return read >= expected and applied >= expected and idle
 
-    try:
+    with py_spy(workers[0].pid, profile):
         await wait_until_async(
             done,
             timeout,
@@ -663,10 +685,6 @@ async def into_tables(
             interval=POLL,
             detail=lambda: "\n".join(w.log_tail() for w in workers),
         )
-    finally:
-        if profiler is not None:
-            profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
-            profiler.wait(60)
     confirmed = samples[-1].time
     peak_rss = [memory_kb(w.pid)["VmHWM"] for w in workers]
     newest = await _newest_timestamps(broker.bootstrap_servers, f"{app_id}-", confirmed)
@@ -757,11 +775,14 @@ async def publish_paced(
         await producer.stop()
 
 
-async def live_run(worker: Worker, bootstrap: str, base: int, live: Sequence[Record], rate: float) -> LiveRun:
+async def live_run(
+    worker: Worker, bootstrap: str, base: int, live: Sequence[Record], rate: float, profile: Path | None = None
+) -> LiveRun:
     """``worker`` (of :data:`LIVE_SETTINGS`), once it has applied the ``base`` records already on
     ``__consumer_offsets`` and held them for a commit interval with nothing arriving, reading ``live`` published at
     ``rate`` records/s: its CPU per record, how far behind it fell, and how soon after the last record
-    it had applied everything."""
+    it had applied everything. ``profile``: py-spy's stacks of the worker from the first record published to
+    every record applied."""
     messages = [coordinator_records.offsets_topic_message(r, OFFSETS_TOPIC_PARTITIONS) for r in live]
     expected = base + len(messages)
 
@@ -781,19 +802,20 @@ async def live_run(worker: Worker, bootstrap: str, base: int, live: Sequence[Rec
     paused = await asyncio.to_thread(worker.collector_pauses)
     lagged = await asyncio.to_thread(worker.loop_lags)
     cpu_started = cpu_seconds(worker.pid)
-    publishing = asyncio.create_task(publish_paced(bootstrap, messages, rate, sent))
-    while not publishing.done():
-        await asyncio.wait({publishing}, timeout=LIVE_SAMPLE)
-        _, events, _ = await asyncio.to_thread(_counters, [worker])
-        behind = max(behind, sent[0] - int(events - base))
-    started, acknowledged = await publishing
-    await wait_until_async(
-        lambda: applied(expected),
-        120 + len(messages) / 1_000,  # 1,000 records/s: far below any backlog rate a worker reads at
-        f"the live worker to apply {expected:,} records",
-        interval=POLL,
-    )
-    done = time.time()
+    with py_spy(worker.pid, profile):
+        publishing = asyncio.create_task(publish_paced(bootstrap, messages, rate, sent))
+        while not publishing.done():
+            await asyncio.wait({publishing}, timeout=LIVE_SAMPLE)
+            _, events, _ = await asyncio.to_thread(_counters, [worker])
+            behind = max(behind, sent[0] - int(events - base))
+        started, acknowledged = await publishing
+        await wait_until_async(
+            lambda: applied(expected),
+            120 + len(messages) / 1_000,  # 1,000 records/s: far below any backlog rate a worker reads at
+            f"the live worker to apply {expected:,} records",
+            interval=POLL,
+        )
+        done = time.time()
     return LiveRun(
         len(messages),
         len(messages) / (acknowledged - started),
@@ -836,7 +858,9 @@ async def _two_workers(broker: EmbeddedBroker, workdir: Path, n: int) -> Run:
     return two
 
 
-async def main(groups: int, records: int, seed: int, profile: Path | None, one_only: bool = False) -> int:
+async def main(
+    groups: int, records: int, seed: int, profile: Path | None, one_only: bool = False, profile_live: Path | None = None
+) -> int:
     print(
         f"kagent ingest on the embedded broker (Tansu), {platform.python_implementation()} "
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs"
@@ -884,7 +908,7 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
             with running_workers(broker.bootstrap_servers, workdir / "live") as start:  # last: it adds records
                 (workdir / "live").mkdir()
                 worker = start("bench-ingest-live", **LIVE_SETTINGS)
-                paced = await live_run(worker, broker.bootstrap_servers, n, live, live_rate)
+                paced = await live_run(worker, broker.bootstrap_servers, n, live, live_rate, profile_live)
                 live_rss = memory_kb(worker.pid)["VmHWM"]
                 worker.stop()
             del live
@@ -962,6 +986,8 @@ async def main(groups: int, records: int, seed: int, profile: Path | None, one_o
         )
     if profile is not None:
         print(f"py-spy stacks of the one worker: {profile} (figures disturbed by the sampling, not of record)")
+    if profile_live is not None:
+        print(f"py-spy stacks of the live worker: {profile_live} (figures disturbed by the sampling, not of record)")
     return 0 if all(ok for _, ok, _ in checks) else 1
 
 
@@ -972,8 +998,11 @@ if __name__ == "__main__":
     parser.add_argument("--groups", type=int, help="consumer groups (default 5,000)")
     parser.add_argument("--seed", type=int, default=15, help="the mix's seed (default 15)")
     parser.add_argument("--profile", type=Path, help="py-spy raw stacks of the one worker's window, to this file")
+    parser.add_argument(
+        "--profile-live", type=Path, help="py-spy raw stacks of the live worker while it reads, to this file"
+    )
     parser.add_argument("--one-only", action="store_true", help="measure one worker only, not two")
     args = parser.parse_args()
     groups = args.groups or (500 if args.quick else 5_000)
     records = args.records or (100_000 if args.quick else 1_000_000)
-    sys.exit(asyncio.run(main(groups, records, args.seed, args.profile, args.one_only)))
+    sys.exit(asyncio.run(main(groups, records, args.seed, args.profile, args.one_only, args.profile_live)))
