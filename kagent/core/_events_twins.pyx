@@ -1,8 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twins of the two ends of the derived events: kagent.core.ingest.ingest, the source's reading of
-__consumer_offsets, and kagent.core.events._plain_run, storage's check of each commit run it reads; and of
+__consumer_offsets, and kagent.core.events._plain_run, storage's check of each commit run it reads; of
 aiokafka's murmur2, by which a group's events are placed (kagent.core.table_keys.murmur2, which the
-lag-sticky assignor also asks of every member id at every evaluation).
+lag-sticky assignor also asks of every member id at every evaluation); and of storage's per-commit
+steps, kagent.core.table_keys._partition_key (the committed-offsets table's key) and
+kagent.core.events._gathered_runs (a group's commit runs gathered by partition).
 
 Each returns exactly what its Python function returns for the same arguments (kagent.core.ingest,
 kagent.core.events and kagent.core.table_keys state the contract; tests/unit/test_events_twins.py checks it).
@@ -17,7 +19,7 @@ own step, kagent.core.ingest._ingest_one, so every verdict and every reason is t
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 cdef object _ingest_one = None  # kagent.core.ingest._ingest_one, at the first call
 cdef object _finished = None  # kagent.core.ingest._finished
@@ -239,3 +241,102 @@ def murmur2(data):
     h *= m
     h ^= h >> 15
     return h
+
+
+# -- storage's per-commit path: a group-partition's table key, a group's commit runs ----------------------
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object value, int *overflow) except? -1
+    bint PyUnicode_IS_ASCII(object text)
+    Py_ssize_t PyUnicode_GET_LENGTH(object text)
+    void *PyUnicode_DATA(object text)
+    object PyUnicode_New(Py_ssize_t size, unsigned int most)
+    object PyList_GetSlice(object items, Py_ssize_t low, Py_ssize_t high)
+
+cdef object _python_partition_key = None  # kagent.core.table_keys._partition_key: any name it must escape
+
+
+cdef inline bint _plain_name(str name) noexcept:
+    """Whether json.dumps writes ``name`` as it is between its quotes: ASCII, no quote, backslash or control
+    character."""
+    cdef const unsigned char *p
+    cdef Py_ssize_t index
+    if not PyUnicode_IS_ASCII(name):
+        return False
+    p = <const unsigned char *>PyUnicode_DATA(name)
+    for index in range(PyUnicode_GET_LENGTH(name)):
+        if p[index] < 0x20 or p[index] == b'"' or p[index] == b'\\' or p[index] == 0x7F:
+            return False
+    return True
+
+
+def partition_key(group, topic, partition):
+    """The twin of kagent.core.table_keys._partition_key: the same text, written here for an exact int
+    ``partition`` of at most 18 digits and str names json writes as they are (ASCII, nothing to escape);
+    anything else goes to the Python function."""
+    global _python_partition_key
+    cdef Py_ssize_t group_size, topic_size, digits = 0, index
+    cdef long long number
+    cdef int overflow = 0
+    cdef char text[24]
+    cdef unsigned char *out
+    if type(group) is str and type(topic) is str and type(partition) is int:
+        number = PyLong_AsLongLongAndOverflow(partition, &overflow)
+        if overflow == 0 and 0 <= number < 1_000_000_000_000_000_000 and _plain_name(group) and _plain_name(topic):
+            while True:
+                text[digits] = <char>(48 + number % 10)
+                digits += 1
+                number //= 10
+                if number == 0:
+                    break
+            group_size, topic_size = PyUnicode_GET_LENGTH(group), PyUnicode_GET_LENGTH(topic)
+            key = PyUnicode_New(group_size + topic_size + digits + 8, 127)  # ["group","topic",digits]
+            out = <unsigned char *>PyUnicode_DATA(key)
+            out[0], out[1] = b'[', b'"'
+            out += 2
+            memcpy(out, PyUnicode_DATA(group), group_size)
+            out += group_size
+            out[0], out[1], out[2] = b'"', b',', b'"'
+            out += 3
+            memcpy(out, PyUnicode_DATA(topic), topic_size)
+            out += topic_size
+            out[0], out[1] = b'"', b','
+            out += 2
+            for index in range(digits):
+                out[index] = text[digits - 1 - index]
+            out[digits] = b']'
+            return key
+    if _python_partition_key is None:
+        from kagent.core.table_keys import _partition_key
+
+        _python_partition_key = _partition_key
+    return _python_partition_key(group, topic, partition)
+
+
+cdef object _TopicPartition = None  # aiokafka's TopicPartition, at the first call
+cdef object _new_tuple = tuple.__new__
+
+
+def gathered_runs(tuple events, Py_ssize_t start, dict commits):
+    """The twin of kagent.core.events._gathered_runs: the commit runs (lists) of ``events`` from ``start``
+    added to ``commits`` as that function adds them, up to the first event that is not a list; its index
+    (the length of ``events`` when there is none)."""
+    global _TopicPartition
+    cdef Py_ssize_t index, size = len(events)
+    cdef list run
+    if _TopicPartition is None:
+        from aiokafka.structs import TopicPartition
+
+        _TopicPartition = TopicPartition
+    for index in range(start, size):
+        event = events[index]
+        if type(event) is not list:
+            return index
+        run = <list>event
+        key = (run[0], run[1])
+        waiting = commits.get(key)
+        if waiting is None:
+            commits[_new_tuple(_TopicPartition, key)] = PyList_GetSlice(run, 2, len(run))
+        else:
+            (<list>waiting).extend(PyList_GetSlice(run, 2, len(run)))
+    return size

@@ -457,21 +457,46 @@ class DerivedEvents(_Frozen):
         record's order: a commit touches its own partition's state only. Storage passes one dict per
         group across a whole batch of records, so a group-partition's commits of the batch are
         applied together."""
-        for event in self.events:
-            if type(event) is list:
-                key = (event[0], event[1])  # finds the TopicPartition key equal to it (a NamedTuple is its tuple)
-                fields = event[2:]
-            elif type(event) is OffsetCommitted:
-                key = (event.topic, event.partition)
+        events = self.events
+        index = 0
+        while (index := gathered_runs(events, index, commits)) < len(events):
+            event = events[index]
+            index += 1
+            if type(event) is OffsetCommitted:
                 fields = [event.offset, event.commit_timestamp, event.leader_epoch]
+                _gather(commits, (event.topic, event.partition), fields)
             else:
                 yield event  # type: ignore[misc]  # not a commit of either form
-                continue
-            waiting = commits.get(key)  # type: ignore[call-overload]
-            if waiting is None:
-                commits[_new_tuple(TopicPartition, key)] = fields
-            else:
-                waiting += fields
+
+
+def _gather(commits: dict[TopicPartition, list[int | None]], key: tuple[str, int], fields: list[int | None]) -> None:
+    """Append ``fields`` to the commits of partition ``key`` in ``commits`` (a tuple finds the
+    ``TopicPartition`` key equal to it: a NamedTuple is its tuple)."""
+    waiting = commits.get(key)  # type: ignore[call-overload]
+    if waiting is None:
+        commits[_new_tuple(TopicPartition, key)] = fields
+    else:
+        waiting += fields
+
+
+def _gathered_runs(
+    events: tuple[DerivedEvent | CommitRun | AssignedJson, ...],
+    start: int,
+    commits: dict[TopicPartition, list[int | None]],
+) -> int:
+    """Add each commit run of ``events`` from index ``start`` to ``commits`` (its partition's three fields
+    each, appended after those there: :meth:`DerivedEvents.gather`'s rule), up to the first event that is
+    not a run; return that event's index, or ``len(events)`` when every one from ``start`` is a run."""
+    for index in range(start, len(events)):
+        run = events[index]
+        if type(run) is not list:
+            return index
+        _gather(commits, (run[0], run[1]), run[2:])
+    return len(events)
+
+
+gathered_runs = twin_of(_gathered_runs, "kagent.core._events_twins")
+"""Compiled where built (``_events_twins.pyx``): storage gathers every commit of every record it applies."""
 
 
 def by_group(events: Iterable[DerivedEvent]) -> list[DerivedEvents]:

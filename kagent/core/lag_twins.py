@@ -23,9 +23,10 @@ commits, which go the Python's way past int64).
 
 Where the extension is not built (no compiler at install) or ``KAGENT_CODEC=python`` is set, the Python
 functions run. The source's :func:`kagent.core.ingest.ingest`, storage's check of a commit run
-(:func:`kagent.core.events._plain_run`) and Kafka's murmur2 (:data:`kagent.core.table_keys.murmur2`) have
-their twins in an extension of their own (``_events_twins.pyx``), found the same way (:func:`twin_of` with
-its module's name).
+(:func:`kagent.core.events._plain_run`), Kafka's murmur2 (:data:`kagent.core.table_keys.murmur2`) and
+storage's per-commit key and gathering (:data:`kagent.core.table_keys.partition_key`,
+:data:`kagent.core.events.gathered_runs`) have their twins in an extension of their own
+(``_events_twins.pyx``), found the same way (:func:`twin_of` with its module's name).
 """
 
 from __future__ import annotations

@@ -42,13 +42,18 @@ def partition_of_group(group: str, partitions: int) -> int:
     return (hashed & 0x7FFFFFFF) % partitions
 
 
-def partition_key(group: str, topic: str, partition: int) -> str:
+def _partition_key(group: str, topic: str, partition: int) -> str:
     """Key of a table with one entry per (group, topic, partition): a compact JSON array.
 
     JSON keeps the three parts apart whatever characters group and topic names hold.
     Tables with one entry per group are keyed by the group itself.
     """
     return f"[{_json_string(group)},{_json_string(topic)},{int(partition)}]"
+
+
+partition_key: Callable[[str, str, int], str] = twin_of(_partition_key, "kagent.core._events_twins")
+"""Compiled where built (``_events_twins.pyx``: 0.4 µs a key in Python): storage keys every commit it applies,
+and an evaluation reads each partition's entry by its key."""
 
 
 def group_of_partition_key(key: str) -> str:

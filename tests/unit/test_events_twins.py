@@ -6,7 +6,8 @@ README's install are the twins; here the same generated arguments go through bot
 ingest, batches of: offset commits of every record type and value version with
 any field values (the twin reads those in place), the same with bytes flipped, cut or added, and every
 other kind of record, malformed ones included (the twin hands those to the Python step). For storage's
-check of a commit run, lists of any JSON values.
+check of a commit run, lists of any JSON values. For storage's per-commit path, the committed-offsets table's
+key of any names and partition, and the gathering of a group's commit runs between its other events.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 
 from aiokafka.partitioner import murmur2
+from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,7 +78,9 @@ def test_ingest_and_the_runs_check_run_their_compiled_twins() -> None:
     assert kagent.core.ingest.ingest is not _ingest
     assert events.plain_run is _events_twins.plain_run
     assert table_keys.murmur2 is _events_twins.murmur2
-    assert {"ingest", "plain_run", "murmur2"} <= lag_twins.IN_USE
+    assert table_keys.partition_key is _events_twins.partition_key
+    assert events.gathered_runs is _events_twins.gathered_runs
+    assert {"ingest", "plain_run", "murmur2", "partition_key", "gathered_runs"} <= lag_twins.IN_USE
 
 
 @settings(max_examples=600)
@@ -196,3 +200,53 @@ def test_the_murmur2_twin_places_keys_as_kafka_does() -> None:
     for key, signed in KAFKA_MURMUR2.items():  # Kafka's own UtilsTest.testMurmur2, as unsigned hashes
         assert _events_twins.murmur2(key) == signed & 0xFFFFFFFF, key
     assert _events_twins.murmur2(bytearray(b"21")) == murmur2(b"21")  # not bytes: aiokafka's
+
+
+KEY_NAMES = st.one_of(
+    NAMES,
+    st.sampled_from(['a"b', "a\\b", "a\nb", "a\x7fb", "a\x00", "\ud800", "日本"]),
+    st.text(st.characters(max_codepoint=0x80), max_size=8),
+)
+
+
+@settings(max_examples=600)
+@given(KEY_NAMES, KEY_NAMES, st.one_of(st.integers(0, 3), INT32, st.integers(-3, 10**19), st.booleans()))
+def test_the_key_twin_writes_the_python_functions_key(group: str, topic: str, partition: int) -> None:
+    assert _events_twins.partition_key(group, topic, partition) == table_keys._partition_key(group, topic, partition)
+
+
+def test_the_key_twin_writes_plain_names_itself_and_escapes_as_json_does() -> None:
+    assert _events_twins.partition_key("billing", "orders", 12) == '["billing","orders",12]'
+    assert _events_twins.partition_key("", "t", 0) == '["","t",0]'
+    assert _events_twins.partition_key('a"b', "t", 1) == '["a\\"b","t",1]'  # the Python's way: escaped
+    assert _events_twins.partition_key("é", "t", 1) == '["é","t",1]'  # as json.dumps(ensure_ascii=False)
+
+
+RUNS = st.lists(
+    st.tuples(st.sampled_from(["orders", "billing"]), st.integers(0, 2), st.lists(INT64, min_size=3, max_size=6)).map(
+        lambda run: [run[0], run[1], *run[2]]
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(st.one_of(RUNS.map(tuple), st.just(("event",))), max_size=4).map(
+        lambda parts: tuple(item if isinstance(item, list) else {"kind": "other"} for part in parts for item in part)
+    ),
+    st.integers(0, 3),
+    st.sampled_from([{}, {TopicPartition("orders", 0): [1, 2, None]}]),
+)
+def test_the_runs_gathering_twin_gathers_as_the_python_does(
+    group_events: tuple[object, ...], start: int, before: dict[TopicPartition, list[object]]
+) -> None:
+    twin = {tp: list(fields) for tp, fields in before.items()}
+    python = {tp: list(fields) for tp, fields in before.items()}
+
+    at = _events_twins.gathered_runs(group_events, start, twin)
+
+    assert at == events._gathered_runs(group_events, start, python)  # type: ignore[arg-type]
+    assert twin == python
+    assert list(twin) == list(python)  # the partitions in the same order
+    assert all(type(tp) is TopicPartition for tp in twin)
