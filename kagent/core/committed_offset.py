@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from kagent.core.constructed import constructed
 from kagent.core.group_health import CommitObservation, CommitWindow, add_commit
 from kagent.core.json_bytes import kept
 from kagent.core.lag_twins import twin_of
@@ -70,11 +71,8 @@ class StoredCommit(NamedTuple):
         pydantic's checks cost 10 µs a window of 10 where building it costs 4.3; the value holds what
         :func:`applied` kept, which is a window by :func:`~kagent.core.group_health.add_commit`'s rules
         (in timestamp order, at most the capacity it was written with, cut here to ``capacity``)."""
-        return CommitWindow.model_construct(
-            capacity=capacity,
-            min_distance=min_distance,
-            commits=tuple([_new_tuple(CommitObservation, commit) for commit in self.commits[-capacity:]]),
-        )
+        commits = tuple([_new_tuple(CommitObservation, commit) for commit in self.commits[-capacity:]])
+        return constructed(CommitWindow, {"capacity": capacity, "min_distance": min_distance, "commits": commits})
 
 
 def decode(raw: bytes) -> StoredCommit:

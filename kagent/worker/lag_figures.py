@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 from aiokafka.structs import TopicPartition
 
 from kagent.core.assigned_json import AssignedJson
+from kagent.core.constructed import constructed
 from kagent.core.events import GroupAssigned
 from kagent.core.json_bytes import kept
 from kagent.core.lag_series import LagsOf, PartitionOffsets
@@ -361,7 +362,7 @@ class LagFigures:
         or no poll of this worker answered for it yet (just after taking the group over, say)."""
         values = self.lag_values(group, tp, self._committed.offset(group, tp), now)
         values["flags"] = tuple(LagFlag(flag) for flag in values["flags"])
-        return PartitionLag.model_construct(**values)  # computed here, not read: no validation (2 µs a partition)
+        return constructed(PartitionLag, values)  # computed here, not read: nothing to validate
 
     def lags_at(self, at: float) -> LagsOf:
         """A group's offset lag and time lag on partitions from its committed offsets, at ``at``, by
