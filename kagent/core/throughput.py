@@ -102,18 +102,17 @@ def production_rate(history: EndOffsetHistory, now: float, window: float = RATE_
     history is stale). An idle partition gives 0.0; the rate is never
     negative (a history's offsets never decrease).
     """
-    points = history.points
-    if len(points) < 2:
+    offsets, times = history.offsets, history.times
+    if len(times) < 2:
         return None
-    newest = points[-1]
-    start = max(points[0].time, now - window)
-    if start >= newest.time:
+    start = max(times[0], now - window)
+    if start >= times[-1]:
         return None
-    # The segment holding the start: points[right - 1].time <= start < points[right].time.
-    right = bisect_right([point.time for point in points], start)
-    left, after = points[right - 1], points[right]
-    at_start = left.offset + (start - left.time) * (after.offset - left.offset) / (after.time - left.time)
-    return max(0.0, (newest.offset - at_start) / (newest.time - start))
+    # The segment holding the start: times[right - 1] <= start < times[right].
+    right = bisect_right(times, start)
+    left = right - 1
+    at_start = offsets[left] + (start - times[left]) * (offsets[right] - offsets[left]) / (times[right] - times[left])
+    return max(0.0, (offsets[-1] - at_start) / (times[-1] - start))
 
 
 def partition_consumption(

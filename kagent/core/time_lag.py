@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from kagent.core.lag import partition_lag
@@ -81,6 +81,17 @@ class EndOffsetHistory:
     def points(self) -> tuple[EndOffsetPoint, ...]:
         """The points, oldest first."""
         return tuple(EndOffsetPoint(offset, time) for offset, time in zip(self._offsets, self._times, strict=True))
+
+    @property
+    def offsets(self) -> Sequence[int]:
+        """The points' offsets, oldest first, without a point made of each (an evaluation reads a few of
+        every partition it judges); not to be changed."""
+        return self._offsets
+
+    @property
+    def times(self) -> Sequence[float]:
+        """The points' times, oldest first, as :attr:`offsets`."""
+        return self._times
 
     @property
     def latest(self) -> EndOffsetPoint | None:

@@ -194,7 +194,7 @@ class LagFigures:
         """``tp``'s log-end offsets at up to ``count`` of the latest polls that moved it (or began or ended
         a run where it did not move), oldest first: Burrow's broker-offset ring, for ``recent_lag_zero``."""
         history = self._history.get(tp)
-        return tuple(point.offset for point in history.points[-count:]) if history is not None else ()
+        return tuple(history.offsets[-count:]) if history is not None else ()
 
     def log_end_history(self, tp: TopicPartition) -> EndOffsetHistory | None:
         """``tp``'s log-end offsets at the polls (bounded; see :class:`EndOffsetHistory`); None if never polled."""

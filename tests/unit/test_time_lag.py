@@ -48,6 +48,15 @@ def test_the_oldest_point_goes_beyond_the_limit() -> None:
     assert h.points == ((6, 6.0), (7, 7.0), (8, 8.0), (9, 9.0))
 
 
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.floats(0, 1e6)), max_size=12))
+def test_the_offsets_and_times_are_the_points(polls: list[tuple[int, float]]) -> None:
+    history = EndOffsetHistory(limit=5)
+    for offset, at in polls:
+        history = history.add(offset, at)
+    assert list(history.offsets) == [point.offset for point in history.points]
+    assert list(history.times) == [point.time for point in history.points]
+
+
 def test_a_history_needs_room_for_two_points() -> None:
     with pytest.raises(ValueError, match="2 points"):
         EndOffsetHistory(1)
