@@ -37,7 +37,7 @@ from kagent.core.recommendation import (
 )
 from kagent.core.remedies import RemedyKind, remedies
 from kagent.core.snapshot import GroupSnapshot
-from kagent.core.throughput import PartitionThroughput, falls_behind, group_throughput
+from kagent.core.throughput import GroupThroughput, PartitionThroughput, falls_behind, group_throughput
 
 __all__ = ["Evaluation", "EvaluationState", "evaluate", "hot_partition_evidence", "scale_evidence", "triggers"]
 
@@ -118,18 +118,24 @@ def scale_evidence(
     throughput: Mapping[TopicPartition, PartitionThroughput],
     policy: EvaluationPolicy,
     left_out: Collection[TopicPartition] = (),
+    current: GroupThroughput | None = None,
 ) -> ScaleEvidence | None:
     """The evidence for a ``scale`` recommendation, when no assignment of the proposal's members keeps up
     (:func:`kagent.core.throughput.falls_behind`, with ``policy.scale_headroom``) given each partition's
     ``throughput``; None when they can, when it cannot be told, or when ``scale_headroom`` is None.
 
     The partitions ``left_out`` (hot ones) are not counted: neither their rates, nor the consumption they
-    took from their members, nor among the partitions a new member could hold."""
+    took from their members, nor among the partitions a new member could hold. ``current``: the group's
+    throughput over the proposal's current assignment (``group_throughput(proposal.current, throughput)``)
+    when the caller has it; used when nothing is left out."""
     if policy.scale_headroom is None:
         return None
-    current = {member: [tp for tp in tps if tp not in left_out] for member, tps in proposal.current.items()}
-    throughput = {tp: figures for tp, figures in throughput.items() if tp not in left_out}
-    group = group_throughput(current, throughput)
+    if left_out:
+        kept = {member: [tp for tp in tps if tp not in left_out] for member, tps in proposal.current.items()}
+        throughput = {tp: figures for tp, figures in throughput.items() if tp not in left_out}
+        group = group_throughput(kept, throughput)
+    else:
+        group = current if current is not None else group_throughput(proposal.current, throughput)
     partitions = sum(proposal.partitions.values()) - len(set(left_out))
     needed = falls_behind(group, partitions, policy.scale_headroom)
     if needed is None:
@@ -156,12 +162,16 @@ def scale_evidence(
 
 
 def hot_partition_evidence(
-    proposal: Proposal, throughput: Mapping[TopicPartition, PartitionThroughput], policy: EvaluationPolicy
+    proposal: Proposal,
+    throughput: Mapping[TopicPartition, PartitionThroughput],
+    policy: EvaluationPolicy,
+    current: GroupThroughput | None = None,
 ) -> HotPartitionEvidence | None:
     """The group's hot partitions (:func:`kagent.core.hot_partitions.hot_partitions` over the proposal's
     current assignment and ``throughput``), with the best member's capacity and the remedy; None when none
-    is hot or the group cannot be judged (no member's pace measured)."""
-    judged = hot_partitions(proposal.current, throughput)
+    is hot or the group cannot be judged (no member's pace measured). ``current``: the group's throughput
+    over that assignment when the caller has it."""
+    judged = hot_partitions(proposal.current, throughput, current)
     if judged is None or not judged.partitions:
         return None
     return HotPartitionEvidence(
@@ -264,15 +274,17 @@ def evaluate(
     proposal = propose(snapshot, policy) if skew is not None else None
     if snapshot.assignment.members and (proposal is None or proposal.unknown):
         return Evaluation(state, None, skew, proposal, None, None, rows)
-    hot = None
+    hot = scale = current = None
     if proposal is not None and throughput is not None:
-        hot = hot_partition_evidence(proposal, throughput, policy)
+        current = group_throughput(proposal.current, throughput)  # once, for each judgement below
+        hot = hot_partition_evidence(proposal, throughput, policy, current)
     kept = [TopicPartition(rate.topic, rate.partition) for rate in hot.partitions] if hot is not None else []
-    scale = None
     if proposal is not None and throughput is not None:
-        scale = scale_evidence(proposal, throughput, policy, kept)
+        scale = scale_evidence(proposal, throughput, policy, kept, current)
     rebalance = propose_around(snapshot, policy, kept) if proposal is not None and kept else proposal
-    heavy = (heavy_partitions(proposal.current, throughput) if proposal is not None and throughput else None) or ()
+    heavy = (
+        heavy_partitions(proposal.current, throughput, current) if proposal is not None and throughput else None
+    ) or ()
     isolating = propose_isolating(snapshot, policy, kept, [h.partition for h in heavy]) if heavy else None
     if isolating is not None:
         rebalance = isolating

@@ -71,7 +71,7 @@ from aiokafka.structs import TopicPartition
 
 from kagent.core.drain_time import rate_text
 from kagent.core.recommendation import HeavyPartitionRate, IsolationEvidence
-from kagent.core.throughput import PartitionThroughput, group_throughput
+from kagent.core.throughput import GroupThroughput, PartitionThroughput, group_throughput
 
 __all__ = ["HeavyPartition", "heavy_partition_text", "heavy_partitions", "isolation_evidence"]
 
@@ -94,12 +94,16 @@ class HeavyPartition:
 
 
 def heavy_partitions(
-    assignment: Mapping[str, Collection[TopicPartition]], throughput: Mapping[TopicPartition, PartitionThroughput]
+    assignment: Mapping[str, Collection[TopicPartition]],
+    throughput: Mapping[TopicPartition, PartitionThroughput],
+    group: GroupThroughput | None = None,
 ) -> tuple[HeavyPartition, ...] | None:
     """The heavy partitions of a group holding ``assignment`` (member id -> its partitions now), given each
     partition's ``throughput``, by topic and partition; None when the group cannot be judged (no member
-    saturated, or a partition's production rate unknown). The rules are the module's."""
-    group = group_throughput(assignment, throughput)
+    saturated, or a partition's production rate unknown). The rules are the module's. ``group``:
+    ``group_throughput(assignment, throughput)`` when the caller has it."""
+    if group is None:
+        group = group_throughput(assignment, throughput)
     if group.member_capacity is None or group.unknown_partitions:
         return None
     rates = {tp: figures.production_rate for tp, figures in throughput.items() if figures.production_rate is not None}

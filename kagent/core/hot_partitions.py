@@ -59,7 +59,7 @@ from aiokafka.structs import TopicPartition
 
 from kagent.core.drain_time import rate_text
 from kagent.core.recommendation import HotPartitionEvidence
-from kagent.core.throughput import PartitionThroughput, group_throughput
+from kagent.core.throughput import GroupThroughput, PartitionThroughput, group_throughput
 
 __all__ = ["HotPartition", "HotPartitions", "hot_partition_text", "hot_partitions"]
 
@@ -88,12 +88,16 @@ class HotPartitions:
 
 
 def hot_partitions(
-    assignment: Mapping[str, Collection[TopicPartition]], throughput: Mapping[TopicPartition, PartitionThroughput]
+    assignment: Mapping[str, Collection[TopicPartition]],
+    throughput: Mapping[TopicPartition, PartitionThroughput],
+    group: GroupThroughput | None = None,
 ) -> HotPartitions | None:
     """The hot partitions of a group holding ``assignment`` (member id -> its partitions now), given each
     partition's ``throughput``; None when the group cannot be judged (no member saturated, or none read
-    anything: no capacity measured). The rules are the module's."""
-    group = group_throughput(assignment, throughput)
+    anything: no capacity measured). The rules are the module's. ``group``: ``group_throughput(assignment,
+    throughput)`` when the caller has it (an evaluation computes it once for every judgement of it)."""
+    if group is None:
+        group = group_throughput(assignment, throughput)
     if not any(member.saturated for member in group.members):
         return None
     best = max(member.consumption_rate for member in group.members)
