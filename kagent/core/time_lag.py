@@ -174,7 +174,7 @@ def time_lag(history: EndOffsetHistory, position: int, now: float) -> float | No
     decimal, which a scrape of every group-partition writes several times faster than a double's 17
     significant digits.
     """
-    offsets = history._offsets
+    offsets = history.offsets
     if offsets and position >= offsets[-1]:
         return 0.0
     appended = history.time_at(position)
