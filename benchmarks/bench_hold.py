@@ -49,18 +49,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import datetime
 import os
 import platform
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -72,7 +69,7 @@ from bench_ingest import TOPIC_PARTITIONS, build_mix
 from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker
 from kagent.worker.evaluator import QUIET_ROUNDS
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, publish
-from tests.support.processes import cpu_seconds, memory_kb
+from tests.support.processes import cpu_seconds, memory_kb, profiled
 from tests.support.waiting import wait_until
 from tests.support.web import get_json
 from tests.support.worker import Worker, metric_total, running_workers
@@ -136,22 +133,6 @@ def until(what: str, timeout: float, check: Callable[[], bool], worker: Worker, 
         return probe
 
     wait_until(alive_and(check), timeout, what, interval=interval)
-
-
-@contextlib.contextmanager
-def profiled(worker: Worker, profile: Path | None) -> Iterator[None]:
-    """With ``profile``, py-spy's raw stacks of the worker while the block runs are written there."""
-    if profile is None:
-        yield
-        return
-    py_spy = Path(sys.executable).parent / "py-spy"
-    command = [str(py_spy), "record", "--pid", str(worker.pid), "--format", "raw", "--output", str(profile)]
-    profiler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield
-    finally:
-        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
-        profiler.wait(60)
 
 
 def measure_round(worker: Worker, number: int, held: int, interval: float) -> Round:
@@ -335,7 +316,7 @@ async def main(
                     "3 evaluations runs its course on the skewed groups in the first ones; the "
                     "whole worker's CPU includes idle ticks, end-offset polls and the counters' scrapes):"
                 )
-                with profiled(worker, profile):
+                with profiled(worker.pid, profile):
                     for number in range(2, LAST_ROUND + 1):
                         each = measure_round(worker, number, held, interval)
                         print(
@@ -377,7 +358,7 @@ async def main(
                 restarted_at = time.perf_counter()
                 worker = start("bench-hold", **settings)
                 deadline = restarted_at + RESTART_PATIENCE
-                with profiled(worker, profile_restart):
+                with profiled(worker.pid, profile_restart):
                     while not ready(worker) and time.perf_counter() < deadline:
                         worker.check_alive()
                         time.sleep(0.5)

@@ -116,7 +116,6 @@ import os
 import platform
 import random
 import re
-import signal
 import struct
 import subprocess
 import sys
@@ -124,7 +123,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,7 +160,7 @@ from tests.support.coordinator import (
     offset_commit,
     publish,
 )
-from tests.support.processes import cpu_seconds, memory_kb
+from tests.support.processes import cpu_seconds, memory_kb, profiled
 from tests.support.waiting import wait_until_async
 from tests.support.worker import Worker, collector_line, loop_lag_line, metric_total, running_workers
 
@@ -603,34 +602,6 @@ async def _newest_timestamps(bootstrap: str, prefix: str, until: float) -> dict[
     return newest
 
 
-@contextlib.contextmanager
-def py_spy(pid: int, output: Path | None) -> Iterator[None]:
-    """py-spy's raw (collapsed) stacks of process ``pid`` while the block runs, to ``output``; nothing
-    when ``output`` is None."""
-    if output is None:
-        yield
-        return
-    profiler = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "py-spy"),
-            "record",
-            "--format",
-            "raw",
-            "--pid",
-            str(pid),
-            "-o",
-            str(output),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        yield
-    finally:
-        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
-        profiler.wait(60)
-
-
 async def into_tables(
     workers: Sequence[Worker], broker: EmbeddedBroker, app_id: str, expected: int, profile: Path | None = None
 ) -> Run:
@@ -677,7 +648,7 @@ async def into_tables(
         last_scrape = time.time()
         return read >= expected and applied >= expected and idle
 
-    with py_spy(workers[0].pid, profile):
+    with profiled(workers[0].pid, profile):
         await wait_until_async(
             done,
             timeout,
@@ -802,7 +773,7 @@ async def live_run(
     paused = await asyncio.to_thread(worker.collector_pauses)
     lagged = await asyncio.to_thread(worker.loop_lags)
     cpu_started = cpu_seconds(worker.pid)
-    with py_spy(worker.pid, profile):
+    with profiled(worker.pid, profile):
         publishing = asyncio.create_task(publish_paced(bootstrap, messages, rate, sent))
         while not publishing.done():
             await asyncio.wait({publishing}, timeout=LIVE_SAMPLE)

@@ -68,7 +68,7 @@ class StoredCommit(NamedTuple):
         of at least 1 and a ``min_distance`` of at least 0 (the settings' bounds).
 
         Not validated again: every evaluation reads the window of each partition of its group, and
-        pydantic's checks cost 10 µs a window of 10 where building it costs 4.3; the value holds what
+        pydantic's checks cost 10 µs a window of 10 where building it costs 3.9; the value holds what
         :func:`applied` kept, which is a window by :func:`~kagent.core.group_health.add_commit`'s rules
         (in timestamp order, at most the capacity it was written with, cut here to ``capacity``)."""
         commits = tuple([_new_tuple(CommitObservation, commit) for commit in self.commits[-capacity:]])

@@ -1,5 +1,5 @@
-"""A process by its pid, as ``/proc`` shows it: alive or not, its memory and its CPU time; and the
-machine's CPU time, busy and in all.
+"""A process by its pid, as ``/proc`` shows it: alive or not, its memory and its CPU time; the machine's
+CPU time, busy and in all; and py-spy's stacks of a process while a block runs (the benchmarks' ``--profile``).
 
 Stopping a process the tests or benchmarks started is ``kagent.tools.embedded.stop_process``
 (SIGTERM, then SIGKILL after a bound) or :meth:`tests.support.worker.Worker.stop`.
@@ -7,10 +7,15 @@ Stopping a process the tests or benchmarks started is ``kagent.tools.embedded.st
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["cpu_seconds", "machine_cpu", "memory_kb", "process_alive", "process_stopped"]
+__all__ = ["cpu_seconds", "machine_cpu", "memory_kb", "process_alive", "process_stopped", "profiled"]
 
 
 def _stat_fields(pid: int, stat: Path | None = None) -> list[str]:
@@ -59,3 +64,20 @@ def machine_cpu() -> tuple[float, float]:
     idle = fields[3] + fields[4]
     tick = os.sysconf("SC_CLK_TCK")
     return (total - idle) / tick, total / tick
+
+
+@contextlib.contextmanager
+def profiled(pid: int, output: Path | None) -> Iterator[None]:
+    """py-spy's raw (collapsed) stacks of process ``pid`` while the block runs, written to ``output``;
+    nothing when ``output`` is None. py-spy is the one installed beside this Python."""
+    if output is None:
+        yield
+        return
+    py_spy = Path(sys.executable).parent / "py-spy"
+    command = [str(py_spy), "record", "--pid", str(pid), "--format", "raw", "--output", str(output)]
+    profiler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        profiler.wait(60)
