@@ -14,8 +14,9 @@ Entries are written at end-offset polls, each from that poll's end offsets
 and the commit stored then, as kafka-lag-exporter samples lag once a poll:
 an entry at the first poll after a commit changed it (however many commits
 came in between: a group committing after every fetch costs one record a
-poll, not one a commit), when its partition is first polled here, when its
-partition's log start moves (data loss may have appeared), and all of a
+poll, not one a commit), when its partition is first polled here or answered
+again after a poll that got no offsets for it (an entry written meanwhile says
+its lag is unknown), when its partition's log start moves (data loss may have appeared), and all of a
 group's entries at the first poll after its assignment changes and at least
 every ``REFRESH_AFTER_POLLS`` poll intervals. When it wrote them is
 remembered per group, not per group-partition (a million group-partitions at
@@ -123,8 +124,10 @@ class LagFigures:
         """group -> its polled partitions whose commit changed since their entry was last written -> the
         offset committed (written at the next poll, :meth:`write_committed`; the groups in order of
         their first such commit)."""
-        self._appeared: set[TopicPartition] = set()
-        """Partitions first polled since the last sweep of :meth:`due` (see :meth:`swept`)."""
+        self._answered_anew: set[TopicPartition] = set()
+        """Partitions first polled, or answered again after a poll that got no offsets for them, since the last
+        sweep of :meth:`due` (see :meth:`swept`): every entry on one is due (one written meanwhile was
+        written unknown)."""
         self._start_moved: set[TopicPartition] = set()
         """Partitions whose log start moved since the last sweep of :meth:`due`."""
         self._polled_version = 0
@@ -214,7 +217,7 @@ class LagFigures:
         for tp, end in polled.log_end.items():
             start = polled.log_start.get(tp, 0)
             if tp not in self._log_end:
-                self._appeared.add(tp)
+                self._answered_anew.add(tp)
                 self._polled_version += 1
             elif self._log_start.get(tp) != start:
                 self._start_moved.add(tp)
@@ -232,6 +235,7 @@ class LagFigures:
             self._answered.pop(tp, None)
         if unanswered or self._unavailable:  # answered again, or no longer: its figures change with it
             moved.update(tp for tp in unanswered.keys() ^ self._unavailable.keys() if tp in self._log_end)
+            self._answered_anew.update(tp for tp in unanswered.keys() - self._unavailable.keys() if tp in self._log_end)
         self._last_poll = now if self._last_poll is None else max(self._last_poll, now)
         self._polls += 1
         return moved
@@ -244,7 +248,8 @@ class LagFigures:
 
         Due: every polled entry of a group never rewritten whole here or not for
         ``REFRESH_AFTER_POLLS`` polls (the group then counts as rewritten whole at ``now``); an entry
-        whose partition was first polled, or whose log start moved past its committed offset, since
+        whose partition was first polled, answered again after a poll without offsets for it (an entry
+        written meanwhile says unknown), or whose log start moved past its committed offset, since
         the last :meth:`swept`. Entries whose commits changed are written apart (:meth:`write_committed`;
         those of a group rewritten whole here are dropped from it). A sweep may call this for its
         groups a chunk at a time, then :meth:`swept` once.
@@ -254,7 +259,7 @@ class LagFigures:
         tracked = 0
         due = []
         touched = []
-        appeared, start_moved = self._appeared, self._start_moved
+        anew, start_moved = self._answered_anew, self._start_moved
         for group, reads in groups.items():
             polled = self._polled_partitions(group, reads)
             tracked += len(polled)
@@ -268,8 +273,8 @@ class LagFigures:
                 if committed:
                     for tp in polled:
                         committed.pop(tp, None)
-            elif appeared or start_moved:
-                due += [(group, tp) for tp in polled if tp in appeared or (tp in start_moved and self._lost(group, tp))]
+            elif anew or start_moved:
+                due += [(group, tp) for tp in polled if tp in anew or (tp in start_moved and self._lost(group, tp))]
         return due, tracked, touched
 
     def _polled_partitions(self, group: str, reads: GroupReads) -> tuple[TopicPartition, ...]:
@@ -284,9 +289,9 @@ class LagFigures:
         return polled
 
     def swept(self) -> None:
-        """A sweep of :meth:`due` over every held group is over: the partitions that appeared or
-        whose log start moved before it have been looked at."""
-        self._appeared.clear()
+        """A sweep of :meth:`due` over every held group is over: the partitions that appeared, were answered
+        again or whose log start moved before it have been looked at."""
+        self._answered_anew.clear()
         self._start_moved.clear()
 
     def keep_only(self, groups: Collection[str]) -> None:
@@ -473,7 +478,7 @@ class LagFigures:
         for tp in partitions:
             del self._log_end[tp], self._log_start[tp], self._polled_at[tp], self._history[tp]
             self._answered.pop(tp, None)
-            self._appeared.discard(tp)
+            self._answered_anew.discard(tp)
             self._start_moved.discard(tp)
         for committed in self._committed_since.values():
             for tp in partitions:

@@ -310,3 +310,30 @@ def test_the_counts_version_follows_partition_counts_and_dropped_topics_not_firs
     assert made.counts_version == counted
     made.take(poll(3 * INTERVAL, 3))
     assert made.counts_version == counted + 1  # orders grew a partition
+
+
+def test_entries_written_unknown_are_rewritten_when_their_partition_is_answered_again() -> None:
+    """A poll that got no offsets for a partition writes the entries due then unknown; the next poll that
+    answers for it rewrites every entry on it, not only at the group's next refresh, 12 polls later."""
+    made, published = figures({})
+    groups = {"g": GroupReads.of(assignment("g", 2)), "h": GroupReads.of(assignment("h", 1))}  # h: all of TOPIC too
+    tp0, tp1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+    made.take(poll(0.0, 2))
+    sweep(made, groups, 0.0)
+    made.assignment_changed("g")
+    failed = dict.fromkeys([tp0, tp1], Reason.REQUEST_FAILED)
+    made.take(EndOffsetsPolled(INTERVAL, {}, {}, {TOPIC: 2}, unavailable=failed))
+    assert sweep(made, groups, INTERVAL) == {("g", 0), ("g", 1)}
+    for tp in (tp0, tp1):
+        made.refresh_partition("g", tp, INTERVAL)
+        assert b'"flags":["request-failed"' in (published.records[partition_key("g", TOPIC, tp.partition)] or b"")
+    # Partition 0 answers again, partition 1 still does not.
+    made.take(EndOffsetsPolled(2 * INTERVAL, {tp0: 0}, {tp0: 100}, {TOPIC: 2}, unavailable={tp1: Reason.NO_LEADER}))
+    assert sweep(made, groups, 2 * INTERVAL) == {("g", 0), ("h", 0)}
+    made.refresh_partition("g", tp0, 2 * INTERVAL)
+    rewritten = published.records[partition_key("g", TOPIC, 0)] or b""
+    assert b'"log_end":100,"offset_lag":null,"estimated_lag":100' in rewritten and b"request-failed" not in rewritten
+    made.take(poll(3 * INTERVAL, 2))
+    assert sweep(made, groups, 3 * INTERVAL) == {("g", 1), ("h", 1)}
+    made.take(poll(4 * INTERVAL, 2))
+    assert sweep(made, groups, 4 * INTERVAL) == set()
