@@ -1,6 +1,6 @@
 """The HTTP API and the dashboard with 10,000 groups held by two workers.
 
-    python benchmarks/bench_api.py [--groups N] [--requests N] [--live | --no-live]
+    python benchmarks/bench_api.py [--groups N] [--requests N] [--live | --no-live] [--profile FILE]
 
 Starts an embedded broker (Tansu) and two real worker processes, as the integration tests do, with the
 default intervals (evaluation and end offsets every 5 s) and batches as a real cluster's
@@ -33,6 +33,9 @@ baseline leaves out. Under live commits the floor is measured twice: before the 
 while the commits still flow and the workers apply them, right after kagent's requests: the bare
 servers then wait for a core as the workers' requests did (the broker, the publisher and the two
 workers share this machine's cores), which is what the machine alone adds to a request under load.
+
+``--profile FILE`` writes py-spy's raw stacks of the asked worker while the requests run (py-spy beside this
+Python: ``pip install py-spy``).
 
 Dashboard. Debian's Chromium, headless (Playwright, the system browser): from navigation to ``/`` to the
 first group row drawn, a fresh page each time, median and max of 5 loads.
@@ -86,7 +89,7 @@ from tests.support.coordinator import (
     produce,
     publish,
 )
-from tests.support.processes import cpu_seconds, machine_cpu
+from tests.support.processes import cpu_seconds, machine_cpu, profiled
 from tests.support.waiting import wait_until_async
 from tests.support.worker import Worker, collector_line, loop_lag_line, metric_total, running_workers
 
@@ -380,6 +383,7 @@ async def main() -> None:
     parser.add_argument("--groups", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="commits meanwhile")
+    parser.add_argument("--profile", type=Path, help="py-spy raw stacks of the asked worker while the requests run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp, EmbeddedBroker() as broker:
         started = time.perf_counter()
@@ -436,8 +440,9 @@ async def main() -> None:
                 machine_before = machine_cpu()
                 evaluator_before = await asyncio.to_thread(summed, workers, *EVALUATOR)
                 sent_before = sent.value
-                whole, body = await timed_gets(session, asker.url + "api/groups", args.requests)
-                paged, _ = await timed_gets(session, asker.url + "api/groups?sort=skew&limit=50", args.requests)
+                with profiled(asker.pid, args.profile):
+                    whole, body = await timed_gets(session, asker.url + "api/groups", args.requests)
+                    paged, _ = await timed_gets(session, asker.url + "api/groups?sort=skew&limit=50", args.requests)
                 wall = time.perf_counter() - wall_before
                 loop_lags = [
                     loop_lag_line(b, await asyncio.to_thread(w.loop_lags)) for w, b in zip(workers, lagged, strict=True)
