@@ -39,7 +39,15 @@ from kagent.core.remedies import RemedyKind, remedies
 from kagent.core.snapshot import GroupSnapshot
 from kagent.core.throughput import GroupThroughput, PartitionThroughput, falls_behind, group_throughput
 
-__all__ = ["Evaluation", "EvaluationState", "evaluate", "hot_partition_evidence", "scale_evidence", "triggers"]
+__all__ = [
+    "Evaluation",
+    "EvaluationState",
+    "evaluate",
+    "hot_partition_evidence",
+    "scale_evidence",
+    "triggers",
+    "weighs_rebalance",
+]
 
 
 class EvaluationState(BaseModel):
@@ -92,22 +100,33 @@ class Evaluation(NamedTuple):
     """Each member's lag under the current assignment, and the row of the partitions no member holds
     (:func:`kagent.core.member_lag.member_lags` of the snapshot): what ``skew`` was measured on, for the
     figures shown beside it (adding them up is a fifth to a quarter of an evaluation's own work)."""
+    recommended_skew: float | None
+    """The skew under the strategy's assignment (``proposal.skew_after``) when the trigger could hold
+    (:func:`weighs_rebalance`); None otherwise: the strategy is not run for a group whose skew or lag is
+    below the trigger's, nor for one whose figures are not all known."""
 
 
-def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
-    """Whether one evaluation's trigger holds for ``proposal``.
-
-    All of: every partition's lag is known in the lag unit; the skew under
-    the current assignment is at least ``skew_threshold``; the members' lag
-    adds up to something, and to at least ``min_total_lag``; the strategy's
-    assignment lowers the largest member lag, by at least ``min_improvement``
-    (a fraction of it).
-    """
+def weighs_rebalance(proposal: Proposal, policy: EvaluationPolicy) -> bool:
+    """Whether the trigger could hold for ``proposal`` (:func:`triggers`), whatever the strategy's
+    assignment: every partition's lag is known in the lag unit; the skew under the current assignment
+    is at least ``skew_threshold``; the members' lag adds up to something, and to at least
+    ``min_total_lag``. Only then is the strategy run (its assignment and figures are
+    :class:`~kagent.core.recommendation.Proposal`'s on first use): for a group it cannot trigger for,
+    it is most of an evaluation's work and changes nothing."""
     return (
         not proposal.unknown
         and proposal.skew_before >= policy.skew_threshold
         and proposal.total_lag > 0
         and proposal.total_lag >= policy.min_total_lag
+    )
+
+
+def triggers(proposal: Proposal, policy: EvaluationPolicy) -> bool:
+    """Whether one evaluation's trigger holds for ``proposal``: it could (:func:`weighs_rebalance`), and
+    the strategy's assignment lowers the largest member lag, by at least ``min_improvement`` (a fraction
+    of it)."""
+    return (
+        weighs_rebalance(proposal, policy)
         and proposal.largest_lag_after < proposal.largest_lag_before
         and proposal.improvement >= policy.min_improvement
     )
@@ -229,6 +248,13 @@ def evaluate(
     With the ``peak-to-mean`` metric, whose least value is 1, a group re-arms
     only if ``skew_threshold x hysteresis`` is above 1.
 
+    The strategy runs only where its assignment counts: when the trigger could
+    hold (:func:`weighs_rebalance`; then ``recommended_skew`` is its skew),
+    for the rest of a group with hot or heavy partitions, and for a
+    recommendation. A group whose skew or lag is below the trigger's gets no
+    ``recommended_skew``: weighing a rebalance nobody would be sent is most of
+    an evaluation's work.
+
     Rebalance or scale. Given each partition's ``throughput`` (production and
     consumption rates), an evaluation in which no assignment of the members
     keeps up (:func:`scale_evidence`) holds too, whatever the skew; when the
@@ -273,7 +299,7 @@ def evaluate(
     skew = skew_of(rows[0], policy.lag_unit, policy.skew_metric)  # as current_skew measures it
     proposal = propose(snapshot, policy) if skew is not None else None
     if snapshot.assignment.members and (proposal is None or proposal.unknown):
-        return Evaluation(state, None, skew, proposal, None, None, rows)
+        return Evaluation(state, None, skew, proposal, None, None, rows, None)
     hot = scale = current = None
     if proposal is not None and throughput is not None:
         current = group_throughput(proposal.current, throughput)  # once, for each judgement below
@@ -323,7 +349,8 @@ def evaluate(
         last_recommendation_at=last_at,
         last_recommendation_id=last_id,
     )
-    return Evaluation(next_state, recommendation, skew, proposal, scale, hot, rows)
+    weighed = proposal.skew_after if proposal is not None and weighs_rebalance(proposal, policy) else None
+    return Evaluation(next_state, recommendation, skew, proposal, scale, hot, rows, weighed)
 
 
 def _compared(

@@ -535,7 +535,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         known_status = health.status is not GroupStatus.UNKNOWN
         gauges.set_status(self._cluster, group, health.status.severity if known_status else None)
         judged = proposal is not None and not proposal.unknown
-        gauges.set_recommended_skew(self._cluster, group, proposal.skew_after if proposal and judged else None)
+        gauges.set_recommended_skew(self._cluster, group, evaluation.recommended_skew)
         needed = scale.members_needed if scale is not None else len(snapshot.assignment.members)
         gauges.set_recommended_members(self._cluster, group, needed if judged else None)
         unit = self._policy.lag_unit

@@ -359,8 +359,10 @@ class GroupGauges:
     - ``kagent_group_status`` [cluster_name, group]: Burrow's status code, set at each evaluation; no
       series while the status is UNKNOWN (nothing could be judged);
     - ``kagent_group_recommended_skew`` [cluster_name, group]: the skew under the assignment the
-      strategy would recommend, when the last evaluation could measure it (no series otherwise: a
-      figure from an older measurement would read as today's);
+      strategy would recommend, when the last evaluation weighed a rebalance (its trigger could hold:
+      :func:`kagent.core.evaluation.weighs_rebalance`); no series otherwise (a group below the threshold
+      or the floor, whose strategy is not run; or one not measured: a figure from an older measurement
+      would read as today's);
     - ``kagent_group_recommended_members`` [cluster_name, group]: the members the group needs, when the
       last evaluation could measure its members' lag (no series otherwise);
     - ``kagent_group_open_incidents`` [cluster_name, group, kind]: 1 for each kind of incident open,

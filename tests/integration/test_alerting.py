@@ -4,6 +4,7 @@ own webhook receiver to an HTTP server of the test's."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import urllib.request
 from collections.abc import Callable
@@ -91,6 +92,7 @@ async def test_a_skewed_group_reaches_prometheus_and_alertmanager_and_its_alert_
                     "max": f'kafka_consumergroup_group_max_lag{{group="{group}"}}',
                     "sum": f'kafka_consumergroup_group_sum_lag{{group="{group}"}}',
                     "member": f'kagent_group_member_lag{{group="{group}",consumer_id="{group}-0"}}',
+                    "recommended": f'kagent_group_recommended_skew{{group="{group}",cluster_name="test-cluster"}}',
                 }.items():
                     result = prometheus.query(expr)
                     if len(result) != 1:
@@ -105,6 +107,7 @@ async def test_a_skewed_group_reaches_prometheus_and_alertmanager_and_its_alert_
             got = await wait_until_async(figures, 90, "the group's figures in Prometheus", interval=0.5)
         assert got["skew"] == pytest.approx(6000 / (10000 / 3))  # peak-to-mean
         assert (got["lag0"], got["max"], got["sum"], got["member"]) == (3000, 3000, 10000, 6000)
+        assert got["recommended"] < got["skew"]  # the strategy spreads the two hot partitions
 
         async def alert_in_alertmanager() -> dict[str, Any] | None:
             worker.check_alive()
@@ -147,12 +150,28 @@ async def test_a_skewed_group_reaches_prometheus_and_alertmanager_and_its_alert_
             detail=worker.log_tail,
         )
         assert resolved[0]["labels"]["alertname"] == "KagentLagSkew"
+        # Below the threshold the strategy is not run: the skew is exported, the recommended skew is not.
+        series = f'{{cluster_name="test-cluster",group="{group}"}}'
+        evened = await wait_until_async(
+            lambda: _evened(worker, series), 60, "the even skew without a recommended skew", detail=worker.log_tail
+        )
+        assert evened[f"kagent_group_skew{series}"] == pytest.approx(1.0)
         # Alertmanager's own list drops the alert once it has taken Prometheus' resolution, which may come
         # after its notification went out (its clock, not ours, says when the alert's end has passed).
         await wait_until_async(
             lambda: _none_active(am, group), 60, "no active alert for the group in Alertmanager", interval=0.5
         )
         assert worker.stop() == 0
+
+
+async def _evened(worker: Worker, series: str) -> dict[str, float] | None:
+    """The worker's group gauges once its group's skew is below the threshold and it exports no
+    recommended skew for it; None before."""
+    worker.check_alive()
+    samples = await asyncio.to_thread(worker.metrics, "kagent_group_skew", "kagent_group_recommended_skew")
+    if not samples or samples.get(f"kagent_group_skew{series}", math.inf) >= 1.5:
+        return None
+    return None if f"kagent_group_recommended_skew{series}" in samples else samples
 
 
 async def _truthy(value: list[dict[str, Any]]) -> list[dict[str, Any]] | None:

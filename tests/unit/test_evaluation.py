@@ -11,8 +11,8 @@ from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kagent.core import member_lag
-from kagent.core.evaluation import EvaluationState, evaluate, triggers
+from kagent.core import member_lag, recommendation
+from kagent.core.evaluation import EvaluationState, evaluate, triggers, weighs_rebalance
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.policy import EvaluationPolicy, LagUnit, SkewMetric
 from kagent.core.recommendation import Recommendation, propose
@@ -157,6 +157,29 @@ def test_below_the_threshold_nothing_triggers() -> None:
         assert state is not None and state.held == 0
 
 
+def test_the_strategy_runs_only_for_a_group_the_trigger_could_hold_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the threshold or the floor the strategy's assignment cannot make the trigger hold: it is not
+    run, and the evaluation has no recommended skew (the gauge has no series); at or above both, it is."""
+    runs: list[str] = []
+    real = recommendation.assign
+
+    def counted(strategy: str, *args: object) -> object:
+        runs.append(strategy)
+        return real(strategy, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(recommendation, "assign", counted)
+    small = group({"a": [300, 300, 300], "b": [10, 10, 10], "c": [10, 10, 10]})  # skew 2.8, total 960
+    for below in (MILD, BALANCED, small):
+        evaluation = evaluate(below, None, POLICY, 0.0)
+        assert evaluation.skew is not None and evaluation.recommended_skew is None
+        assert evaluation.proposal is not None and not weighs_rebalance(evaluation.proposal, POLICY)
+    assert runs == []
+    evaluation = evaluate(SKEWED, None, POLICY, 0.0)
+    assert evaluation.recommended_skew == pytest.approx(1.0) and runs == ["lag-sticky"]
+    assert evaluation.recommended_skew == propose(SKEWED, POLICY).skew_after
+    assert evaluate(small, None, dataclasses.replace(POLICY, min_total_lag=960), 0.0).recommended_skew is not None
+
+
 def test_below_the_floor_nothing_triggers() -> None:
     small = group({"a": [300, 300, 300], "b": [10, 10, 10], "c": [10, 10, 10]})  # skew 2.8, total 960
     assert propose(small, POLICY).skew_before > 2
@@ -214,8 +237,8 @@ def test_a_group_not_measured_keeps_its_state_as_it_was() -> None:
     holding, _ = run([SKEWED, SKEWED], [0, 5])
     assert holding is not None and holding.held == 2
     blind = unmeasured(SKEWED, 4)
-    state, recommendation, skew, proposal, scale, hot, rows = evaluate(blind, holding, POLICY, 10)
-    assert state == holding and (recommendation, skew, proposal, scale, hot) == (None, None, None, None, None)
+    state, recommendation, skew, proposal, scale, hot, rows, weighed = evaluate(blind, holding, POLICY, 10)
+    assert state == holding and (recommendation, skew, proposal, scale, hot, weighed) == (None,) * 6
     assert rows == member_lag.member_lags(blind) and any(row.offset_lag is None for row in rows[0])  # shown as unknown
     # A new generation while unmeasured does not start the hold again either: nothing was measured.
     assert (
