@@ -58,7 +58,11 @@ printed idle beside it). The scrapes:
   any of the worker's consumer sessions expired (its log), and how many
   evaluations each worker did meanwhile, with the smallest share of its loop
   a long round took (``kagent_evaluation_loop_share``: a fifth while its
-  ingest was behind).
+  ingest was behind); and the cores each process on the machine used while
+  the commits were published, then until every record was applied (the
+  workers, the broker, Prometheus, and this process, which publishes and
+  probes): on a cluster, the broker and the producers have machines of
+  their own.
 
 ``--workers 2 --groups 10000 --catch-up 10`` is the issue's live run at
 10,000 groups (about 396,000 group-partitions, 78,000 commits/s): two
@@ -104,7 +108,7 @@ from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator import coordinator_records
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, offset_commit, publish
 from tests.support.monitoring import Prometheus
-from tests.support.processes import cpu_seconds
+from tests.support.processes import cpu_seconds, machine_cpu
 from tests.support.waiting import WaitTimedOut, wait_until
 from tests.support.worker import (
     GC_FAMILIES,
@@ -295,6 +299,30 @@ def moves(positions: dict[tuple[str, str, int], int], step: int) -> list[OffsetC
     return [
         offset_commit(group, topic, partition, offset + step) for (group, topic, partition), offset in positions.items()
     ]
+
+
+class CpuReading(NamedTuple):
+    """The CPU seconds each process named has used so far, the machine's busy CPU seconds, and when."""
+
+    processes: dict[str, float]
+    machine: float
+    at: float
+
+
+def cpu_reading(pids: dict[str, int | None]) -> CpuReading:
+    """:class:`CpuReading` of the processes ``pids`` names (a pid of None counts nothing)."""
+    return CpuReading(
+        {name: cpu_seconds(pid) if pid is not None else 0.0 for name, pid in pids.items()},
+        machine_cpu()[0],
+        time.perf_counter(),
+    )
+
+
+def cpu_line(before: CpuReading, after: CpuReading) -> str:
+    """The cores each process used between two readings, and the machine's in all."""
+    wall = after.at - before.at
+    used = ", ".join(f"{name} {(after.processes[name] - spent) / wall:.2f}" for name, spent in before.processes.items())
+    return f"{used}; the machine {(after.machine - before.machine) / wall:.2f} of {os.cpu_count()} ({wall:.1f} s)"
 
 
 def verdict(ok: bool) -> str:
@@ -501,6 +529,10 @@ async def main(
                     sent = [0]
                     behind = 0
                     paused = [one.collector_pauses() for one in workers]
+                    pids: dict[str, int | None] = {f"worker {n}": one.pid for n, one in enumerate(workers, 1)}
+                    pids.update(broker=broker.pid, Prometheus=prom.process.pid if prom.process else None)
+                    pids["this process (publishing, probing)"] = os.getpid()
+                    cpu_began = cpu_reading(pids)
                     with HealthProbe(worker) as probe:
                         publishing = asyncio.create_task(publish_paced(broker.bootstrap_servers, live, rate, sent))
                         while not publishing.done():
@@ -508,6 +540,7 @@ async def main(
                             done = (await asyncio.to_thread(total, workers))["kagent_derived_events_total"]
                             behind = max(behind, sent[0] - int(done - applied))
                         _, acknowledged = await publishing
+                        cpu_published = cpu_reading(pids)
                         try:
                             wait_until(
                                 lambda: total(workers)["kagent_derived_events_total"] >= applied + len(live),
@@ -521,6 +554,7 @@ async def main(
                             print(f"live: {left:,.0f} records still not applied {CATCH_UP:g} s after the last")
                         else:
                             caught_up = time.time() - acknowledged
+                        cpu_caught_up = cpu_reading(pids)  # the wait's end, caught up or not
                         done_at = time.time()
                         wait_until(lambda: scraped_after(done_at), 4 * every, "a scrape after the traffic")
                         longest = probe.reset()
@@ -551,6 +585,9 @@ async def main(
                         f"{len(lost)} session losses in the workers' logs"
                         + (f"; Prometheus' last scrape error: {', '.join(sorted(errors))}" if errors else "")
                     )
+                    print(f"  cores used while the commits were published: {cpu_line(cpu_began, cpu_published)}")
+                    catching_up = cpu_line(cpu_published, cpu_caught_up)
+                    print(f"  cores used from the last commit to every record applied: {catching_up}")
                     for one, before in zip(workers, paused, strict=True):
                         print(f"  the garbage collector meanwhile: {collector_line(before, one.collector_pauses())}")
                     print(
