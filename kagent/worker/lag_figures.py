@@ -16,9 +16,10 @@ an entry at the first poll after a commit changed it (however many commits
 came in between: a group committing after every fetch costs one record a
 poll, not one a commit), when its partition is first polled here or answered
 again after a poll that got no offsets for it (an entry written meanwhile says
-its lag is unknown), when its partition's log start moves (data loss may have appeared), and all of a
-group's entries at the first poll after its assignment changes and at least
-every ``REFRESH_AFTER_POLLS`` poll intervals. When it wrote them is
+its lag is unknown), when its partition's log start moves (data loss may have
+appeared), and all of a group's entries at the first poll after its
+assignment changes and at least every ``REFRESH_AFTER_POLLS`` poll
+intervals. When it wrote them is
 remembered per group, not per group-partition (a million group-partitions at
 50,000 groups). A worker that takes a group over computes its lag from its
 own first poll.
