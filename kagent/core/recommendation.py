@@ -430,9 +430,10 @@ class Proposal:
         """``ticks`` in the lag unit."""
         return ticks / _TICKS_PER_UNIT[self.lag_unit]
 
-    @property
+    @cached_property
     def total_lag(self) -> float:
-        """The lag of every partition the group subscribes to, added up, in the lag unit."""
+        """The lag of every partition the group subscribes to, added up, in the lag unit (added once: an
+        evaluation asks for it in :func:`~kagent.core.evaluation.weighs_rebalance` and again after)."""
         return self.in_unit(sum(self.lag.values()))
 
     @property

@@ -19,10 +19,9 @@ again after a poll that got no offsets for it (an entry written meanwhile says
 its lag is unknown), when its partition's log start moves (data loss may have
 appeared), and all of a group's entries at the first poll after its
 assignment changes and at least every ``REFRESH_AFTER_POLLS`` poll
-intervals. When it wrote them is
-remembered per group, not per group-partition (a million group-partitions at
-50,000 groups). A worker that takes a group over computes its lag from its
-own first poll.
+intervals. When it wrote them is remembered per group, not per
+group-partition (a million group-partitions at 50,000 groups). A worker that
+takes a group over computes its lag from its own first poll.
 
 Which partitions the latest poll left without offsets, and why, is kept
 beside the figures (:meth:`LagFigures.unavailable`); a topic gone from the
