@@ -2,7 +2,7 @@
 
     python benchmarks/bench_scrape.py [--groups N] [--pool full|half] [--seed N] [--live-rounds N]
                                       [--scrape-interval S] [--prometheus-partitions N]
-                                      [--workers N] [--catch-up S]
+                                      [--workers N] [--catch-up S] [--profile FILE]
 
 The default is the issue's mix: ``bench_ingest.py``'s 5,000 groups of 1-20
 members on its 24 topics (552 partitions), about 198,000 group-partitions,
@@ -64,6 +64,10 @@ printed idle beside it). The scrapes:
   probes): on a cluster, the broker and the producers have machines of
   their own.
 
+``--profile FILE`` writes py-spy's raw stacks of the worker during its first scrape to ``FILE``, and
+during the scrapes after every group committed to ``FILE.changed-1`` to ``-3`` (one worker only; its
+evaluations run meanwhile, so read the stacks under the scrape's view).
+
 ``--workers 2 --groups 10000 --catch-up 10`` is the issue's live run at
 10,000 groups (about 396,000 group-partitions, 78,000 commits/s): two
 workers of one app id share the groups, and only the live part runs, with
@@ -108,7 +112,7 @@ from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator import coordinator_records
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, offset_commit, publish
 from tests.support.monitoring import Prometheus
-from tests.support.processes import cpu_seconds, machine_cpu
+from tests.support.processes import cpu_seconds, machine_cpu, profiled
 from tests.support.waiting import WaitTimedOut, wait_until
 from tests.support.worker import (
     GC_FAMILIES,
@@ -343,6 +347,7 @@ async def main(
     every: float,
     worker_count: int = 1,
     within: float = CATCH_UP,
+    profile: Path | None = None,
 ) -> int:
     print(
         f"a worker's /metrics on the embedded broker (Tansu), {platform.python_implementation()} "
@@ -408,7 +413,8 @@ async def main(
                     idle = idle_rate(worker)
                     idle_wait = probe.reset()
                     print(f"worker idle: {idle:.2f} cores; longest /healthz wait {idle_wait * 1000:.1f} ms")
-                    first = scrape(worker, probe, idle)  # every group's layout made: once after a start
+                    with profiled(worker.pid, profile):
+                        first = scrape(worker, probe, idle)  # every group's layout made: once after a start
                     print(
                         f"  the first scrape after the worker started (every group's layout made): its CPU "
                         f"{first.cpu:.3f} s, {first.cpu / first.samples * 1e6:.3f} µs a sample, longest hold "
@@ -428,7 +434,9 @@ async def main(
                             "a round of commits applied",
                             interval=0.5,
                         )
-                        moved.append(scrape(worker, probe, idle, keep=step == SCRAPES))
+                        changed = profile.with_name(f"{profile.name}.changed-{step}") if profile else None
+                        with profiled(worker.pid, changed):
+                            moved.append(scrape(worker, probe, idle, keep=step == SCRAPES))
                         print(
                             f"  a scrape after every group committed a new position: its CPU {moved[-1].cpu:.3f} s, "
                             f"longest hold {moved[-1].longest_hold * 1000:.1f} ms",
@@ -652,6 +660,11 @@ if __name__ == "__main__":
         default=CATCH_UP,
         help=f"the live target: every record applied within this many s of the last (default {CATCH_UP:g})",
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy raw stacks of the worker's first scrape to this file, the later ones to FILE.changed-N",
+    )
     args = parser.parse_args()
     chosen = TOPIC_PARTITIONS if args.pool == "full" else POOL
     sys.exit(
@@ -665,6 +678,7 @@ if __name__ == "__main__":
                 args.scrape_interval,
                 args.workers,
                 args.catch_up,
+                args.profile,
             )
         )
     )
