@@ -86,7 +86,7 @@ from typing import NamedTuple
 
 from aiokafka.structs import TopicPartition
 
-from kagent.core.exposition import family_header, go_float, go_int, label_value, labels_text
+from kagent.core.exposition import family_header, go_float, go_int, label_value
 from kagent.core.lag_twins import twin_of
 from kagent.core.member_lag import NO_MEMBER, Member, MemberTotals, skew_of
 from kagent.core.policy import LagUnit, SkewMetric
@@ -305,20 +305,25 @@ class GroupLayout:
         self.partitions = tuple(figures.partitions)
         self.totals = MemberTotals(figures.members, figures.partition_counts, self.partitions)
         """The members' totals with nothing added (:meth:`MemberTotals.again` for each render)."""
-        self.member_labels = tuple(
-            _member_labels(cluster_name, figures.group, member.client_host, member.member_id, member.client_id)
-            for member in self.totals.members
-        )
+        labelled = {
+            id(member): _member_labels(cluster, quoted, member.client_host, member.member_id, member.client_id)
+            for member in figures.members
+        }
+        """Each member's labels, by the member object's identity (the totals hold the same objects)."""
+        self.member_labels = tuple(labelled[id(member)] for member in self.totals.members)
         """Each member's series' labels, in :attr:`MemberTotals.members`' order."""
-        self.rest_labels = _member_labels(cluster_name, figures.group, NO_MEMBER, NO_MEMBER, NO_MEMBER)
+        self.rest_labels = _member_labels(cluster, quoted, NO_MEMBER, NO_MEMBER, NO_MEMBER)
         """The labels of the series of the partitions no member holds."""
         self.topics: list[tuple[str, int, int]] = []
         """Each topic read, with the range of :attr:`partitions` that are its partitions."""
+        start, topic = 0, None
         for index, tp in enumerate(self.partitions):  # by topic, then partition
-            if not self.topics or self.topics[-1][0] != tp.topic:
-                self.topics.append((tp.topic, index, index + 1))
-            else:
-                self.topics[-1] = (tp.topic, self.topics[-1][1], index + 1)
+            if tp.topic != topic:
+                if topic is not None:
+                    self.topics.append((topic, start, index))
+                start, topic = index, tp.topic
+        if topic is not None:
+            self.topics.append((topic, start, len(self.partitions)))
         self.labels: tuple[str, ...] | None = None
         """Each partition's group-partition labels, braces and the space before the value included; None
         when no group-partition family is exported."""
@@ -326,17 +331,10 @@ class GroupLayout:
             return
         owners: dict[TopicPartition, str] = {}
         for member in figures.members:
-            prefix = (
-                f'{{client_id="{label_value(member.client_id)}",cluster_name="{cluster}",'
-                f'consumer_id="{label_value(member.member_id)}",group="{quoted}",'
-                f'member_host="{label_value(member.client_host)}",partition="'
-            )
+            prefix = _partition_prefix(labelled[id(member)])
             for tp in member.partitions or ():  # none known: its partitions are the unknown member's
                 owners.setdefault(tp, prefix)
-        unowned = (
-            f'{{client_id="{NO_MEMBER}",cluster_name="{cluster}",consumer_id="{NO_MEMBER}",group="{quoted}",'
-            f'member_host="{NO_MEMBER}",partition="'
-        )
+        unowned = _partition_prefix(self.rest_labels)
         labels = []
         for topic, start, end in self.topics:
             suffix = f'",topic="{label_value(topic)}"}} '
@@ -355,17 +353,20 @@ class GroupLayout:
         return cls(figures, cluster_name, families)
 
 
-def _member_labels(cluster_name: str, group: str, host: str, member_id: str, client_id: str) -> str:
-    labels = labels_text(
-        (
-            ("cluster_name", cluster_name),
-            ("group", group),
-            ("member_host", host),
-            ("consumer_id", member_id),
-            ("client_id", client_id),
-        )
+def _member_labels(cluster: str, group: str, host: str, member_id: str, client_id: str) -> str:
+    """A member series' labels, braces and the space before the value included, sorted by name as
+    :func:`~kagent.core.exposition.labels_text` sorts them; ``cluster`` and ``group`` already escaped
+    (:func:`~kagent.core.exposition.label_value`), the others escaped here."""
+    return (
+        f'{{client_id="{label_value(client_id)}",cluster_name="{cluster}",consumer_id="{label_value(member_id)}",'
+        f'group="{group}",member_host="{label_value(host)}"}} '
     )
-    return f"{{{labels}}} "
+
+
+def _partition_prefix(member_labels: str) -> str:
+    """A group-partition series' labels up to its partition's number, from its owner's
+    :func:`_member_labels` (``partition`` and ``topic`` sort after them)."""
+    return f'{member_labels[:-2]},partition="'
 
 
 def _time_lag_text(offset_lag: int | None, time_lag: float | None) -> str:

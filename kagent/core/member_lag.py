@@ -146,22 +146,29 @@ class MemberTotals:
         self._expected = [0] * len(self._members)
         shared: dict[tuple[int, ...], tuple[int, ...]] = {}
         """One tuple object per set of owners, however many partitions have it (a layout keeps these)."""
+        owners_of = self._owners
         for index, member in enumerate(self._members):
+            alone = shared[(index,)] = (index,)
             for tp in member.partitions or ():
-                self._held.add(tp)
                 count = counts.get(tp.topic)
                 if count is None:
                     self._uncounted[index] += 1
                 elif tp.partition < count:
-                    owners = (*self._owners.get(tp, ()), index)
-                    self._owners[tp] = shared.setdefault(owners, owners)
+                    others = owners_of.get(tp)
+                    if others is None:  # as a rule: one owner
+                        owners_of[tp] = alone
+                    else:
+                        owners = (*others, index)
+                        owners_of[tp] = shared.setdefault(owners, owners)
                     self._expected[index] += 1
+            self._held.update(member.partitions or ())
         self._sums = [[0, 0, 0, False, 0] for _ in range(len(self._members) + 1)]
         """Per member, then the row of no member: records, milliseconds, partitions unknown, whether a time
         lag is unknown, partitions added."""
         self._rest: list[TopicPartition] = []
         self._read = tuple(read)
-        self._read_owners = [self._owners_of(tp) for tp in self._read]
+        held_by = owners_of.get  # a partition a member holds has its owners (never empty) there
+        self._read_owners = [held_by(tp) or self._owners_of(tp) for tp in self._read]
         """The rows each of :attr:`_read` adds to."""
         self._read_rest = [tp for tp, owners in zip(self._read, self._read_owners, strict=True) if owners is _REST]
 

@@ -713,17 +713,20 @@ class Storage(Stage, GroupStateReader):
         topics' partitions, those assigned, and those it has committed offsets on."""
         held = set(assigned)
         counts = self._lag.partition_counts(topics | {tp.topic for tp in held})
-        read = {tp for topic, count in counts.items() for tp in topic_partitions(topic, count)}
-        read |= held
-        read.update(self._committed.partitions(group))
+        held.update(self._committed.partitions(group))
+        # Each topic's partitions, in order, topic by topic: sorted already. As a rule every partition the
+        # group is assigned or committed on is one of them, and the sort of them all is not needed.
+        read = [tp for topic in sorted(counts) for tp in topic_partitions(topic, counts[topic])]
+        if not held.issubset(read):
+            read = sorted(held.union(read))
         # A topic gone from the cluster long enough is dropped from the figures (lag_figures): it has no
         # partition (count 0), so none of it is shown or counted, whoever still holds or committed on it.
         dropped = self._lag.dropped_topics()
         if dropped:
             gone = {tp.topic for tp in read if tp.topic in dropped}
             counts.update(dict.fromkeys(gone, 0))
-            read = {tp for tp in read if tp.topic not in gone}
-        return counts, sorted(read)
+            read = [tp for tp in read if tp.topic not in gone]
+        return counts, read
 
     def lag_clock(self, now: float) -> LagClock:
         last = self._lag.last_poll
