@@ -71,6 +71,10 @@ class GroupReads(NamedTuple):
     """The topics its members subscribe to."""
     assigned: tuple[TopicPartition, ...]
     """The partitions its members are assigned."""
+    members: tuple[tuple[str, str, str, int | None], ...] = ()
+    """Each member's id, client id and client host, and how many of :attr:`assigned` are its (they come
+    member by member, in this order; None: the cluster did not say which it holds, and it holds none of
+    them): what a scrape lays its series out with, without parsing the assignment again."""
 
     @classmethod
     def of(cls, assignment: GroupAssigned) -> GroupReads:
@@ -78,6 +82,15 @@ class GroupReads(NamedTuple):
             assignment.generation,
             frozenset(sys.intern(topic) for member in assignment.members for topic in member.topics),
             tuple(interned(ref.topic_partition) for member in assignment.members for ref in member.partitions or ()),
+            tuple(
+                (
+                    member.member_id,
+                    member.client_id,
+                    member.client_host,
+                    None if member.partitions is None else len(member.partitions),
+                )
+                for member in assignment.members
+            ),
         )
 
     @classmethod
@@ -91,6 +104,10 @@ class GroupReads(NamedTuple):
                 interned(TopicPartition(ref["topic"], ref["partition"]))
                 for member in members
                 for ref in member["partitions"]
+            ),
+            tuple(
+                (member["member_id"], member["client_id"], member["client_host"], len(member["partitions"]))
+                for member in members
             ),
         )
 

@@ -44,7 +44,6 @@ from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 import faust
-import orjson
 from aiokafka.structs import TopicPartition
 from faust.types import TP, TopicT
 from pydantic import ValidationError
@@ -781,12 +780,12 @@ class Storage(Stage, GroupStateReader):
             reads = self._reads(group)
             assert reads is not None
             start = 0
-            for member in orjson.loads(raw)["members"]:  # the members' partitions are reads.assigned, in order
-                end = start + len(member["partitions"])
-                members.append(
-                    Member(member["member_id"], member["client_id"], member["client_host"], reads.assigned[start:end])
-                )
-                start = end
+            for member_id, client_id, client_host, held in reads.members:  # holding reads.assigned, in order
+                if held is None:  # which partitions it holds is unknown
+                    members.append(Member(member_id, client_id, client_host, None))
+                    continue
+                members.append(Member(member_id, client_id, client_host, reads.assigned[start : start + held]))
+                start += held
         counts, read = self._counts_and_read(group, raw)
         self._shape_serial += 1
         shape = _GroupShape(

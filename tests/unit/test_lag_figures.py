@@ -6,9 +6,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import orjson
 from aiokafka.structs import TopicPartition
 
 from kagent.core import committed_offset
+from kagent.core.assigned_json import plain_assigned
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.table_keys import partition_key
 from kagent.worker.committed_offsets import CommittedOffsets
@@ -337,3 +339,24 @@ def test_entries_written_unknown_are_rewritten_when_their_partition_is_answered_
     assert sweep(made, groups, 3 * INTERVAL) == {("g", 1), ("h", 1)}
     made.take(poll(4 * INTERVAL, 2))
     assert sweep(made, groups, 4 * INTERVAL) == set()
+
+
+def test_a_groups_reads_name_its_members_and_how_many_partitions_each_holds_from_either_form() -> None:
+    two = MemberAssignment(
+        member_id="m-2",
+        client_id="c-2",
+        client_host="/10.0.0.2",
+        topics=(TOPIC, "payments"),
+        partitions=(PartitionRef(topic="payments", partition=0), PartitionRef(topic=TOPIC, partition=2)),
+    )
+    group = assignment("g", 2).model_copy(update={"members": (*assignment("g", 2).members, two)})
+    reads = GroupReads.of(group)
+    assert reads.members == (("m", "c", "/h", 2), ("m-2", "c-2", "/10.0.0.2", 2))
+    assert reads.assigned[2:] == (TopicPartition("payments", 0), TopicPartition(TOPIC, 2))  # the second member's
+    plain = orjson.loads(group.model_dump_json())
+    assert plain_assigned(plain) and GroupReads.of_json(plain) == reads
+
+    untold = group.model_copy(update={"members": (group.members[0].model_copy(update={"partitions": None}), two)})
+    reads = GroupReads.of(untold)
+    assert reads.members == (("m", "c", "/h", None), ("m-2", "c-2", "/10.0.0.2", 2))  # unknown, not none
+    assert reads.assigned == (TopicPartition("payments", 0), TopicPartition(TOPIC, 2))
