@@ -378,11 +378,12 @@ class LagFigures:
             committed.pop(tp, None)
         self._writer.publish(self._table, partition_key(group, tp.topic, tp.partition), None)
 
-    def partition_lag(self, group: str, tp: TopicPartition, now: float) -> PartitionLag:
-        """``group``'s lag on ``tp`` now, from its committed offset and the last polled end offsets; its
-        figures unknown (flagged why) when the latest poll had no answer for ``tp``, the answer is stale,
-        or no poll of this worker answered for it yet (just after taking the group over, say)."""
-        values = self.lag_values(group, tp, self._committed.offset(group, tp), now)
+    def partition_lag(self, group: str, tp: TopicPartition, committed: int | None, now: float) -> PartitionLag:
+        """``group``'s lag on ``tp`` now, from its committed offset there (``committed``: the one stored, None
+        for none) and the last polled end offsets; its figures unknown (flagged why) when the latest poll
+        had no answer for ``tp``, the answer is stale, or no poll of this worker answered for it yet (just
+        after taking the group over, say)."""
+        values = self.lag_values(group, tp, committed, now)
         values["flags"] = tuple(LagFlag(flag) for flag in values["flags"])
         return constructed(PartitionLag, values)  # computed here, not read: nothing to validate
 

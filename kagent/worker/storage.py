@@ -682,19 +682,22 @@ class Storage(Stage, GroupStateReader):
         return self._consumer_groups.state(group)
 
     def snapshot(self, group: str, now: float) -> GroupSnapshot | None:
-        assignment = self.assignment(group)
-        described = assignment is not None
-        if assignment is None:
-            if not any(True for _ in self._committed.partitions(group)):
-                return None
+        raw = self._assignments.stored.get(group)
+        shape = self._shape(group, raw)  # what it reads, and the keys of its committed offsets there
+        if shape is None:
+            return None
+        if raw is not None:
+            assignment = GroupAssigned.model_validate_json(raw)
+        else:
             assignment = GroupAssigned(group=group, generation=UNDESCRIBED_GENERATION, protocol=None, leader=None)
-        counts, read = self._read_by(
-            group,
-            {topic for member in assignment.members for topic in member.topics},
-            (ref.topic_partition for member in assignment.members for ref in member.partitions or ()),
+        partition_lag = self._lag.partition_lag
+        lag = {
+            tp: partition_lag(group, tp, committed, now)
+            for tp, committed in zip(shape.read, self._committed.offsets_at(shape.keys), strict=True)
+        }
+        return GroupSnapshot(
+            assignment=assignment, partition_counts=shape.counts, lag=lag, taken_at=now, described=raw is not None
         )
-        lag = {tp: self._lag.partition_lag(group, tp, now) for tp in read}
-        return GroupSnapshot(assignment=assignment, partition_counts=counts, lag=lag, taken_at=now, described=described)
 
     def _counts_and_read(self, group: str, raw: bytes | None) -> tuple[dict[str, int], list[TopicPartition]]:
         """:meth:`_read_by` of ``group`` as its stored assignment ``raw`` (None: none) says it reads."""
@@ -737,23 +740,7 @@ class Storage(Stage, GroupStateReader):
         return self._versions.get(group, 0), self._lag.polled_version
 
     def group_lag(self, group: str, clock: LagClock) -> GroupLag | None:
-        raw = self._assignments.stored.get(group)
-        committed_version = self._committed.partitions_version(group)
-        counts_version = self._lag.counts_version
-        shape = self._shapes.get(group)
-        if (
-            shape is None
-            or shape.assignment is not raw
-            or shape.committed_version != committed_version
-            or committed_version is None
-        ):
-            shape = self._group_shape(group, raw, counts_version, committed_version)
-        elif shape.counts_version != counts_version:  # some topic's count changed: this group's?
-            counts, read = self._counts_and_read(group, raw)
-            if counts == shape.counts and read == shape.read:
-                shape = self._shapes[group] = shape._replace(counts_version=counts_version)
-            else:
-                shape = self._group_shape(group, raw, counts_version, committed_version)
+        shape = self._shape(group, self._assignments.stored.get(group))
         if shape is None:
             return None
         return GroupLag(
@@ -765,6 +752,28 @@ class Storage(Stage, GroupStateReader):
             self._lag.lags_at(clock.at),
             shape.serial,
         )
+
+    def _shape(self, group: str, raw: bytes | None) -> _GroupShape | None:
+        """``group``'s shape as its stored assignment ``raw`` (None: none) and its commits make it now: the one
+        remembered while it holds (:class:`_GroupShape`), made afresh otherwise; None for a group with
+        neither an assignment nor commits."""
+        committed_version = self._committed.partitions_version(group)
+        counts_version = self._lag.counts_version
+        shape = self._shapes.get(group)
+        if (
+            shape is None
+            or shape.assignment is not raw
+            or shape.committed_version != committed_version
+            or committed_version is None
+        ):
+            return self._group_shape(group, raw, counts_version, committed_version)
+        if shape.counts_version != counts_version:  # some topic's count changed: this group's?
+            counts, read = self._counts_and_read(group, raw)
+            if counts == shape.counts and read == shape.read:
+                shape = self._shapes[group] = shape._replace(counts_version=counts_version)
+                return shape
+            return self._group_shape(group, raw, counts_version, committed_version)
+        return shape
 
     def _group_shape(
         self, group: str, raw: bytes | None, counts_version: int, committed_version: Hashable

@@ -269,7 +269,7 @@ def test_the_plain_figures_are_the_models_for_every_kind_of_partition() -> None:
     for at in (2 * INTERVAL, 2 * INTERVAL + 1, 2 * INTERVAL + 10 * INTERVAL):  # the last: everything stale
         committed_offsets = offsets.offsets_at(offsets.entry_keys("g", tps))
         lags, times = made.lags_at(at)(tps, committed_offsets)
-        models = {tp: made.partition_lag("g", tp, at) for tp in tps}
+        models = {tp: made.partition_lag("g", tp, offsets.offset("g", tp), at) for tp in tps}
         assert dict(zip(tps, zip(lags, times, strict=True), strict=True)) == {
             tp: (m.offset_lag, m.time_lag) for tp, m in models.items()
         }, at

@@ -136,18 +136,18 @@ def test_a_deleted_topic_is_dropped_from_the_figures_after_the_bound_and_comes_b
     made = lag_figures()
     reads = GroupReads(1, frozenset({"gone", "orders"}), (TP("gone", 0), TP("gone", 1), TP("orders", 0)))
     made.take(polled(0.0, {TP("gone", 0): 7, TP("gone", 1): 9, TP("orders", 0): 10}, {"gone": 2, "orders": 1}))
-    assert made.partition_lag("g", TP("gone", 0), 0.0).log_end == 7
+    assert made.partition_lag("g", TP("gone", 0), None, 0.0).log_end == 7
 
     deleted = {TP("gone", 0): Reason.UNKNOWN_PARTITION, TP("gone", 1): Reason.UNKNOWN_PARTITION}
     at = INTERVAL
     while at < INTERVAL + DROP:  # missing, not yet dropped: the figures stay (they go stale)
         made.take(polled(at, {TP("orders", 0): 10}, {"orders": 1}, deleted))
-        missing = made.partition_lag("g", TP("gone", 0), at)  # shown, unknown, with why
+        missing = made.partition_lag("g", TP("gone", 0), None, at)  # shown, unknown, with why
         assert (missing.log_end, missing.offset_lag, missing.flags[0]) == (7, None, LagFlag.UNKNOWN_PARTITION), at
         at += INTERVAL
     made.take(polled(at, {TP("orders", 0): 10}, {"orders": 1}, deleted))
     assert set(made.dropped_topics()) == {"gone"}
-    assert made.partition_lag("g", TP("gone", 0), at).log_end is None  # its figures forgotten (storage drops it)
+    assert made.partition_lag("g", TP("gone", 0), None, at).log_end is None  # its figures forgotten (storage drops it)
     assert made.log_end(TP("gone", 0)) is None
     assert made.partition_counts(["gone", "orders"]) == {"orders": 1}
     assert made.group_partitions(reads) == [TP("orders", 0)]
