@@ -18,7 +18,6 @@ from typing import NamedTuple, Protocol
 from aiokafka.structs import TopicPartition
 
 from kagent.core.consumer_group_state import ConsumerGroupState
-from kagent.core.events import GroupAssigned
 from kagent.core.group_health import GroupHealth
 from kagent.core.incidents import Incident
 from kagent.core.lag_series import GroupLag, PartitionOffsets
@@ -103,10 +102,6 @@ class GroupStateReader(Protocol):
     def held_partitions(self) -> frozenset[int]:
         """The derived-events partitions this worker holds now: while they stay the same, the held groups
         change only as groups are assigned or deleted (which storage's notices say)."""
-        ...
-
-    def assignment(self, group: str) -> GroupAssigned | None:
-        """The group's current assignment; None if it has none here."""
         ...
 
     def snapshot(self, group: str, now: float) -> GroupSnapshot | None:

@@ -112,10 +112,10 @@ STOP_FLUSH_TIMEOUT = 5.0
 
 class _GroupShape(NamedTuple):
     """A group's members, the partition counts of the topics it reads and the partitions it reads, as
-    :meth:`Storage.group_lag` gives them, and what they were made from: the same while the stored
-    assignment is the same object, the partitions the group committed on are the same, and the partition
-    counts of its topics and which of them are dropped are the same (looked at again only when some
-    topic's changed: :attr:`LagFigures.counts_version`)."""
+    :meth:`Storage.group_lag` and :meth:`Storage.snapshot` give them, and what they were made from: the
+    same while the stored assignment is the same object, the partitions the group committed on are the
+    same, and the partition counts of its topics and which of them are dropped are the same (looked at
+    again only when some topic's changed: :attr:`LagFigures.counts_version`)."""
 
     assignment: bytes | None
     counts_version: int
@@ -174,7 +174,7 @@ class Storage(Stage, GroupStateReader):
         self._versions: dict[str, int] = {}
         """Group -> how many changes were noted of it (:meth:`lag_version`)."""
         self._shapes: dict[str, _GroupShape] = {}
-        """Group -> its members, partition counts and partitions read as :meth:`group_lag` last gave them."""
+        """Group -> its members, partition counts and partitions read as :meth:`_shape` last made them."""
         self._shape_serial = 0
         """Shapes made so far: each one's :attr:`GroupLag.shape`."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -673,10 +673,6 @@ class Storage(Stage, GroupStateReader):
 
     def held_partitions(self) -> frozenset[int]:
         return self._held.partitions()
-
-    def assignment(self, group: str) -> GroupAssigned | None:
-        raw = self._assignments.stored.get(group)
-        return GroupAssigned.model_validate_json(raw) if raw is not None else None
 
     def consumer_group(self, group: str) -> ConsumerGroupState | None:
         return self._consumer_groups.state(group)
