@@ -192,6 +192,19 @@ async def test_the_admin_source_reports_a_real_groups_members_and_commits(
         assert body["groups"][GROUP]["generation"] is None  # DescribeGroups gave none
         # Nor the member's assignment: its lag is unknown, not the 0 of a member holding nothing.
         assert body["groups"][GROUP]["member_lag"][member_id(first)] is None
+        # The scrape exports the group too (a member whose partitions are unknown once left the whole group
+        # out of every scrape): its one member, each partition's lag on the unknown member, and no member-lag
+        # series for the member whose lag is unknown.
+        families = ("kagent_group_members", "kafka_consumergroup_group_lag", "kagent_group_member_lag")
+        scraped = await asyncio.to_thread(worker.metrics, *families)
+        assert scraped is not None
+        ours = {key: value for key, value in scraped.items() if f'group="{GROUP}"' in key}
+        assert [value for key, value in ours.items() if key.startswith("kagent_group_members{")] == [1]
+        lag_series = [key for key in ours if key.startswith("kafka_consumergroup_group_lag{")]
+        assert len(lag_series) == 4, lag_series
+        assert all('consumer_id="unknown"' in key and 'member_host="unknown"' in key for key in lag_series)
+        assert not [key for key in ours if f'consumer_id="{member_id(first)}"' in key]
+        assert "left out of the scrape" not in worker.log()
         metrics = await asyncio.to_thread(worker.metrics)
         assert metrics is not None and metric_total(metrics, "kagent_group_api_errors_total") == 0
         assert "does not answer OffsetFetch for all of a group's partitions" in worker.log()
