@@ -73,6 +73,7 @@ from kagent.worker.metrics import HotPartitionFigures, MemberDrain, Metrics
 from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.stage import Stage
 from kagent.worker.stalls import ReportsProgress
+from kagent.worker.topology import GroupPartitionedTable
 
 __all__ = ["Evaluator"]
 
@@ -231,7 +232,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         policy: EvaluationPolicy,
         groups: GroupStateReader,
         changes: Channel[GroupChanged],
-        states: faust.Table,
+        states: GroupPartitionedTable,
         recommendations: TopicT,
         incidents: IncidentLog,
         history: RecommendationHistory,
@@ -357,7 +358,7 @@ class Evaluator(Stage, OpenIncidentsReader):
             self._deleted.discard(group)
 
     def _state(self, group: str) -> EvaluationState | None:
-        raw = self._states.get(group)
+        raw = self._states.stored.get(group)  # the store's own dict: Faust's get costs about 15 µs a read
         return EvaluationState.model_validate_json(raw) if raw is not None else None
 
     def _due(self, group: str, now: float) -> float | None:

@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-import faust
 from faust.types import TopicT
 
 from kagent.core.incidents import Incident, IncidentObservation, IncidentsState, IncidentTransition, step
 from kagent.worker.changelog import ChangelogWriter
 from kagent.worker.metrics import Metrics
+from kagent.worker.topology import GroupPartitionedTable
 
 __all__ = ["IncidentLog"]
 
@@ -36,7 +36,13 @@ class IncidentLog:
     """Steps each group's incidents, keeps their state in ``table`` and sends their transitions to ``topic``."""
 
     def __init__(
-        self, *, table: faust.Table, topic: TopicT, writer: ChangelogWriter, metrics: Metrics, cluster_name: str
+        self,
+        *,
+        table: GroupPartitionedTable,
+        topic: TopicT,
+        writer: ChangelogWriter,
+        metrics: Metrics,
+        cluster_name: str,
     ) -> None:
         self._table = table
         self._topic = topic
@@ -46,7 +52,7 @@ class IncidentLog:
 
     def state(self, group: str) -> IncidentsState | None:
         """The group's incidents as stored; None if it never had one."""
-        raw = self._table.get(group)
+        raw = self._table.stored.get(group)  # the store's own dict: Faust's get costs about 15 µs a read
         return IncidentsState.model_validate_json(raw) if raw is not None else None
 
     def open_incidents(self, groups: Iterable[str]) -> list[Incident]:

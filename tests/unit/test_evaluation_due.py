@@ -24,6 +24,13 @@ class _Changes:
         return drained
 
 
+class _Table:
+    """A table's store, as the evaluator reads it."""
+
+    def __init__(self, stored: dict[str, bytes]) -> None:
+        self.stored = stored
+
+
 def _evaluator(states: dict[str, bytes] | None = None, *notices: GroupChanged) -> Evaluator:
     """An evaluator of interval :data:`INTERVAL` holding group ``g``, its trigger states ``states``, and
     ``notices`` waiting; nothing else of it is used here."""
@@ -33,7 +40,7 @@ def _evaluator(states: dict[str, bytes] | None = None, *notices: GroupChanged) -
         policy=unused,
         groups=unused,
         changes=cast(Any, _Changes(*notices)),
-        states=cast(Any, states or {}),
+        states=cast(Any, _Table(states or {})),
         recommendations=unused,
         incidents=unused,
         history=unused,

@@ -26,6 +26,10 @@ class BrokerDown(Exception):
 class Table(dict[str, bytes]):
     """A table's store: what the writer's ``set`` updates at once."""
 
+    @property
+    def stored(self) -> dict[str, bytes]:
+        return self
+
 
 class Writer:
     """The writer's calls; ``durable`` is what a flush made it to the changelog."""
