@@ -119,6 +119,140 @@ cdef object _time_lag(object history, long long position, double now):
     return waited if waited > 0.0 else 0.0
 
 
+# -- an evaluation's rates of a partition (kagent.core.throughput.partition_throughput) ----------------------
+
+cdef object _python_partition_throughput = None  # kagent.core.throughput._partition_throughput, at the first call
+cdef object _PartitionThroughput = None
+cdef double _rate_window = 0.0  # kagent.core.throughput.RATE_WINDOW
+cdef long long OFFSET_LIMIT = 1LL << 62  # a commit's offset taken here is below it (and at least 0): no sum overflows
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object value, int *overflow) noexcept
+
+
+cdef object _production_rate(long long *offsets, double *times, Py_ssize_t size, double now, double window):
+    """kagent.core.throughput.production_rate of a history's arrays."""
+    cdef double start, at_start, rate
+    cdef Py_ssize_t low, high, middle, left, right
+    if size < 2:
+        return None
+    start = now - window
+    if not start > times[0]:  # max(times[0], now - window): the first unless the second is larger
+        start = times[0]
+    if start >= times[size - 1]:
+        return None
+    low, high = 0, size
+    while low < high:  # bisect_right(times, start): times rise strictly, so 1 <= low <= size - 1 here
+        middle = (low + high) >> 1
+        if start < times[middle]:
+            high = middle
+        else:
+            low = middle + 1
+    right = low
+    left = right - 1
+    at_start = <double>offsets[left] + (start - times[left]) * <double>(offsets[right] - offsets[left]) / (
+        times[right] - times[left]
+    )
+    rate = (<double>offsets[size - 1] - at_start) / (times[size - 1] - start)
+    return rate if rate > 0.0 else 0.0
+
+
+cdef bint _appended_before(long long *offsets, double *times, Py_ssize_t size, long long offset, double before) noexcept:
+    """kagent.core.throughput._behind: whether EndOffsetHistory.time_at(offset) is known and below ``before``."""
+    cdef Py_ssize_t low, high, middle, left, right
+    cdef long long rise
+    if size < 2 or offset >= offsets[size - 1]:
+        return False
+    low, high = 0, size
+    while low < high:  # bisect_right(offsets, offset)
+        middle = (low + high) >> 1
+        if offset < offsets[middle]:
+            high = middle
+        else:
+            low = middle + 1
+    right = low
+    if right == 0:
+        left, right = 0, size - 1
+    else:
+        left = right - 1
+    rise = offsets[right] - offsets[left]
+    if rise <= 0:
+        return False
+    return times[left] + <double>(offset - offsets[left]) * (times[right] - times[left]) / <double>rise < before
+
+
+def partition_throughput(history, commits, now, since=None, window=None):
+    """The twin of kagent.core.throughput.partition_throughput, for a ``now``, ``since`` and ``window`` given as
+    floats (or left to their defaults), a history of offsets of at least 0, and commits whose offsets are at least
+    0 and below 2**62 and whose timestamps are floats; any other arguments go to the Python twin."""
+    global _python_partition_throughput, _PartitionThroughput, _rate_window
+    if _python_partition_throughput is None:  # not at import: kagent.core.throughput imports this module
+        from kagent.core.throughput import RATE_WINDOW, PartitionThroughput, _partition_throughput
+
+        _python_partition_throughput, _PartitionThroughput, _rate_window = (
+            _partition_throughput, PartitionThroughput, RATE_WINDOW
+        )
+    if window is None:
+        window = _rate_window
+    if type(now) is not float or type(window) is not float or (since is not None and type(since) is not float):
+        return _python_partition_throughput(history, commits, now, since, window)
+    cdef double at = now, span = window, start, elapsed, rate, first_stamp = 0.0, last_stamp = 0.0, stamp
+    cdef double earlier_stamp = 0.0
+    cdef long long first_offset = 0, last_offset = 0, offset
+    cdef Py_ssize_t size = 0, counted = 0, least
+    cdef long long *offsets = NULL
+    cdef double *times = NULL
+    cdef array.array offsets_array, times_array
+    cdef bint busy = False, has_history = history is not None
+    cdef int overflow
+    cdef tuple observations
+    produced = None
+    if has_history:
+        offsets_array = history._offsets
+        times_array = history._times
+        size = len(offsets_array)
+        offsets = offsets_array.data.as_longlongs
+        times = times_array.data.as_doubles
+        if size and offsets[0] < 0:  # the offsets never fall (a history starts again where one does)
+            return _python_partition_throughput(history, commits, now, since, window)
+        produced = _production_rate(offsets, times, size, at, span)
+    if commits is None:
+        return _PartitionThroughput(produced, None, False)  # positional: half the cost of keywords
+    observations = commits.commits
+    start = at - span
+    if since is not None and <double>since > start:  # max(now - window, since)
+        start = since
+    busy = has_history
+    for commit in observations:
+        stamp_value = commit[1]
+        if type(stamp_value) is not float:
+            return _python_partition_throughput(history, commits, now, since, window)
+        stamp = stamp_value
+        if not stamp >= start:
+            continue
+        offset_value = commit[0]
+        if type(offset_value) is not int:
+            return _python_partition_throughput(history, commits, now, since, window)
+        offset = PyLong_AsLongLongAndOverflow(offset_value, &overflow)
+        if overflow or not 0 <= offset < OFFSET_LIMIT:
+            return _python_partition_throughput(history, commits, now, since, window)
+        if counted == 0:
+            first_offset, first_stamp = offset, stamp
+        elif busy:
+            busy = _appended_before(offsets, times, size, offset, earlier_stamp)
+        earlier_stamp = stamp
+        last_offset, last_stamp = offset, stamp
+        counted += 1
+    least = commits.capacity // 2
+    if counted < (least if least > 2 else 2):
+        return _PartitionThroughput(produced, None, False)  # positional: half the cost of keywords
+    elapsed = last_stamp - first_stamp
+    if elapsed <= 0:
+        return _PartitionThroughput(produced, None, busy)
+    rate = <double>(last_offset - first_offset) / elapsed
+    return _PartitionThroughput(produced, rate if rate > 0.0 else 0.0, busy)
+
+
 def measured_lags(committed, answered, double now, double stale_after):
     """The twin of kagent.core.time_lag.measured_lags."""
     cdef list offset_lags = []

@@ -49,6 +49,7 @@ from statistics import median
 from aiokafka.structs import TopicPartition
 
 from kagent.core.group_health import CommitObservation, CommitWindow
+from kagent.core.lag_twins import twin_of
 from kagent.core.time_lag import EndOffsetHistory
 
 __all__ = [
@@ -178,7 +179,7 @@ def _behind(log_ends: EndOffsetHistory, earlier: CommitObservation, later: Commi
     return appended is not None and appended < earlier.timestamp
 
 
-def partition_throughput(
+def _partition_throughput(
     history: EndOffsetHistory | None,
     commits: CommitWindow | None,
     now: float,
@@ -192,6 +193,12 @@ def partition_throughput(
     produced = None if history is None else production_rate(history, now, window)
     consumed, busy = (None, False) if commits is None else partition_consumption(commits, history, now, since, window)
     return PartitionThroughput(production_rate=produced, consumption_rate=consumed, busy=busy)
+
+
+partition_throughput = twin_of(_partition_throughput)
+"""Compiled where built (:mod:`kagent.core.lag_twins`): an evaluation measures every partition its group
+reads, each from its commit window and its end-offset history (11 µs a partition in Python, most of it
+placing each commit in the history)."""
 
 
 @dataclass(frozen=True)

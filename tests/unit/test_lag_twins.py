@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kagent.core import _lag_twins, committed_offset, group_listing, lag_series, lag_twins, time_lag
+from kagent.core import _lag_twins, committed_offset, group_listing, lag_series, lag_twins, throughput, time_lag
+from kagent.core.group_health import CommitObservation, CommitWindow
 from kagent.core.time_lag import Answered, EndOffsetHistory
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -26,7 +27,15 @@ BEYOND = st.integers(2**63, 2**70)  # past Kafka's offsets: the text goes to go_
 
 
 def test_both_loops_run_their_compiled_twins() -> None:
-    twins = {"applied", "lag_sums", "measured_lags", "merged_body", "offsets_of", "partition_pieces"}
+    twins = {
+        "applied",
+        "lag_sums",
+        "measured_lags",
+        "merged_body",
+        "offsets_of",
+        "partition_pieces",
+        "partition_throughput",
+    }
     assert twins <= lag_twins.IN_USE, "run the README's install to build them"  # and ingest's twin, once imported
     assert committed_offset.applied is _lag_twins.applied
     assert lag_series.lag_sums is _lag_twins.lag_sums
@@ -34,6 +43,7 @@ def test_both_loops_run_their_compiled_twins() -> None:
     assert time_lag.measured_lags is _lag_twins.measured_lags
     assert lag_series.partition_pieces is _lag_twins.partition_pieces
     assert group_listing.merged_body is _lag_twins.merged_body
+    assert throughput.partition_throughput is _lag_twins.partition_throughput
 
 
 def test_the_twins_follow_the_decoders_variable() -> None:
@@ -78,6 +88,52 @@ def test_measured_lags_twin_measures_as_the_python(
     python = time_lag._measured_lags(committed, answered, NOW, stale)
     compiled = _lag_twins.measured_lags(iter(committed), iter(answered), NOW, stale)
     assert repr(compiled) == repr(python)  # the same types too: 0 and 0.0 differ here
+
+
+@st.composite
+def commit_windows(draw: st.DrawFn) -> CommitWindow | None:
+    """None, or a window of commits in timestamp order around the histories' span, offsets rising mostly
+    (a rewind now and then), some past what the twin takes itself (2**62 and beyond, below 0)."""
+    if draw(st.integers(0, 5)) == 0:
+        return None
+    capacity = draw(st.integers(1, 12))
+    at, offset = NOW - draw(st.floats(0, 700)), draw(st.integers(0, 300))
+    commits = []
+    for _ in range(draw(st.integers(0, capacity))):
+        at += draw(st.sampled_from([0.0, 0.5, 5.0])) + draw(st.floats(0, 40))
+        offset = draw(st.one_of(st.integers(offset - 10, offset + 80), st.sampled_from([-1, 2**62, 2**63 - 1])))
+        commits.append(CommitObservation(offset, at, None))
+    return CommitWindow(capacity=capacity, commits=tuple(commits))
+
+
+@settings(max_examples=800)
+@given(
+    histories(),
+    commit_windows(),
+    st.floats(-30, 30),
+    st.one_of(st.none(), st.floats(NOW - 800, NOW + 10)),
+    st.one_of(st.none(), st.floats(0.5, 900)),
+)
+def test_partition_throughput_twin_measures_as_the_python(
+    history: EndOffsetHistory | None, window: CommitWindow | None, late: float, since: float | None, span: float | None
+) -> None:
+    """The same rates and busy flag to the bit, whatever the history (none, too short, flat, moving), the window
+    (none, too few commits, a rewind, no time between them, offsets the twin hands to the Python) and the span."""
+    now = NOW + late
+    rate = throughput.RATE_WINDOW if span is None else span
+    python = throughput._partition_throughput(history, window, now, since, rate)
+    compiled = _lag_twins.partition_throughput(history, window, now, since, span)
+    assert repr(compiled) == repr(python)
+
+
+def test_partition_throughput_twin_hands_arguments_not_its_own_to_the_python() -> None:
+    history = EndOffsetHistory().add(0, NOW - 20).add(100, NOW)
+    window = CommitWindow(capacity=2, commits=(CommitObservation(0, NOW - 10, None), CommitObservation(50, NOW, None)))
+    for now in (NOW, int(NOW)):  # an int now: the Python computes with it
+        assert _lag_twins.partition_throughput(history, window, now) == throughput._partition_throughput(
+            history, window, now
+        )
+    assert throughput.partition_throughput(history, window, NOW) == throughput.PartitionThroughput(5.0, 5.0, False)
 
 
 def test_measured_lags_twin_refuses_mismatched_lengths_as_the_python() -> None:
