@@ -243,7 +243,10 @@ def lag_always_not_zero(commits: Sequence[CommitObservation], allowed_lag: int =
 
     A commit whose lag is unknown neither breaks nor proves it.
     """
-    return all(commit.lag is None or commit.lag > allowed_lag for commit in commits)
+    # commit.lag's rule written out: an evaluation asks this of every partition its group reads.
+    return all(
+        (end := commit.log_end_offset) is None or max(0, end - commit.offset) > allowed_lag for commit in commits
+    )
 
 
 def offsets_rewind_index(commits: Sequence[CommitObservation]) -> int | None:
@@ -505,7 +508,13 @@ def group_status(
 
 
 def _known_lags(commits: Sequence[CommitObservation]) -> list[int]:
-    return [commit.lag for commit in commits if commit.lag is not None]
+    """Each commit's known :attr:`~CommitObservation.lag`, in order (its rule written out: an evaluation
+    reads them on every partition its group reads)."""
+    return [
+        end - commit.offset if end > commit.offset else 0
+        for commit in commits
+        if (end := commit.log_end_offset) is not None
+    ]
 
 
 def _commits(count: int) -> str:

@@ -384,7 +384,8 @@ class LagFigures:
         had no answer for ``tp``, the answer is stale, or no poll of this worker answered for it yet (just
         after taking the group over, say)."""
         values = self.lag_values(group, tp, committed, now)
-        values["flags"] = tuple(LagFlag(flag) for flag in values["flags"])
+        flags = values["flags"]
+        values["flags"] = tuple(map(LagFlag, flags)) if flags else ()  # as a rule none: no generator made
         return constructed(PartitionLag, values)  # computed here, not read: nothing to validate
 
     def lags_at(self, at: float) -> LagsOf:
