@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twins of kagent.core.committed_offset.offsets_of, kagent.core.time_lag.measured_lags,
 kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces,
-kagent.core.committed_offset.applied and kagent.core.group_listing._merged_body.
+kagent.core.committed_offset.applied, kagent.core.throughput.partition_throughput and
+kagent.core.group_listing._merged_body.
 
 Each function returns exactly what its Python twin returns for the same arguments (kagent.core.lag_twins
 states the contract; tests/unit/test_lag_twins.py and tests/unit/test_listing_twin.py check it). Offsets

@@ -1,5 +1,5 @@
-"""Compiled twins of the scrape's innermost loops, storage's commits and the API's merge, where built; and
-how any compiled twin is found.
+"""Compiled twins of the scrape's innermost loops, storage's commits, an evaluation's rates and the API's
+merge, where built; and how any compiled twin is found.
 
 A full scrape reads every group-partition's committed offset, measures its lag, adds a group's up and
 writes its three samples: a few hundred thousand times per scrape at the issue's mix, millions at a
@@ -10,7 +10,9 @@ twins in ``_lag_twins.pyx``, built at install by ``setup.py`` beside the codec's
 offsets and the history's points as C integers and doubles, and write each sample straight into its
 piece's bytes. So does :func:`kagent.core.committed_offset.applied`, which storage calls for every
 group-partition a batch commits to (tens of thousands of times a second live): its twin reads the stored
-value's text in place and writes the new one, keeping the window's commits as their text. And
+value's text in place and writes the new one, keeping the window's commits as their text. So does
+:func:`kagent.core.throughput.partition_throughput`, which every evaluation calls for each partition its
+group reads: its twin reads the end-offset history's arrays in place. And
 :func:`kagent.core.group_listing.merged_body` writes a page of ``GET /api/groups`` from the workers'
 pages: its twin merges them in one pass and copies each summary's JSON into the body once.
 
