@@ -86,6 +86,33 @@ def offsets_of(values):
     return offsets
 
 
+cdef Py_ssize_t _after_offset(long long *offsets, Py_ssize_t size, long long position) noexcept:
+    """bisect_right(offsets, position)."""
+    cdef Py_ssize_t low = 0, high = size, middle
+    while low < high:
+        middle = (low + high) >> 1
+        if position < offsets[middle]:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+cdef double _time_at(long long *offsets, double *times, Py_ssize_t size, long long position) noexcept:
+    """kagent.core.time_lag.EndOffsetHistory.time_at of a position below the newest point (size >= 2): NAN
+    where that is None (a history whose log end never moved)."""
+    cdef Py_ssize_t left, right = _after_offset(offsets, size, position)
+    cdef long long rise
+    if right == 0:  # older than the history: along its whole rate
+        left, right = 0, size - 1
+    else:
+        left = right - 1
+    rise = offsets[right] - offsets[left]
+    if rise <= 0:
+        return NAN
+    return times[left] + <double>(position - offsets[left]) * (times[right] - times[left]) / <double>rise
+
+
 cdef object _time_lag(object history, long long position, double now):
     """kagent.core.time_lag.time_lag, for a position below the newest point or not."""
     cdef array.array offsets_array = history._offsets
@@ -93,29 +120,14 @@ cdef object _time_lag(object history, long long position, double now):
     cdef Py_ssize_t size = len(offsets_array)
     cdef long long *offsets = offsets_array.data.as_longlongs
     cdef double *times = times_array.data.as_doubles
-    cdef Py_ssize_t low, high, middle, left, right
-    cdef long long rise
     cdef double appended, waited
     if size and position >= offsets[size - 1]:
         return 0.0
     if size < 2:
         return None
-    low, high = 0, size
-    while low < high:  # bisect_right
-        middle = (low + high) >> 1
-        if position < offsets[middle]:
-            high = middle
-        else:
-            low = middle + 1
-    right = low
-    if right == 0:  # older than the history: along its whole rate
-        left, right = 0, size - 1
-    else:
-        left = right - 1
-    rise = offsets[right] - offsets[left]
-    if rise <= 0:
+    appended = _time_at(offsets, times, size, position)
+    if appended != appended:  # NAN: unknown
         return None
-    appended = times[left] + <double>(position - offsets[left]) * (times[right] - times[left]) / <double>rise
     waited = floor((now - appended) * 1000 + 0.5) / 1000  # whole milliseconds
     return waited if waited > 0.0 else 0.0
 
@@ -160,26 +172,9 @@ cdef object _production_rate(long long *offsets, double *times, Py_ssize_t size,
 
 cdef bint _appended_before(long long *offsets, double *times, Py_ssize_t size, long long offset, double before) noexcept:
     """kagent.core.throughput._behind: whether EndOffsetHistory.time_at(offset) is known and below ``before``."""
-    cdef Py_ssize_t low, high, middle, left, right
-    cdef long long rise
     if size < 2 or offset >= offsets[size - 1]:
         return False
-    low, high = 0, size
-    while low < high:  # bisect_right(offsets, offset)
-        middle = (low + high) >> 1
-        if offset < offsets[middle]:
-            high = middle
-        else:
-            low = middle + 1
-    right = low
-    if right == 0:
-        left, right = 0, size - 1
-    else:
-        left = right - 1
-    rise = offsets[right] - offsets[left]
-    if rise <= 0:
-        return False
-    return times[left] + <double>(offset - offsets[left]) * (times[right] - times[left]) / <double>rise < before
+    return _time_at(offsets, times, size, offset) < before  # NAN (unknown) is below nothing
 
 
 def partition_throughput(history, commits, now, since=None, window=None):
