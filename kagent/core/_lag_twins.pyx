@@ -139,9 +139,6 @@ cdef object _PartitionThroughput = None
 cdef double _rate_window = 0.0  # kagent.core.throughput.RATE_WINDOW
 cdef long long OFFSET_LIMIT = 1LL << 62  # a commit's offset taken here is below it (and at least 0): no sum overflows
 
-cdef extern from "Python.h":
-    long long PyLong_AsLongLongAndOverflow(object value, int *overflow) noexcept
-
 
 cdef object _production_rate(long long *offsets, double *times, Py_ssize_t size, double now, double window):
     """kagent.core.throughput.production_rate of a history's arrays."""
@@ -200,7 +197,6 @@ def partition_throughput(history, commits, now, since=None, window=None):
     cdef double *times = NULL
     cdef array.array offsets_array, times_array
     cdef bint busy = False, has_history = history is not None
-    cdef int overflow
     cdef tuple observations
     produced = None
     if has_history:
@@ -226,11 +222,7 @@ def partition_throughput(history, commits, now, since=None, window=None):
         stamp = stamp_value
         if not stamp >= start:
             continue
-        offset_value = commit[0]
-        if type(offset_value) is not int:
-            return _python_partition_throughput(history, commits, now, since, window)
-        offset = PyLong_AsLongLongAndOverflow(offset_value, &overflow)
-        if overflow or not 0 <= offset < OFFSET_LIMIT:
+        if not _read_int(commit[0], OFFSET_LIMIT, &offset) or offset < 0:
             return _python_partition_throughput(history, commits, now, since, window)
         if counted == 0:
             first_offset, first_stamp = offset, stamp

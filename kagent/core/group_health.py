@@ -243,10 +243,7 @@ def lag_always_not_zero(commits: Sequence[CommitObservation], allowed_lag: int =
 
     A commit whose lag is unknown neither breaks nor proves it.
     """
-    # commit.lag's rule written out: an evaluation asks this of every partition its group reads.
-    return all(
-        (end := commit.log_end_offset) is None or max(0, end - commit.offset) > allowed_lag for commit in commits
-    )
+    return all((lag := commit.lag) is None or lag > allowed_lag for commit in commits)  # each lag read once
 
 
 def offsets_rewind_index(commits: Sequence[CommitObservation]) -> int | None:
@@ -508,13 +505,8 @@ def group_status(
 
 
 def _known_lags(commits: Sequence[CommitObservation]) -> list[int]:
-    """Each commit's known :attr:`~CommitObservation.lag`, in order (its rule written out: an evaluation
-    reads them on every partition its group reads)."""
-    return [
-        end - commit.offset if end > commit.offset else 0
-        for commit in commits
-        if (end := commit.log_end_offset) is not None
-    ]
+    """Each commit's known :attr:`~CommitObservation.lag`, in order, each read once."""
+    return [lag for commit in commits if (lag := commit.lag) is not None]
 
 
 def _commits(count: int) -> str:

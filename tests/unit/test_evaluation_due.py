@@ -3,6 +3,7 @@ due from, which ``kagent_evaluation_delay_seconds`` measures each evaluation aga
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, cast
 
 from kagent.core.evaluation import EvaluationState
@@ -24,13 +25,6 @@ class _Changes:
         return drained
 
 
-class _Table:
-    """A table's store, as the evaluator reads it."""
-
-    def __init__(self, stored: dict[str, bytes]) -> None:
-        self.stored = stored
-
-
 def _evaluator(states: dict[str, bytes] | None = None, *notices: GroupChanged) -> Evaluator:
     """An evaluator of interval :data:`INTERVAL` holding group ``g``, its trigger states ``states``, and
     ``notices`` waiting; nothing else of it is used here."""
@@ -40,7 +34,7 @@ def _evaluator(states: dict[str, bytes] | None = None, *notices: GroupChanged) -
         policy=unused,
         groups=unused,
         changes=cast(Any, _Changes(*notices)),
-        states=cast(Any, _Table(states or {})),
+        states=cast(Any, SimpleNamespace(stored=states or {})),  # a table as the evaluator reads it
         recommendations=unused,
         incidents=unused,
         history=unused,
