@@ -314,8 +314,9 @@ class LagFigures:
     def keep_only(self, groups: Collection[str]) -> None:
         """Forget what was written for, and what is known of, the groups not among ``groups`` (those no
         longer held)."""
-        self._refreshed = {group: at for group, at in self._refreshed.items() if group in groups}
-        self._polled_of = {group: known for group, known in self._polled_of.items() if group in groups}
+        for known in (self._refreshed, self._polled_of):  # only the others' entries go: no copy of the rest
+            for group in [group for group in known if group not in groups]:
+                del known[group]
 
     def _lost(self, group: str, tp: TopicPartition) -> bool:
         """Whether ``group``'s committed offset on ``tp`` is below the partition's log start."""

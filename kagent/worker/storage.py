@@ -100,8 +100,12 @@ FLUSH_RETRY = 1.0
 REFRESH_CHUNK = 2_000
 """Lag entries an end-offsets poll rewrites between two flushes, at most."""
 
-DUE_CHUNK = 1_000
-"""Groups whose lag entries a poll looks over between two yields to the event loop."""
+DUE_CHUNK = 100
+"""Groups whose lag entries a poll looks over between two looks at the clock (a slice of the event loop,
+:class:`~kagent.worker.loop_slices.LoopSlices`, may end at each): when a group's entries are all due, a
+look costs about 10 µs a group (a thousand groups between two yields held the loop up to 13 ms at
+5,000 groups a worker, ``benchmarks/bench_api.py``). The entries found due are written
+:data:`REFRESH_CHUNK` or so at a time."""
 
 REPAIR_CHECK = 1.0
 """Seconds between two looks for derived-events records fetched but never delivered to storage."""
@@ -338,7 +342,9 @@ class Storage(Stage, GroupStateReader):
                     )
                 )
                 continue
-            for derived in groups:
+            for derived in groups:  # a packed record holds up to thousands of groups' events: sliced too
+                if slices.over():
+                    await slices.next()
                 group = derived.group
                 waiting = commits.get(group)
                 if waiting is None:
@@ -577,29 +583,36 @@ class Storage(Stage, GroupStateReader):
             for polled in polls:  # each one's end offsets join the time-lag history
                 moved |= self._lag.take(polled)
             now = polls[-1].polled_at
-            held = self.held_groups()
-            self._parsed = {group: self._parsed[group] for group in held if group in self._parsed}
-            self._unassigned = {group: self._unassigned[group] for group in held if group in self._unassigned}
-            self._versions = {group: self._versions[group] for group in held if group in self._versions}
-            self._shapes = {group: self._shapes[group] for group in held if group in self._shapes}
+            held: set[str] = set()
             groups: dict[str, GroupReads] = {}
             slices = LoopSlices()
-            for group in held:  # a look at each group's assignment: others run between slices
+            for group in self.each_held_group():  # a look at each group's assignment: others run between slices
                 if slices.over():
                     await slices.next()
+                held.add(group)
                 reads = self._reads_or_commits(group)
                 if reads is not None:
                     groups[group] = reads
+            await _forget_others((self._parsed, self._unassigned, self._versions, self._shapes), held)
             self._lag.keep_only(groups)
             tracked = 0
             names = list(groups)
+            due: list[tuple[str, TopicPartition]] = []
+            slices = LoopSlices()
             for start in range(0, len(names), DUE_CHUNK):  # a large cluster's take seconds: others run between
+                if slices.over():
+                    await slices.next()
                 chunk = {group: groups[group] for group in names[start : start + DUE_CHUNK]}
-                due, chunk_tracked, touched = self._lag.due(chunk, now, moved)
+                chunk_due, chunk_tracked, touched = self._lag.due(chunk, now, moved)
                 tracked += chunk_tracked
                 for group in touched:
                     self._note(group, GroupChange.END_OFFSETS)
-                await self._write_due(due, now)
+                due += chunk_due
+                if len(due) >= REFRESH_CHUNK:
+                    await self._write_due(due, now)
+                    due = []
+                    slices = LoopSlices()
+            await self._write_due(due, now)
             self._lag.swept()
             self._metrics.groups.set(len(groups))
             self._metrics.group_partitions.set(tracked)
@@ -620,12 +633,9 @@ class Storage(Stage, GroupStateReader):
 
     async def _write_due(self, due: list[tuple[str, TopicPartition]], now: float) -> None:
         """Rewrite the lag entries ``due`` for the poll at ``now``, each chunk of :data:`REFRESH_CHUNK`
-        flushed before the next; a sweep writes each chunk of groups' entries before it looks at the
-        next chunk, so it never holds a whole cluster's list of entries (a million at 50,000 groups,
-        when every group's refresh period ends at one poll)."""
-        if not due:
-            await asyncio.sleep(0)
-            return
+        flushed before the next; a sweep writes the entries it found due each time they reach
+        :data:`REFRESH_CHUNK`, before it looks at more groups, so it never holds a whole cluster's list of
+        entries (a million at 50,000 groups, when every group's refresh period ends at one poll)."""
         for start in range(0, len(due), REFRESH_CHUNK):
             holds = self._held.holding()  # a group deleted, or no longer held, meanwhile gets no entry
             slices = LoopSlices()
@@ -897,3 +907,24 @@ class Storage(Stage, GroupStateReader):
 
 _WEIGHT = {GroupChange.END_OFFSETS: -1, GroupChange.COMMITTED: 0, GroupChange.ASSIGNED: 1, GroupChange.DELETED: 2}
 """A group's notice says its weightiest change since the last flush (a deletion outweighs all)."""
+
+FORGET_CHUNK = 2_000
+"""Entries :func:`_forget_others` looks at between two looks at the clock."""
+
+
+async def _forget_others(maps: Iterable[dict[str, object]], held: AbstractSet[str]) -> None:
+    """Drop each entry of ``maps`` whose group is not in ``held``, a slice of the event loop at a time.
+
+    Each poll drops the groups no longer held from storage's per-group maps. Rebuilt whole, as dicts of the
+    groups held, with the sorted list of those groups made first, that held the loop 7-14 ms a poll at
+    5,000 groups a worker (``benchmarks/bench_api.py``), ten times that at 50,000; the maps keep their
+    entries and lose only the others', which a group new to them meanwhile may be among (it is made
+    again on its next read)."""
+    slices = LoopSlices()
+    for entries in maps:
+        keys = list(entries)
+        for start in range(0, len(keys), FORGET_CHUNK):
+            if slices.over():
+                await slices.next()
+            for group in [group for group in keys[start : start + FORGET_CHUNK] if group not in held]:
+                entries.pop(group, None)

@@ -129,12 +129,12 @@ def test_a_log_start_moving_past_a_committed_offset_makes_that_entry_due() -> No
 
 def test_a_group_no_longer_held_is_rewritten_whole_when_held_again() -> None:
     made, _ = figures({})
-    reads = GroupReads.of(assignment("g", 1))
+    groups = {group: GroupReads.of(assignment(group, 1)) for group in ("g", "kept")}
     made.take(poll(0.0, 1))
-    sweep(made, {"g": reads}, 0.0)
-    made.keep_only([])
+    sweep(made, groups, 0.0)
+    made.keep_only(["kept"])
     made.take(poll(INTERVAL, 1))
-    assert sweep(made, {"g": reads}, INTERVAL) == {("g", 0)}
+    assert sweep(made, groups, INTERVAL) == {("g", 0)}  # "kept" was rewritten whole at 0.0 and is not due yet
 
 
 def test_an_assignment_change_makes_all_the_groups_entries_due_at_the_next_poll() -> None:
