@@ -317,9 +317,14 @@ class Evaluator(Stage, OpenIncidentsReader):
     def open_incidents(self) -> list[Incident]:
         return self._incidents.open_incidents(self._groups.held_groups())
 
-    def _take_changes(self) -> None:
-        """Note the groups storage says changed; forget the state of those deleted."""
+    async def _take_changes(self, pacer: RoundPacer) -> None:
+        """Note the groups storage says changed; forget the state of those deleted. Thousands of notices
+        wait at a round's start under live commits (each storage flush sends one per group it changed):
+        they are taken a slice of the event loop at a time."""
+        slices = LoopSlices()
         for notice in self._changes.drain():
+            if slices.over():
+                await pacer.elsewhere(slices.next())
             self._dirty.add(notice.group)
             if notice.group not in self._held or notice.change is GroupChange.DELETED:
                 self._scan_wanted = True
@@ -417,7 +422,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         return behind
 
     async def _run_due(self, pacer: RoundPacer) -> int:
-        self._take_changes()
+        await self._take_changes(pacer)
         now = time.time()
         if self._scan_due(now):
             await self._scan(now, pacer)

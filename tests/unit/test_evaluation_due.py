@@ -3,11 +3,12 @@ due from, which ``kagent_evaluation_delay_seconds`` measures each evaluation aga
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any, cast
 
 from kagent.core.evaluation import EvaluationState
-from kagent.worker.evaluator import Evaluator
+from kagent.worker.evaluator import Evaluator, RoundPacer
 from kagent.worker.group_state import GroupChange, GroupChanged
 from kagent.worker.metrics import Metrics
 
@@ -52,7 +53,7 @@ def _evaluated_at_100(*notices: GroupChanged, states: dict[str, bytes] | None = 
     """:func:`_evaluator` whose group ``g`` was last evaluated at 100, once it has taken ``notices``."""
     evaluator = _evaluator(states, *notices)
     evaluator._last_evaluated["g"] = 100.0
-    evaluator._take_changes()
+    asyncio.run(evaluator._take_changes(RoundPacer()))
     return evaluator
 
 
