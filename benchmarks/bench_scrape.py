@@ -2,7 +2,7 @@
 
     python benchmarks/bench_scrape.py [--groups N] [--pool full|half] [--seed N] [--live-rounds N]
                                       [--scrape-interval S] [--prometheus-partitions N]
-                                      [--workers N] [--catch-up S] [--profile FILE]
+                                      [--workers N] [--catch-up S] [--profile FILE] [--profile-live FILE]
 
 The default is the issue's mix: ``bench_ingest.py``'s 5,000 groups of 1-20
 members on its 24 topics (552 partitions), about 198,000 group-partitions,
@@ -66,7 +66,9 @@ printed idle beside it). The scrapes:
 
 ``--profile FILE`` writes py-spy's raw stacks of the worker during its first scrape to ``FILE``, and
 during the scrapes after every group committed to ``FILE.changed-1`` to ``-3`` (one worker only; its
-evaluations run meanwhile, so read the stacks under the scrape's view).
+evaluations run meanwhile, so read the stacks under the scrape's view). ``--profile-live FILE`` writes
+the first worker's stacks from the live part's first commit until every record is applied (figures
+disturbed by the sampling, not of record).
 
 ``--workers 2 --groups 10000 --catch-up 10`` is the issue's live run at
 10,000 groups (about 396,000 group-partitions, 78,000 commits/s): two
@@ -348,6 +350,7 @@ async def main(
     worker_count: int = 1,
     within: float = CATCH_UP,
     profile: Path | None = None,
+    profile_live: Path | None = None,
 ) -> int:
     print(
         f"a worker's /metrics on the embedded broker (Tansu), {platform.python_implementation()} "
@@ -541,7 +544,7 @@ async def main(
                     pids.update(broker=broker.pid, Prometheus=prom.process.pid if prom.process else None)
                     pids["this process (publishing, probing)"] = os.getpid()
                     cpu_began = cpu_reading(pids)
-                    with HealthProbe(worker) as probe:
+                    with HealthProbe(worker) as probe, profiled(workers[0].pid, profile_live):
                         publishing = asyncio.create_task(publish_paced(broker.bootstrap_servers, live, rate, sent))
                         while not publishing.done():
                             await asyncio.wait({publishing}, timeout=LIVE_SAMPLE)
@@ -665,6 +668,11 @@ if __name__ == "__main__":
         type=Path,
         help="py-spy raw stacks of the worker's first scrape to this file, the later ones to FILE.changed-N",
     )
+    parser.add_argument(
+        "--profile-live",
+        type=Path,
+        help="py-spy raw stacks of the first worker to this file, from the live part's first commit to its end",
+    )
     args = parser.parse_args()
     chosen = TOPIC_PARTITIONS if args.pool == "full" else POOL
     sys.exit(
@@ -679,6 +687,7 @@ if __name__ == "__main__":
                 args.workers,
                 args.catch_up,
                 args.profile,
+                args.profile_live,
             )
         )
     )
