@@ -4,7 +4,9 @@ __consumer_offsets, and kagent.core.events._plain_run, storage's check of each c
 aiokafka's murmur2, by which a group's events are placed (kagent.core.table_keys.murmur2, which the
 lag-sticky assignor also asks of every member id at every evaluation); and of storage's per-commit
 steps, kagent.core.table_keys._partition_key (the committed-offsets table's key) and
-kagent.core.events._gathered_runs (a group's commit runs gathered by partition).
+kagent.core.events._gathered_runs (a group's commit runs gathered by partition); and of
+kagent.core.ingest._untrack (the source's fetched records left out of the garbage collector's watch,
+which Python cannot do).
 
 Each returns exactly what its Python function returns for the same arguments (kagent.core.ingest,
 kagent.core.events and kagent.core.table_keys state the contract; tests/unit/test_events_twins.py checks it).
@@ -252,6 +254,8 @@ cdef extern from "Python.h":
     void *PyUnicode_DATA(object text)
     object PyUnicode_New(Py_ssize_t size, unsigned int most)
     object PyList_GetSlice(object items, Py_ssize_t low, Py_ssize_t high)
+    void PyObject_GC_UnTrack(object op)
+    bint PyObject_IS_GC(object op)
 
 cdef object _python_partition_key = None  # kagent.core.table_keys._partition_key: any name it must escape
 
@@ -317,10 +321,25 @@ cdef object _TopicPartition = None  # aiokafka's TopicPartition, at the first ca
 cdef object _new_tuple = tuple.__new__
 
 
+def untrack(list records):
+    """The twin of kagent.core.ingest._untrack: each of ``records`` that the garbage collector watches is
+    left out of its watch (the caller vouches that none can be in a reference cycle)."""
+    for record in records:
+        if PyObject_IS_GC(record):
+            PyObject_GC_UnTrack(record)
+
+
 def gathered_runs(tuple events, Py_ssize_t start, dict commits):
     """The twin of kagent.core.events._gathered_runs: the commit runs (lists) of ``events`` from ``start``
     added to ``commits`` as that function adds them, up to the first event that is not a list; its index
-    (the length of ``events`` when there is none)."""
+    (the length of ``events`` when there is none).
+
+    Each partition's key and list of fields it adds are left out of the garbage collector's watch: a key
+    holds a topic name and a partition number, a list only a commit's numbers (the run's fields, checked as
+    ints or None where the record was read), so neither can be in a reference cycle. Storage gathers a whole
+    batch's commits before it applies them (tens of thousands of partitions), and a batch lives across
+    many turns of the event loop: watched, they were half of what each young collection went over on a live
+    worker (``benchmarks/bench_scrape.py``'s live part, 10,000 groups)."""
     global _TopicPartition
     cdef Py_ssize_t index, size = len(events)
     cdef list run
@@ -336,7 +355,11 @@ def gathered_runs(tuple events, Py_ssize_t start, dict commits):
         key = (run[0], run[1])
         waiting = commits.get(key)
         if waiting is None:
-            commits[_new_tuple(_TopicPartition, key)] = PyList_GetSlice(run, 2, len(run))
+            partition = _new_tuple(_TopicPartition, key)
+            fields = PyList_GetSlice(run, 2, len(run))
+            PyObject_GC_UnTrack(partition)
+            PyObject_GC_UnTrack(fields)
+            commits[partition] = fields
         else:
             (<list>waiting).extend(PyList_GetSlice(run, 2, len(run)))
     return size

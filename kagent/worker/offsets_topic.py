@@ -51,7 +51,7 @@ from faust.types import TopicT
 from kagent.core.backoff import RetryPolicy, backoff_delay
 from kagent.core.consumer_offsets import compiled_decoders
 from kagent.core.events import PackedRecords
-from kagent.core.ingest import Failure, ingest
+from kagent.core.ingest import Failure, ingest, untrack
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters
@@ -460,6 +460,8 @@ async def _fetch(consumer: AIOKafkaConsumer) -> dict[TopicPartition, list[Consum
     nothing arrived."""
     asked = _at_a_time(FETCH_SLICE)
     fetched = await consumer.getmany(timeout_ms=1000, max_records=asked)
+    for records in fetched.values():
+        untrack(records)  # held until sent, over many turns: young collections need not go over them
     took = total = sum(map(len, fetched.values()))
     while took == asked and total < MAX_RECORDS:
         await next_turn()  # the rest of the worker runs between two takes
@@ -468,5 +470,6 @@ async def _fetch(consumer: AIOKafkaConsumer) -> dict[TopicPartition, list[Consum
         took = sum(map(len, more.values()))
         total += took
         for tp, records in more.items():
+            untrack(records)
             fetched.setdefault(tp, []).extend(records)
     return fetched
