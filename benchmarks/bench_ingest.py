@@ -700,6 +700,11 @@ class LiveRun:
     """The garbage collector's pauses from the first record published to every record applied."""
     loop: str
     """How late the worker's loop ran its timers over the same span (its longest stall)."""
+    evaluations: float
+    """Evaluations the worker made over the same span."""
+    evaluation_cpu_s: float
+    """The CPU they took (``kagent_evaluation_cpu_seconds_total``): part of :attr:`cpu_s`, paced by the share of
+    the loop a round may take while ingest keeps up or falls behind."""
 
     @property
     def cpu_us(self) -> float:
@@ -770,6 +775,7 @@ async def live_run(
 
     sent = [0]
     behind = 0
+    evaluated = await asyncio.to_thread(_evaluation_counters, worker)
     paused = await asyncio.to_thread(worker.collector_pauses)
     lagged = await asyncio.to_thread(worker.loop_lags)
     cpu_started = cpu_seconds(worker.pid)
@@ -797,7 +803,18 @@ async def live_run(
         idle_cores,
         collector_line(paused, await asyncio.to_thread(worker.collector_pauses)),
         loop_lag_line(lagged, await asyncio.to_thread(worker.loop_lags)),
+        *(after - before for after, before in zip(_evaluation_counters(worker), evaluated, strict=True)),
     )
+
+
+def _evaluation_counters(worker: Worker) -> tuple[float, float]:
+    """(evaluations made, their CPU seconds) so far, from one scrape of ``worker``'s ``/metrics`` by ``name[]``."""
+    samples = worker.metrics(*EVALUATION_COUNTERS, timeout=30) or {}
+    made, cpu = (metric_total(samples, name) for name in EVALUATION_COUNTERS)
+    return made, cpu
+
+
+EVALUATION_COUNTERS = ("kagent_evaluations_total", "kagent_evaluation_cpu_seconds_total")
 
 
 async def whole_scrape(worker: Worker) -> tuple[int, float, float]:
@@ -921,7 +938,8 @@ async def main(
         f"{paced.cores:.2f} cores ({paced.idle_cores:.2f} in the 5 s before, nothing arriving); "
         f"at most {paced.behind:,} records behind; every record applied {paced.caught_up:.1f} s after the "
         f"last was acknowledged; peak RSS {live_rss / 1024:.0f} MB; the garbage collector meanwhile: "
-        f"{paced.collector}; the event loop's timers meanwhile: {paced.loop}"
+        f"{paced.collector}; the event loop's timers meanwhile: {paced.loop}; evaluations meanwhile: "
+        f"{paced.evaluations:,.0f}, {paced.evaluation_cpu_s:.1f} s of its CPU"
     )
     print(f"the garbage collector in the one worker, from its start to every record applied: {one_collector}")
     print(
