@@ -593,7 +593,7 @@ class Storage(Stage, GroupStateReader):
                 reads = self._reads_or_commits(group)
                 if reads is not None:
                     groups[group] = reads
-            await _forget_others((self._parsed, self._unassigned, self._versions, self._shapes), held)
+            await _forget_others((self._parsed, self._unassigned, self._versions, self._shapes), held, self._is_held)
             self._lag.keep_only(groups)
             tracked = 0
             names = list(groups)
@@ -680,6 +680,11 @@ class Storage(Stage, GroupStateReader):
 
     def holding(self) -> Callable[[str], bool]:
         return self._held.holding()
+
+    def _is_held(self, group: str) -> bool:
+        """Whether this worker holds ``group`` now and it has an assignment or a committed offset stored (as
+        :meth:`held_groups` counts it), asked of one group."""
+        return self._held.holds(group) and (group in self._assignments.stored or group in self._committed.groups())
 
     def held_partitions(self) -> frozenset[int]:
         return self._held.partitions()
@@ -912,14 +917,18 @@ FORGET_CHUNK = 2_000
 """Entries :func:`_forget_others` looks at between two looks at the clock."""
 
 
-async def _forget_others(maps: Iterable[dict[str, object]], held: AbstractSet[str]) -> None:
-    """Drop each entry of ``maps`` whose group is not in ``held``, a slice of the event loop at a time.
+async def _forget_others(
+    maps: Iterable[dict[str, object]], held: AbstractSet[str], still_held: Callable[[str], bool]
+) -> None:
+    """Drop each entry of ``maps`` whose group is not in ``held`` (the groups held when the poll looked) and
+    that ``still_held`` does not say is held now, a slice of the event loop at a time: a group that came to
+    the tables while the poll looked, between two slices, keeps its entries (a group's count of changes
+    among them, which the scrape tells a changed group by, must not start again).
 
     Each poll drops the groups no longer held from storage's per-group maps. Rebuilt whole, as dicts of the
     groups held, with the sorted list of those groups made first, that held the loop 7-14 ms a poll at
-    5,000 groups a worker (``benchmarks/bench_api.py``), ten times that at 50,000; the maps keep their
-    entries and lose only the others', which a group new to them meanwhile may be among (it is made
-    again on its next read)."""
+    5,000 groups a worker (``benchmarks/bench_api.py``), ten times that at 50,000; now the maps keep their
+    entries and lose only the others'."""
     slices = LoopSlices()
     for entries in maps:
         keys = list(entries)
@@ -927,4 +936,5 @@ async def _forget_others(maps: Iterable[dict[str, object]], held: AbstractSet[st
             if slices.over():
                 await slices.next()
             for group in [group for group in keys[start : start + FORGET_CHUNK] if group not in held]:
-                entries.pop(group, None)
+                if not still_held(group):
+                    entries.pop(group, None)
