@@ -793,6 +793,7 @@ async def live_run(
             interval=POLL,
         )
         done = time.time()
+    made, cpu = await asyncio.to_thread(_evaluation_counters, worker)
     return LiveRun(
         len(messages),
         len(messages) / (acknowledged - started),
@@ -803,18 +804,18 @@ async def live_run(
         idle_cores,
         collector_line(paused, await asyncio.to_thread(worker.collector_pauses)),
         loop_lag_line(lagged, await asyncio.to_thread(worker.loop_lags)),
-        *(after - before for after, before in zip(_evaluation_counters(worker), evaluated, strict=True)),
+        made - evaluated[0],
+        cpu - evaluated[1],
     )
 
 
-def _evaluation_counters(worker: Worker) -> tuple[float, float]:
-    """(evaluations made, their CPU seconds) so far, from one scrape of ``worker``'s ``/metrics`` by ``name[]``."""
-    samples = worker.metrics(*EVALUATION_COUNTERS, timeout=30) or {}
-    made, cpu = (metric_total(samples, name) for name in EVALUATION_COUNTERS)
-    return made, cpu
-
-
 EVALUATION_COUNTERS = ("kagent_evaluations_total", "kagent_evaluation_cpu_seconds_total")
+
+
+def _evaluation_counters(worker: Worker) -> list[float]:
+    """[evaluations made, their CPU seconds] so far, from one scrape of ``worker``'s ``/metrics`` by ``name[]``."""
+    samples = worker.metrics(*EVALUATION_COUNTERS, timeout=30) or {}
+    return [metric_total(samples, name) for name in EVALUATION_COUNTERS]
 
 
 async def whole_scrape(worker: Worker) -> tuple[int, float, float]:

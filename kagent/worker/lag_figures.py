@@ -52,6 +52,7 @@ from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_index import interned, topic_partitions
 from kagent.worker.group_state import EndOffsetsPolled
 from kagent.worker.list_offsets import Reason
+from kagent.worker.loop_slices import drop_entries
 from kagent.worker.missing_topics import MissingTopics, missing_topics
 
 __all__ = ["REFRESH_AFTER_POLLS", "STALE_AFTER_POLLS", "GroupReads", "LagFigures"]
@@ -311,12 +312,10 @@ class LagFigures:
         self._answered_anew.clear()
         self._start_moved.clear()
 
-    def keep_only(self, groups: Collection[str]) -> None:
+    async def keep_only(self, groups: Collection[str]) -> None:
         """Forget what was written for, and what is known of, the groups not among ``groups`` (those no
-        longer held)."""
-        for known in (self._refreshed, self._polled_of):  # only the others' entries go: no copy of the rest
-            for group in [group for group in known if group not in groups]:
-                del known[group]
+        longer held), a slice of the event loop at a time."""
+        await drop_entries((self._refreshed, self._polled_of), groups.__contains__)
 
     def _lost(self, group: str, tp: TopicPartition) -> bool:
         """Whether ``group``'s committed offset on ``tp`` is below the partition's log start."""

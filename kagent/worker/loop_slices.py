@@ -25,14 +25,16 @@ import asyncio
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 __all__ = [
+    "DROP_CHUNK",
     "SLICE",
     "URGENT_SLICE",
     "LoopSlices",
     "any_request_under_way",
+    "drop_entries",
     "next_turn",
     "request_under_way",
     "slice_length",
@@ -154,3 +156,22 @@ async def next_turn() -> None:
     if turns is None:
         turns = _turns[loop] = _Turns()
     await turns.wait(loop)
+
+
+DROP_CHUNK = 2_000
+"""Keys :func:`drop_entries` looks at between two looks at the clock."""
+
+
+async def drop_entries(maps: Iterable[dict[str, object]], keep: Callable[[str], bool]) -> None:
+    """Drop each entry of ``maps`` whose key ``keep`` refuses, a slice of the event loop at a time: what a
+    worker keeps per group loses the groups it no longer holds without a copy of the rest (tens of thousands
+    of groups). Each map's keys are those it has when its turn comes; ``keep`` is asked when a key's run
+    of :data:`DROP_CHUNK` is looked at, so it may say what holds by then."""
+    slices = LoopSlices()
+    for entries in maps:
+        keys = list(entries)
+        for start in range(0, len(keys), DROP_CHUNK):
+            if slices.over():
+                await slices.next()
+            for key in [key for key in keys[start : start + DROP_CHUNK] if not keep(key)]:
+                entries.pop(key, None)

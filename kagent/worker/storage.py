@@ -78,7 +78,7 @@ from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.group_index import topic_partitions
 from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader, LagClock
 from kagent.worker.lag_figures import GroupReads, LagFigures
-from kagent.worker.loop_slices import LoopSlices
+from kagent.worker.loop_slices import LoopSlices, drop_entries
 from kagent.worker.metrics import Metrics
 from kagent.worker.stage import Stage
 from kagent.worker.stalls import BatchDelay
@@ -593,8 +593,14 @@ class Storage(Stage, GroupStateReader):
                 reads = self._reads_or_commits(group)
                 if reads is not None:
                     groups[group] = reads
-            await _forget_others((self._parsed, self._unassigned, self._versions, self._shapes), held, self._is_held)
-            self._lag.keep_only(groups)
+            # The per-group maps lose the groups no longer held, in slices (rebuilt whole, with a sorted list
+            # of the held groups made first, they held the loop 7-14 ms a poll at 5,000 groups a worker in
+            # bench_api, ten times that at 50,000). A group that came to the tables while the poll looked
+            # keeps its entries: its count of changes, by which the scrape tells a changed group, must not
+            # start again.
+            maps = (self._parsed, self._unassigned, self._versions, self._shapes)
+            await drop_entries(maps, lambda group, held=held: group in held or self._is_held(group))
+            await self._lag.keep_only(groups)
             tracked = 0
             names = list(groups)
             due: list[tuple[str, TopicPartition]] = []
@@ -912,29 +918,3 @@ class Storage(Stage, GroupStateReader):
 
 _WEIGHT = {GroupChange.END_OFFSETS: -1, GroupChange.COMMITTED: 0, GroupChange.ASSIGNED: 1, GroupChange.DELETED: 2}
 """A group's notice says its weightiest change since the last flush (a deletion outweighs all)."""
-
-FORGET_CHUNK = 2_000
-"""Entries :func:`_forget_others` looks at between two looks at the clock."""
-
-
-async def _forget_others(
-    maps: Iterable[dict[str, object]], held: AbstractSet[str], still_held: Callable[[str], bool]
-) -> None:
-    """Drop each entry of ``maps`` whose group is not in ``held`` (the groups held when the poll looked) and
-    that ``still_held`` does not say is held now, a slice of the event loop at a time: a group that came to
-    the tables while the poll looked, between two slices, keeps its entries (a group's count of changes
-    among them, which the scrape tells a changed group by, must not start again).
-
-    Each poll drops the groups no longer held from storage's per-group maps. Rebuilt whole, as dicts of the
-    groups held, with the sorted list of those groups made first, that held the loop 7-14 ms a poll at
-    5,000 groups a worker (``benchmarks/bench_api.py``), ten times that at 50,000; now the maps keep their
-    entries and lose only the others'."""
-    slices = LoopSlices()
-    for entries in maps:
-        keys = list(entries)
-        for start in range(0, len(keys), FORGET_CHUNK):
-            if slices.over():
-                await slices.next()
-            for group in [group for group in keys[start : start + FORGET_CHUNK] if group not in held]:
-                if not still_held(group):
-                    entries.pop(group, None)

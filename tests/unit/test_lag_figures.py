@@ -3,6 +3,7 @@ published, and what the groups' assignments share."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -132,7 +133,7 @@ def test_a_group_no_longer_held_is_rewritten_whole_when_held_again() -> None:
     groups = {group: GroupReads.of(assignment(group, 1)) for group in ("g", "kept")}
     made.take(poll(0.0, 1))
     sweep(made, groups, 0.0)
-    made.keep_only(["kept"])
+    asyncio.run(made.keep_only(["kept"]))
     made.take(poll(INTERVAL, 1))
     assert sweep(made, groups, INTERVAL) == {("g", 0)}  # "kept" was rewritten whole at 0.0 and is not due yet
 

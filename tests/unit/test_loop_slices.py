@@ -9,11 +9,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import faust
+import pytest
 
+from kagent.worker import loop_slices
 from kagent.worker.loop_slices import (
     URGENT_SLICE,
     LoopSlices,
     any_request_under_way,
+    drop_entries,
     next_turn,
     request_under_way,
     slice_length,
@@ -117,3 +120,31 @@ def test_a_request_view_handles_its_request_under_way() -> None:
     request = SimpleNamespace(method="GET", match_info={})
     assert asyncio.run(view.dispatch(request)) == "answered"
     assert seen == [URGENT_SLICE] and slice_length(1.0) == 1.0
+
+
+def test_dropping_entries_keeps_what_keep_says_and_lets_the_loop_run_between_slices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a worker keeps per group loses the groups ``keep`` refuses, and only those; the rest of the loop
+    runs between slices. ``keep`` is asked as each run of keys is looked at, so a group it holds by then
+    (one that came while a poll looked at the others) keeps its entries."""
+    monkeypatch.setattr(loop_slices, "LoopSlices", lambda: LoopSlices(every=0.0))  # every run is a slice
+    size = 3 * loop_slices.DROP_CHUNK + 1
+    held = {f"g{n}" for n in range(0, size, 2)}
+    maps: list[dict[str, object]] = [{f"g{n}": n for n in range(size)}, {"g1": "x", "g2": "y", "g3": "z"}, {}]
+    kept_values = [{group: value for group, value in one.items() if group in held or group == "g1"} for one in maps]
+
+    async def run() -> list[str]:
+        ran: list[str] = []
+
+        async def other() -> None:
+            ran.append("other")
+
+        asyncio.get_running_loop().create_task(other())
+        await drop_entries(maps, lambda group: group in held or group == "g1")
+        ran.append("dropped")
+        return ran
+
+    assert asyncio.run(run()) == ["other", "dropped"]
+    assert maps == kept_values
+    assert maps[1] == {"g1": "x", "g2": "y"}
