@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from kagent.core.exposition import go_float, labels_text
+from kagent.core.exposition import go_float, label_value, labels_text
 from kagent.core.incidents import IncidentKind
 from kagent.core.lag_series import MEMBER_LABELS, Family, Level
 from kagent.worker.loop_slices import LoopSlices
@@ -244,12 +244,13 @@ class Metrics:
 
 
 class _GroupFigures:
-    """The per-group gauges' values of one group (None: never set, no series), and their rendered text
-    (None until rendered after the last change)."""
+    """The per-group gauges' values of one group (None: never set, no series), their rendered text (None
+    until rendered after the last change), and the text of its cluster and group labels: its figures
+    change at nearly every evaluation, those never."""
 
-    __slots__ = ("drain", "hot", "members", "open_incidents", "rendered", "skew", "status")
+    __slots__ = ("drain", "hot", "labels", "members", "open_incidents", "rendered", "skew", "status")
 
-    def __init__(self) -> None:
+    def __init__(self, cluster_name: str, group: str) -> None:
         self.status: float | None = None
         self.skew: float | None = None
         self.members: float | None = None
@@ -257,6 +258,8 @@ class _GroupFigures:
         self.drain: tuple[MemberDrain, ...] = ()
         self.hot: tuple[HotPartitionFigures, ...] = ()
         self.rendered: tuple[bytes, ...] | None = None
+        self.labels = labels_text((("cluster_name", cluster_name), ("group", group)))
+        """The inside of the braces of its samples labelled by cluster and group alone."""
 
 
 GROUP_LABELS = ("cluster_name", "group")
@@ -392,7 +395,7 @@ class GroupGauges:
         evaluation sets them all)."""
         figures = self._groups.get((cluster_name, group))
         if figures is None:
-            figures = self._groups[cluster_name, group] = _GroupFigures()
+            figures = self._groups[cluster_name, group] = _GroupFigures(cluster_name, group)
         if getattr(figures, figure) != value:
             setattr(figures, figure, value)
             figures.rendered = None
@@ -443,27 +446,33 @@ class GroupGauges:
                 yield block
 
 
-_KINDS = tuple(kind.value for kind in IncidentKind)
+_KINDS = tuple((kind.value, f',kind="{label_value(kind.value)}"') for kind in IncidentKind)
+"""Each kind of incident, and what its ``kind`` label adds to a group's labels (sorted by name, it comes
+after ``cluster_name`` and ``group``)."""
 
 
 def _render(cluster_name: str, group: str, figures: _GroupFigures) -> tuple[bytes, ...]:
-    """One group's samples of each of :data:`GROUP_GAUGE_FAMILIES`, as ``prometheus_client`` writes them."""
-    labels = labels_text((("cluster_name", cluster_name), ("group", group)))
+    """One group's samples of each of :data:`GROUP_GAUGE_FAMILIES`, as ``prometheus_client`` writes them
+    (36 µs for a group of six members and its incidents when each sample's labels went through
+    :func:`~kagent.core.exposition.labels_text`, 14 µs with its labels' text kept and its members' written
+    in their order)."""
+    labels = figures.labels
 
     def line(family: Family, value: float | None) -> bytes:
         return b"" if value is None else f"{family.name}{{{labels}}} {go_float(value)}\n".encode()
 
     incidents = b""
     if figures.open_incidents is not None:
-        pairs = (("cluster_name", cluster_name), ("group", group))
         incidents = "".join(
-            f"{OPEN_INCIDENTS.name}{{{labels_text((*pairs, ('kind', kind)))}}} "
-            f"{'1.0' if kind in figures.open_incidents else '0.0'}\n"
-            for kind in _KINDS
+            f"{OPEN_INCIDENTS.name}{{{labels}{kind_label}}} {'1.0' if kind in figures.open_incidents else '0.0'}\n"
+            for kind, kind_label in _KINDS
         ).encode()
+    cluster, name = label_value(cluster_name), label_value(group)
     drain = "".join(
-        f"{MEMBER_DRAIN.name}{{{labels_text(_member_pairs(cluster_name, group, member))}}} {go_float(member.seconds)}\n"
-        for member in figures.drain
+        f'{MEMBER_DRAIN.name}{{client_id="{label_value(member.client_id)}",cluster_name="{cluster}",'
+        f'consumer_id="{label_value(member.consumer_id)}",group="{name}",'
+        f'member_host="{label_value(member.member_host)}"}} {go_float(member.seconds)}\n'
+        for member in figures.drain  # the labels sorted by name, as labels_text would write them
     ).encode()
     hot = [(labels_text(_hot_pairs(cluster_name, group, partition)), partition) for partition in figures.hot]
     return (
@@ -488,14 +497,4 @@ def _hot_pairs(cluster_name: str, group: str, partition: HotPartitionFigures) ->
         ("group", group),
         ("topic", partition.topic),
         ("partition", str(partition.partition)),
-    )
-
-
-def _member_pairs(cluster_name: str, group: str, member: MemberDrain) -> tuple[tuple[str, str], ...]:
-    return (
-        ("cluster_name", cluster_name),
-        ("group", group),
-        ("member_host", member.member_host),
-        ("consumer_id", member.consumer_id),
-        ("client_id", member.client_id),
     )
