@@ -912,7 +912,7 @@ def test_the_group_gauges_are_written_as_prometheus_client_writes_labelled_gauge
     gauges.set_member_drain(
         CLUSTER,
         'a"b',
-        [MemberDrain("/10.0.0.1", "m-1", 'c"1', 240.0), MemberDrain("unknown", "unknown", "unknown", math.inf)],
+        [MemberDrain("/10.0.0.1\\", 'm"1\n', 'c"1', 240.0), MemberDrain("unknown", "unknown", "unknown", math.inf)],
     )
     gauges.set_hot_partitions(
         CLUSTER, 'a"b', [HotPartitionFigures('t"0', 0, 63.25, 40.0), HotPartitionFigures('t"0', 11, 2_500_000.5, 1 / 3)]
@@ -926,7 +926,7 @@ def test_the_group_gauges_are_written_as_prometheus_client_writes_labelled_gauge
     for group, open_kinds in (('a"b', {"stop"}), ("c\\d", set())):
         for kind in IncidentKind:
             made["kagent_group_open_incidents"].labels(CLUSTER, group, kind.value).set(kind.value in open_kinds)
-    made["kagent_group_member_drain_seconds"].labels(CLUSTER, 'a"b', "/10.0.0.1", "m-1", 'c"1').set(240.0)
+    made["kagent_group_member_drain_seconds"].labels(CLUSTER, 'a"b', "/10.0.0.1\\", 'm"1\n', 'c"1').set(240.0)
     made["kagent_group_member_drain_seconds"].labels(CLUSTER, 'a"b', "unknown", "unknown", "unknown").set(math.inf)
     for partition, rate, best in ((0, 63.25, 40.0), (11, 2_500_000.5, 1 / 3)):
         made["kagent_group_partition_hot"].labels(CLUSTER, 'a"b', 't"0', str(partition)).set(1)
