@@ -104,6 +104,7 @@ __all__ = [
     "PartitionOffsets",
     "RenderedGroup",
     "families_at",
+    "member_labels",
     "render_group",
     "render_partition_offsets",
 ]
@@ -306,13 +307,13 @@ class GroupLayout:
         self.totals = MemberTotals(figures.members, figures.partition_counts, self.partitions)
         """The members' totals with nothing added (:meth:`MemberTotals.again` for each render)."""
         labelled = {
-            id(member): _member_labels(cluster, quoted, member.client_host, member.member_id, member.client_id)
+            id(member): member_labels(cluster, quoted, member.client_host, member.member_id, member.client_id)
             for member in figures.members
         }
         """Each member's labels, by the member object's identity (the totals hold the same objects)."""
         self.member_labels = tuple(labelled[id(member)] for member in self.totals.members)
         """Each member's series' labels, in :attr:`MemberTotals.members`' order."""
-        self.rest_labels = _member_labels(cluster, quoted, NO_MEMBER, NO_MEMBER, NO_MEMBER)
+        self.rest_labels = member_labels(cluster, quoted, NO_MEMBER, NO_MEMBER, NO_MEMBER)
         """The labels of the series of the partitions no member holds."""
         self.topics: list[tuple[str, int, int]] = []
         """Each topic read, with the range of :attr:`partitions` that are its partitions."""
@@ -353,7 +354,7 @@ class GroupLayout:
         return cls(figures, cluster_name, families)
 
 
-def _member_labels(cluster: str, group: str, host: str, member_id: str, client_id: str) -> str:
+def member_labels(cluster: str, group: str, host: str, member_id: str, client_id: str) -> str:
     """A member series' labels, braces and the space before the value included, sorted by name as
     :func:`~kagent.core.exposition.labels_text` sorts them; ``cluster`` and ``group`` already escaped
     (:func:`~kagent.core.exposition.label_value`), the others escaped here."""
@@ -365,7 +366,7 @@ def _member_labels(cluster: str, group: str, host: str, member_id: str, client_i
 
 def _partition_prefix(member_labels: str) -> str:
     """A group-partition series' labels up to its partition's number, from its owner's
-    :func:`_member_labels` (``partition`` and ``topic`` sort after them)."""
+    :func:`member_labels` (``partition`` and ``topic`` sort after them)."""
     return f'{member_labels[:-2]},partition="'
 
 

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kagent.core.exposition import go_float, label_value, labels_text
 from kagent.core.incidents import IncidentKind
-from kagent.core.lag_series import MEMBER_LABELS, Family, Level
+from kagent.core.lag_series import MEMBER_LABELS, Family, Level, member_labels
 from kagent.worker.loop_slices import LoopSlices
 from kagent.worker.scrape import LoopHold, family_blocks
 
@@ -455,7 +455,7 @@ def _render(cluster_name: str, group: str, figures: _GroupFigures) -> tuple[byte
     """One group's samples of each of :data:`GROUP_GAUGE_FAMILIES`, as ``prometheus_client`` writes them
     (36 µs for a group of six members and its incidents when each sample's labels went through
     :func:`~kagent.core.exposition.labels_text`, 14 µs with its labels' text kept and its members' written
-    in their order)."""
+    by :func:`~kagent.core.lag_series.member_labels`, as the lag series write theirs)."""
     labels = figures.labels
 
     def line(family: Family, value: float | None) -> bytes:
@@ -469,10 +469,9 @@ def _render(cluster_name: str, group: str, figures: _GroupFigures) -> tuple[byte
         ).encode()
     cluster, name = label_value(cluster_name), label_value(group)
     drain = "".join(
-        f'{MEMBER_DRAIN.name}{{client_id="{label_value(member.client_id)}",cluster_name="{cluster}",'
-        f'consumer_id="{label_value(member.consumer_id)}",group="{name}",'
-        f'member_host="{label_value(member.member_host)}"}} {go_float(member.seconds)}\n'
-        for member in figures.drain  # the labels sorted by name, as labels_text would write them
+        f"{MEMBER_DRAIN.name}{member_labels(cluster, name, member.member_host, member.consumer_id, member.client_id)}"
+        f"{go_float(member.seconds)}\n"
+        for member in figures.drain
     ).encode()
     hot = [(labels_text(_hot_pairs(cluster_name, group, partition)), partition) for partition in figures.hot]
     return (
