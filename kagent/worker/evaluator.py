@@ -481,10 +481,10 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._scan_wanted = False
         held: set[str] = set()  # a set: their order does not matter
         slices = LoopSlices()
-        for group in self._groups.each_held_group():
+        for run in self._groups.held_group_runs():
             if slices.over():
                 await pacer.elsewhere(slices.next())
-            held.add(group)
+            held.update(run)
         self._held = held
         self._next_scan = now + self.scan_every
         self._last_scan = now

@@ -10,9 +10,10 @@ and hand it end offsets as :class:`EndOffsetsPolled` on another.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import filterfalse
 from typing import NamedTuple, Protocol
 
 from aiokafka.structs import TopicPartition
@@ -25,7 +26,38 @@ from kagent.core.snapshot import GroupSnapshot
 from kagent.core.throughput import PartitionThroughput
 from kagent.worker.list_offsets import Reason
 
-__all__ = ["EndOffsetsPolled", "GroupChange", "GroupChanged", "GroupStateReader", "LagClock", "OpenIncidentsReader"]
+__all__ = [
+    "HELD_RUN",
+    "EndOffsetsPolled",
+    "GroupChange",
+    "GroupChanged",
+    "GroupStateReader",
+    "LagClock",
+    "OpenIncidentsReader",
+    "held_runs",
+]
+
+HELD_RUN = 1024
+"""Stored groups looked at, at most, for one run of :meth:`GroupStateReader.held_group_runs` (the look asks
+which worker holds each group): 0.8-2.1 ms a run at 50,000 groups with a benchmark busy beside it. Produced
+one group at a time, the groups with commits and no assignment came after a look at every group with both,
+which no caller could break off: 5.6-7.2 ms at once in the same measurement, more on a worker's large heap."""
+
+
+def held_runs(
+    assigned: Sequence[str], committed: Sequence[str], holds: Callable[[str], bool], run: int = HELD_RUN
+) -> Iterator[list[str]]:
+    """The groups of ``assigned`` (those with an assignment stored), then those of ``committed`` (those with
+    committed offsets stored) not among them, that ``holds``: each once, in runs, a run from at most
+    ``run`` of either looked at (:meth:`GroupStateReader.held_group_runs`; a run may be empty). Each run
+    is filtered in C, no Python step a group but ``holds``."""
+    seen: set[str] = set()
+    for start in range(0, len(assigned), run):
+        looked_at = assigned[start : start + run]
+        seen.update(looked_at)
+        yield list(filter(holds, looked_at))
+    for start in range(0, len(committed), run):
+        yield list(filter(holds, filterfalse(seen.__contains__, committed[start : start + run])))
 
 
 class GroupChange(str, Enum):
@@ -88,11 +120,14 @@ class GroupStateReader(Protocol):
         """The groups with an assignment whose partition this worker holds, sorted."""
         ...
 
-    def each_held_group(self) -> Iterator[str]:
-        """The groups :meth:`held_groups` lists, in no particular order and produced as they are asked for:
-        for a caller that goes over all of them a slice of the event loop at a time (at 50,000 groups,
-        listing and sorting them at once takes tens of ms). Taken from what is stored when it is called;
-        a group whose worker changes meanwhile is left out from then."""
+    def held_group_runs(self) -> Iterator[list[str]]:
+        """The groups :meth:`held_groups` lists, in no particular order, in runs produced as they are asked
+        for: for a caller that goes over all of them a slice of the event loop at a time (at 50,000 groups,
+        listing and sorting them at once takes tens of ms). Each run comes of at most :data:`HELD_RUN` stored
+        groups looked at, so a caller that may let the loop go between runs (and between the groups of one)
+        never waits on more than one run's look, however few of the groups looked at this worker holds (a
+        run may be empty). Taken from what is stored when it is called; a group whose worker changes
+        meanwhile is left out from then."""
         ...
 
     def holding(self) -> Callable[[str], bool]:

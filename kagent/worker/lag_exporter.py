@@ -155,7 +155,7 @@ class LagExporter:
         """Every held group's rendered series (a piece per family of :attr:`group_families`), those that
         may have changed rendered again; those of them with lag (not kept: the scrape frees their pieces
         as it writes them); and every partition they read, while partition series are exported. The held
-        groups are gone over as the reader produces them (:meth:`~GroupStateReader.each_held_group`), a
+        groups are gone over as the reader produces them (:meth:`~GroupStateReader.held_group_runs`), a
         slice at a time."""
         partitions: set[TopicPartition] = set()
         clock = self._reader.lag_clock(self._clock())
@@ -165,20 +165,21 @@ class LagExporter:
         layouts = self._layouts if self._offsets else None
         held: set[str] = set()
         try:
-            groups = self._reader.each_held_group()
             slices = LoopSlices(self._slice)
-            for group in groups:
-                held.add(group)
-                if slices.over():
-                    await hold.pause(slices)
-                    clock = self._reader.lag_clock(self._clock())  # a poll may have come meanwhile
-                pieces = self._known(group, clock)
-                if pieces is not None:
-                    found.append(pieces)
-                    if type(pieces) is list:
-                        lagging.append(pieces)
-                    if layouts is not None:
-                        partitions.update(layouts[group].partitions)
+            for run in self._reader.held_group_runs():
+                held.update(run)
+                for group in run:
+                    if slices.over():
+                        clock = await self._pause(hold, slices)
+                    pieces = self._known(group, clock)
+                    if pieces is not None:
+                        found.append(pieces)
+                        if type(pieces) is list:
+                            lagging.append(pieces)
+                        if layouts is not None:
+                            partitions.update(layouts[group].partitions)
+                if slices.over():  # a run may hold none of its groups
+                    clock = await self._pause(hold, slices)
         except Exception:  # a scrape must not fail because the reader did
             if not self._listing_failed:
                 self._listing_failed = True
@@ -191,6 +192,11 @@ class LagExporter:
                     del kept[group]
         self._failing &= held
         return found, lagging, partitions
+
+    async def _pause(self, hold: LoopHold, slices: LoopSlices) -> LagClock:
+        """Let the loop go once; the figures' clock after (a poll may have come meanwhile)."""
+        await hold.pause(slices)
+        return self._reader.lag_clock(self._clock())
 
     def _known(self, group: str, clock: LagClock) -> tuple[bytes, ...] | list[bytes] | None:
         """``group``'s series: kept (a tuple), or rendered again when they may have changed (a list when it

@@ -76,7 +76,7 @@ from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.consumer_group_assignments import ConsumerGroupAssignments
 from kagent.worker.dead_letters import DeadLetters
 from kagent.worker.group_index import topic_partitions
-from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader, LagClock
+from kagent.worker.group_state import EndOffsetsPolled, GroupChange, GroupChanged, GroupStateReader, LagClock, held_runs
 from kagent.worker.lag_figures import GroupReads, LagFigures
 from kagent.worker.loop_slices import LoopSlices, drop_entries
 from kagent.worker.metrics import Metrics
@@ -586,13 +586,16 @@ class Storage(Stage, GroupStateReader):
             held: set[str] = set()
             groups: dict[str, GroupReads] = {}
             slices = LoopSlices()
-            for group in self.each_held_group():  # a look at each group's assignment: others run between slices
+            for run in self.held_group_runs():  # a look at each group's assignment: others run between slices
+                held.update(run)
+                for group in run:
+                    if slices.over():
+                        await slices.next()
+                    reads = self._reads_or_commits(group)
+                    if reads is not None:
+                        groups[group] = reads
                 if slices.over():
                     await slices.next()
-                held.add(group)
-                reads = self._reads_or_commits(group)
-                if reads is not None:
-                    groups[group] = reads
             # The per-group maps lose the groups no longer held, in slices (rebuilt whole, with a sorted list
             # of the held groups made first, they held the loop 7-14 ms a poll at 5,000 groups a worker in
             # bench_api, ten times that at 50,000). A group that came to the tables while the poll looked
@@ -666,23 +669,13 @@ class Storage(Stage, GroupStateReader):
         committed = self._committed.groups()
         return self._held.among(assigned | committed if committed else assigned)
 
-    def each_held_group(self) -> Iterator[str]:
+    def held_group_runs(self) -> Iterator[list[str]]:
         # Copied (the tables change while the caller goes over them) from the stores' dicts, in C: through
         # Faust's mapping layers, copying 50,000 groups' keys held the event loop 13-21 ms. The groups with
-        # commits and no assignment are told apart as the caller goes over them: a set difference of the
-        # two lists at once took 6 times as long as the copies (the first stretch of a scrape at a million
+        # commits and no assignment are told apart a run at a time: a set difference of the two lists at
+        # once took 6 times as long as the copies (the first stretch of a scrape at a million
         # group-partitions held the loop up to 22 ms).
-        assigned = list(self._assignments.stored)
-        committed = list(self._committed.groups())
-        holds = self._held.holding()
-        seen: set[str] = set()
-        for group in assigned:
-            seen.add(group)
-            if holds(group):
-                yield group
-        for group in committed:
-            if group not in seen and holds(group):
-                yield group
+        return held_runs(list(self._assignments.stored), list(self._committed.groups()), self._held.holding())
 
     def holding(self) -> Callable[[str], bool]:
         return self._held.holding()
@@ -903,13 +896,16 @@ class Storage(Stage, GroupStateReader):
         topics: set[str] = set()
         partitions: set[TopicPartition] = set(self._committed.all_partitions())
         slices = LoopSlices()
-        for group in self.each_held_group():  # in no order: sorting them held the loop for nothing
+        for run in self.held_group_runs():  # in no order: sorting them held the loop for nothing
+            for group in run:
+                if slices.over():
+                    await slices.next()
+                reads = self._reads(group)
+                if reads is not None:
+                    topics.update(reads.topics)
+                    partitions.update(reads.assigned)
             if slices.over():
                 await slices.next()
-            reads = self._reads(group)
-            if reads is not None:
-                topics.update(reads.topics)
-                partitions.update(reads.assigned)
         counts = self._lag.partition_counts(topics)
         for topic, count in counts.items():
             partitions.update(topic_partitions(topic, count))

@@ -173,9 +173,13 @@ class FakeGroups:
         self.stale = False
         self.calls: list[str] = []
 
-    def each_held_group(self) -> Iterator[str]:
+    def held_group_runs(self) -> Iterator[list[str]]:
+        """Runs of two, an empty run between each two (a run may hold none of the groups it looked at)."""
         self.calls.append("held_groups")
-        yield from sorted({*self.snapshots, *self.broken})
+        groups = sorted({*self.snapshots, *self.broken})
+        for start in range(0, len(groups), 2):
+            yield groups[start : start + 2]
+            yield []
 
     def lag_clock(self, now: float) -> LagClock:
         assert now == NOW
@@ -789,7 +793,7 @@ def test_a_group_that_recovers_is_logged_again_when_it_breaks_again(caplog: pyte
 
 def test_a_reader_that_cannot_list_its_groups_leaves_the_rest_of_the_scrape_whole() -> None:
     class Failing(FakeGroups):
-        def each_held_group(self) -> Iterator[str]:
+        def held_group_runs(self) -> Iterator[list[str]]:
             raise RuntimeError("storage not ready")
 
     metrics = Metrics()
