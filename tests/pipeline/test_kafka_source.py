@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from pyspark.errors import PySparkException
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -148,8 +148,11 @@ def test_stream_resumes_from_spark_checkpoint(
                 .trigger(availableNow=True)
                 .start()
             )
-            query.awaitTermination(120)
-            failure = query.exception()
+            try:
+                query.awaitTermination(120)
+                failure = query.exception()
+            except StreamingQueryException as raised:  # what the query failed with is raised here, as a rule
+                failure = raised
             if failure is None:
                 return
             if WORKER_START_TIMEOUT not in str(failure) or attempt == WORKER_START_ATTEMPTS:
