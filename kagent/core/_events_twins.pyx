@@ -5,8 +5,8 @@ aiokafka's murmur2, by which a group's events are placed (kagent.core.table_keys
 lag-sticky assignor also asks of every member id at every evaluation); and of storage's per-commit
 steps, kagent.core.table_keys._partition_key (the committed-offsets table's key) and
 kagent.core.events._gathered_runs (a group's commit runs gathered by partition); and of
-kagent.core.ingest._untrack (the source's fetched records left out of the garbage collector's watch,
-which Python cannot do).
+kagent.core.collector._untrack (what a worker holds or keeps that can be in no reference cycle left out
+of the garbage collector's watch, which Python cannot do).
 
 Each returns exactly what its Python function returns for the same arguments (kagent.core.ingest,
 kagent.core.events and kagent.core.table_keys state the contract; tests/unit/test_events_twins.py checks it).
@@ -321,12 +321,12 @@ cdef object _TopicPartition = None  # aiokafka's TopicPartition, at the first ca
 cdef object _new_tuple = tuple.__new__
 
 
-def untrack(list records):
-    """The twin of kagent.core.ingest._untrack: each of ``records`` that the garbage collector watches is
+def untrack(list objects):
+    """The twin of kagent.core.collector._untrack: each of ``objects`` that the garbage collector watches is
     left out of its watch (the caller vouches that none can be in a reference cycle)."""
-    for record in records:
-        if PyObject_IS_GC(record):
-            PyObject_GC_UnTrack(record)
+    for each in objects:
+        if PyObject_IS_GC(each):
+            PyObject_GC_UnTrack(each)
 
 
 def gathered_runs(tuple events, Py_ssize_t start, dict commits):

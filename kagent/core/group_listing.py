@@ -31,6 +31,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 import orjson
 
 from kagent.core.api_records import GroupSort, GroupSummary, WorkerAnswer
+from kagent.core.collector import untrack
 from kagent.core.group_health import GroupStatus
 from kagent.core.lag_twins import twin_of
 
@@ -106,8 +107,9 @@ def _figure(value: Any) -> float:
 
 
 def listed(summary: GroupSummary) -> ListedGroup:
-    """``summary`` as pages list it."""
-    return ListedGroup._make(
+    """``summary`` as pages list it, out of the garbage collector's watch (names, numbers and bytes; a
+    worker keeps one per group it holds: :mod:`kagent.core.collector`)."""
+    entry = ListedGroup._make(
         (
             summary.group,
             summary.group.casefold(),
@@ -119,6 +121,8 @@ def listed(summary: GroupSummary) -> ListedGroup:
             summary.model_dump_json().encode(),
         )
     )
+    untrack([entry])
+    return entry
 
 
 def listed_from_answer(value: Any) -> ListedGroup:

@@ -19,7 +19,7 @@ from kagent.core.events import CommitRun, DerivedEvent, DerivedEvents, derive, g
 from kagent.core.lag_twins import twin_of
 from kagent.core.record_checks import RecordRejected, check, checked_commit
 
-__all__ = ["Failure", "Ingested", "RawRecord", "checked_events", "ingest", "untrack"]
+__all__ = ["Failure", "Ingested", "RawRecord", "checked_events", "ingest"]
 
 
 class RawRecord(Protocol):
@@ -77,22 +77,6 @@ def _ingest(records: Iterable[R], skip_groups: Collection[str]) -> Ingested[R]:
 
 
 ingest = twin_of(_ingest, "kagent.core._events_twins")
-
-
-def _untrack(records: list[object]) -> None:
-    """Leave ``records`` out of the garbage collector's watch: the source's fetched ``__consumer_offsets``
-    records (aiokafka's ``ConsumerRecord``: names, numbers, bytes and a tuple of headers), which can be in
-    no reference cycle. A fetch holds up to 100,000 of them until its events are sent, across many turns of
-    the event loop: watched, each young collection meanwhile went over them all (25,000-48,000 of the
-    30,000-51,000 objects it went over on a live worker, 20-130 ms each; ``benchmarks/bench_scrape.py``'s
-    live part, 10,000 groups), and those that outlived one filled the middle generation, whose
-    collections then took 0.5-0.9 s. Reference counting frees them as ever.
-
-    Compiled where built (``_events_twins.pyx``). CPython gives Python no way to untrack an object, so this
-    function leaves them as they are: nothing else differs."""
-
-
-untrack = twin_of(_untrack, "kagent.core._events_twins")
 
 
 def _ingest_one(

@@ -86,6 +86,7 @@ from typing import NamedTuple
 
 from aiokafka.structs import TopicPartition
 
+from kagent.core.collector import untrack
 from kagent.core.exposition import family_header, go_float, go_int, label_value
 from kagent.core.lag_twins import twin_of
 from kagent.core.member_lag import NO_MEMBER, Member, MemberTotals, skew_of
@@ -351,7 +352,10 @@ class GroupLayout:
         same two every time); a new one otherwise."""
         if known is not None and figures.shape is not None and known.shape == figures.shape:
             return known
-        return cls(figures, cluster_name, families)
+        layout = cls(figures, cluster_name, families)
+        # Kept per group, of text, numbers and partitions: out of the collector's watch (kagent.core.collector).
+        untrack([layout, layout.families, layout.topics, layout.partitions])
+        return layout
 
 
 def member_labels(cluster: str, group: str, host: str, member_id: str, client_id: str) -> str:

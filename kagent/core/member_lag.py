@@ -31,6 +31,7 @@ from typing import NamedTuple, Protocol
 
 from aiokafka.structs import TopicPartition
 
+from kagent.core.collector import untrack
 from kagent.core.events import GroupAssigned
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import skew
@@ -171,6 +172,22 @@ class MemberTotals:
         self._read_owners = [held_by(tp) or self._owners_of(tp) for tp in self._read]
         """The rows each of :attr:`_read` adds to."""
         self._read_rest = [tp for tp, owners in zip(self._read, self._read_owners, strict=True) if owners is _REST]
+        untrack(  # a scrape's layout keeps one per group: numbers, members and partitions (kagent.core.collector)
+            [
+                self,
+                self._members,
+                self._owners,
+                self._held,
+                self._uncounted,
+                self._expected,
+                self._sums,
+                *self._sums,
+                self._rest,
+                self._read,
+                self._read_owners,
+                self._read_rest,
+            ]
+        )
 
     @property
     def members(self) -> Sequence[Member]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from kagent.core.api_records import GroupSort, GroupSummary, SkewPoint
+from kagent.core.collector import untrack
 from kagent.core.group_listing import ListedGroup, listed
 from kagent.core.group_ranking import GroupRanking
 
@@ -31,7 +32,9 @@ HOUR = 3600.0
 
 
 class SkewHistory:
-    """One group's skew per minute over the last ``window`` seconds: the largest value measured in each."""
+    """One group's skew per minute over the last ``window`` seconds: the largest value measured in each.
+    Numbers only: out of the garbage collector's watch (a worker keeps one per group it holds,
+    :mod:`kagent.core.collector`)."""
 
     __slots__ = ("_skews", "_starts", "_window")
 
@@ -39,6 +42,7 @@ class SkewHistory:
         self._window = window
         self._starts = array("d")
         self._skews = array("d")
+        untrack([self, self._starts, self._skews])
 
     def add(self, time: float, skew: float) -> None:
         """Note ``skew`` measured at ``time`` (times come in order; an older one joins the newest minute)."""

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 from aiokafka.structs import TopicPartition
 
+from kagent.core.collector import untrack
 from kagent.core.lag_series import (
     EARLIEST_OFFSET,
     GROUP_FAMILIES,
@@ -214,7 +215,8 @@ class LagExporter:
                     rendered.pop(group, None)
                     pieces = list(made.pieces) if made is not None else None
                 else:
-                    rendered[group] = _Rendered(version, clock.stale, made.pieces)
+                    kept = rendered[group] = _Rendered(version, clock.stale, made.pieces)
+                    untrack([kept])  # a count and text, kept per group without lag (kagent.core.collector)
                     pieces = made.pieces
         except Exception:  # one broken group must not break the scrape
             rendered.pop(group, None)

@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 from aiokafka.structs import TopicPartition
 
 from kagent.core.assigned_json import AssignedJson
+from kagent.core.collector import untrack
 from kagent.core.constructed import constructed
 from kagent.core.events import GroupAssigned
 from kagent.core.json_bytes import kept
@@ -92,7 +93,7 @@ class GroupReads(NamedTuple):
                 )
                 for member in assignment.members
             ),
-        )
+        )._kept()
 
     @classmethod
     def of_json(cls, assignment: AssignedJson) -> GroupReads:
@@ -110,7 +111,13 @@ class GroupReads(NamedTuple):
                 (member["member_id"], member["client_id"], member["client_host"], len(member["partitions"]))
                 for member in members
             ),
-        )
+        )._kept()
+
+    def _kept(self) -> GroupReads:
+        """Itself, its topics, its partitions and its members out of the garbage collector's watch: names,
+        numbers and partitions, which storage keeps per held group (:mod:`kagent.core.collector`)."""
+        untrack([self, self.topics, self.assigned, self.members])
+        return self
 
 
 class LagFigures:

@@ -49,9 +49,10 @@ from aiokafka.structs import TopicPartition
 from faust.types import TopicT
 
 from kagent.core.backoff import RetryPolicy, backoff_delay
+from kagent.core.collector import untrack
 from kagent.core.consumer_offsets import compiled_decoders
 from kagent.core.events import PackedRecords
-from kagent.core.ingest import Failure, ingest, untrack
+from kagent.core.ingest import Failure, ingest
 from kagent.settings import Settings
 from kagent.worker.changelog import PRODUCER_ERRORS
 from kagent.worker.dead_letters import DeadLetters

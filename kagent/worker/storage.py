@@ -48,6 +48,7 @@ from aiokafka.structs import TopicPartition
 from faust.types import TP, TopicT
 from pydantic import ValidationError
 
+from kagent.core.collector import untrack
 from kagent.core.consumer_group_state import ConsumerGroupState
 from kagent.core.events import (
     DerivedEvent,
@@ -490,7 +491,7 @@ class Storage(Stage, GroupStateReader):
             self._metrics.stale_events.labels("group-assigned").inc()
             return
         self._writer.set(self._assignments, group, raw)
-        self._parsed[group] = (raw, reads)
+        self._parsed_as(group, raw, reads)
         self._lag.assignment_changed(group)
         self._note(group, GroupChange.ASSIGNED)
 
@@ -513,6 +514,12 @@ class Storage(Stage, GroupStateReader):
             self._metrics.stale_events.labels("offset-committed").inc(stale)
         return fields // 3
 
+    def _parsed_as(self, group: str, raw: bytes, reads: GroupReads) -> None:
+        """Remember that the stored assignment ``raw`` of ``group`` says it reads ``reads`` (the pair out of
+        the garbage collector's watch, as ``reads`` is: kept per group, :mod:`kagent.core.collector`)."""
+        parsed = self._parsed[group] = (raw, reads)
+        untrack([parsed])
+
     def _reads(self, group: str) -> GroupReads | None:
         """What ``group``'s stored assignment says it reads (and its generation); parsed once per stored
         value, whoever wrote it (a restore included): every end-offsets poll asks it of every group,
@@ -524,7 +531,7 @@ class Storage(Stage, GroupStateReader):
         if known is not None and known[0] is raw:
             return known[1]
         reads = GroupReads.of(GroupAssigned.model_validate_json(raw))
-        self._parsed[group] = (raw, reads)
+        self._parsed_as(group, raw, reads)
         return reads
 
     def _reads_or_commits(self, group: str) -> GroupReads | None:
@@ -567,8 +574,10 @@ class Storage(Stage, GroupStateReader):
                 self._note(group, change)
             raise
         at = time.time()
-        for group, change in changed.items():
-            self._changes.put(GroupChanged(group, change, at))
+        notices = [GroupChanged(group, change, at) for group, change in changed.items()]
+        untrack(notices)  # a name, a kind and a time; tens of thousands wait for the evaluator on a busy worker
+        for notice in notices:
+            self._changes.put(notice)
 
     async def _take_end_offsets(self) -> None:
         """Apply the end offsets of each poll; rewrite the lag entries they make due (:data:`DUE_CHUNK`
@@ -781,6 +790,7 @@ class Storage(Stage, GroupStateReader):
             counts, read = self._counts_and_read(group, raw)
             if counts == shape.counts and read == shape.read:
                 shape = self._shapes[group] = shape._replace(counts_version=counts_version)
+                untrack([shape])
                 return shape
             return self._group_shape(group, raw, counts_version, committed_version)
         return shape
@@ -817,6 +827,8 @@ class Storage(Stage, GroupStateReader):
             read,
             self._committed.entry_keys(group, read),
         )
+        held = [member.partitions for member in members if member.partitions is not None]
+        untrack([*members, *held, members, read, shape.keys, shape])  # names, numbers, partitions: kept per group
         self._shapes[group] = shape
         return shape
 

@@ -21,6 +21,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import kagent.core.collector
 import kagent.core.ingest
 from kagent.core import _events_twins, events, lag_twins, table_keys
 from kagent.core.consumer_offsets import OffsetCommit, encode
@@ -81,7 +82,7 @@ def test_ingest_and_the_runs_check_run_their_compiled_twins() -> None:
     assert table_keys.murmur2 is _events_twins.murmur2
     assert table_keys.partition_key is _events_twins.partition_key
     assert events.gathered_runs is _events_twins.gathered_runs
-    assert kagent.core.ingest.untrack is _events_twins.untrack
+    assert kagent.core.collector.untrack is _events_twins.untrack
     assert {"ingest", "plain_run", "murmur2", "partition_key", "gathered_runs", "untrack"} <= lag_twins.IN_USE
 
 
@@ -281,7 +282,7 @@ def test_the_fetched_records_twin_leaves_them_out_of_the_collectors_watch() -> N
     kept = list(fetched)
     python: list[object] = [ConsumerRecord("__consumer_offsets", 0, 0, 0, 0, None, None, None, 0, 0, ()), 7]
 
-    kagent.core.ingest._untrack(python)
+    kagent.core.collector._untrack(python)
     _events_twins.untrack([*fetched, 7, "text", None])
 
     assert fetched == kept and all(a is b for a, b in zip(fetched, kept, strict=True))
