@@ -8,14 +8,17 @@ strings, numbers, bytes and other such objects, and nothing is put in it later t
 it) costs the collector a visit at each collection and gains nothing from it. A worker keeps tens of
 such objects per group (each group's members, its scrape layout and the sums that go with it, its
 gauges' figures, its listing for the API, its skew history): at 5,000 groups a worker, made by the
-first round of evaluations, scrapes and polls after a start, they were 279,000 of the objects one
-middle collection went over (0.4 s, ``benchmarks/bench_scrape.py``'s live part at 10,000 groups), and at
-a million group-partitions the middle collections went over them for 0.2-0.66 s each. Objects the
-collector does not watch are not gone over at all.
+first round of evaluations, scrapes and polls after a start, they were nearly all of the 272,000-279,000
+objects the first middle collection went over (0.39-0.42 s; ``benchmarks/bench_scrape.py``'s live part
+at 10,000 groups); left out, 32,000 (0.08-0.1 s). At a million group-partitions
+(``bench_scrape.py --groups 50000 --pool half``) the collector held the worker 6.1 s over the run, its
+middle collections 2.3 s (the longest up to 1 s); with them left out, 2.5 s and 0.46 s (each under
+0.1 s). Objects the collector does not watch are not gone over at all.
 
-CPython watches an exact tuple whose items it does not watch only until its next collection, and a dict
-holding only such keys and values not at all; a list, a set, a named tuple and a class instance it
-watches for as long as they live, unless told otherwise (:func:`untrack`).
+CPython stops watching an exact tuple by itself only once a collection finds nothing in it but strings,
+numbers, bytes and such tuples (a named tuple in it, a ``TopicPartition`` say, keeps it watched, watched
+or not itself), and a dict of such keys and values it does not watch; a list, a set, a named tuple and a
+class instance it watches for as long as they live, unless told otherwise (:func:`untrack`).
 """
 
 from __future__ import annotations
