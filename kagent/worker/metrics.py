@@ -399,6 +399,8 @@ class GroupGauges:
             figures = self._groups[cluster_name, group] = _GroupFigures(cluster_name, group)
             untrack([figures])  # kept per group: numbers and text (kagent.core.collector)
         if getattr(figures, figure) != value:
+            if isinstance(value, tuple | frozenset):  # samples' names and numbers, kept until the next change
+                untrack([value, *value])
             setattr(figures, figure, value)
             figures.rendered = None
 
@@ -416,21 +418,15 @@ class GroupGauges:
 
     def set_open_incidents(self, cluster_name: str, group: str, kinds: Iterable[IncidentKind]) -> None:
         """The kinds of incident open for ``group`` now (every other kind is exported as 0)."""
-        kept = frozenset(kind.value for kind in kinds)
-        untrack([kept])  # names
-        self._set(cluster_name, group, "open_incidents", kept)
+        self._set(cluster_name, group, "open_incidents", frozenset(kind.value for kind in kinds))
 
     def set_member_drain(self, cluster_name: str, group: str, members: Sequence[MemberDrain]) -> None:
         """Each member's drain time whose drain is known (a member left out has no series)."""
-        kept = tuple(members)
-        untrack([kept, *kept])  # names and numbers; held until the group's next evaluation
-        self._set(cluster_name, group, "drain", kept)
+        self._set(cluster_name, group, "drain", tuple(members))
 
     def set_hot_partitions(self, cluster_name: str, group: str, partitions: Sequence[HotPartitionFigures]) -> None:
         """The partitions the last evaluation found hot (none: no series)."""
-        kept = tuple(partitions)
-        untrack([kept, *kept])  # names and numbers
-        self._set(cluster_name, group, "hot", kept)
+        self._set(cluster_name, group, "hot", tuple(partitions))
 
     def forget(self, cluster_name: str, group: str) -> None:
         self._groups.pop((cluster_name, group), None)
