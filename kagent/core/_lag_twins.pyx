@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twins of kagent.core.committed_offset.offsets_of, kagent.core.time_lag.measured_lags,
-kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces,
+kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces, kagent.core.member_lag.read_lags,
+kagent.core.lag_series.member_pieces,
 kagent.core.committed_offset.applied, kagent.core.throughput.partition_throughput and
 kagent.core.group_listing._merged_body.
 
@@ -11,7 +12,9 @@ offsets, array("d") times), so the interpolation is the Python twin's, operation
 """
 
 from cpython cimport array
-from libc.math cimport NAN, floor
+from cpython.mem cimport PyMem_Calloc
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.math cimport NAN, fabs, floor, round
 from libc.string cimport memcmp, memcpy
 
 from kagent.core.exposition import go_float, go_int
@@ -395,6 +398,30 @@ cdef enum:
     VALUE_ROOM = 40
 
 
+cdef Py_ssize_t _labels_size(labels, Py_ssize_t count) except -1:
+    """The bytes of the first count of labels, in UTF-8."""
+    cdef Py_ssize_t index, size, written = 0
+    for index in range(count):
+        PyUnicode_AsUTF8AndSize(<str>labels[index], &size)
+        written += size
+    return written
+
+
+cdef inline void _put_start(Piece *piece, str name, const char *label, Py_ssize_t size) except *:
+    """A sample's name and labels."""
+    _put_text(piece, name)
+    _put(piece, label, size)
+
+
+cdef void _put_time(Piece *piece, object seconds) except *:
+    """go_float(seconds) and "\n": a time lag."""
+    if type(seconds) is float and 0 <= seconds < 1e6:
+        _put_seconds(piece, seconds)
+    else:
+        _put_text(piece, go_float(seconds))
+        _put(piece, "\n", 1)
+
+
 def partition_pieces(labels, committed, offset_lags, time_lags):
     """The twin of kagent.core.lag_series.partition_pieces: each line written straight into its piece."""
     cdef Py_ssize_t count = len(labels), index, size, written = 0
@@ -411,9 +438,7 @@ def partition_pieces(labels, committed, offset_lags, time_lags):
 
         _names = (GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name)
     offset_name, lag_name, seconds_name = _names
-    for index in range(count):
-        PyUnicode_AsUTF8AndSize(<str>labels[index], &size)
-        written += size
+    written = _labels_size(labels, count)
     offsets.bytes = lags.bytes = seconds.bytes = NULL
     try:
         _open(&offsets, written + count * (len(offset_name) + VALUE_ROOM))
@@ -423,13 +448,10 @@ def partition_pieces(labels, committed, offset_lags, time_lags):
             label = PyUnicode_AsUTF8AndSize(<str>labels[index], &size)
             position = committed[index]
             if position is not None:
-                _put_text(&offsets, offset_name)
-                _put(&offsets, label, size)
+                _put_start(&offsets, offset_name, label, size)
                 _put_count(&offsets, position)
-            _put_text(&lags, lag_name)
-            _put(&lags, label, size)
-            _put_text(&seconds, seconds_name)
-            _put(&seconds, label, size)
+            _put_start(&lags, lag_name, label, size)
+            _put_start(&seconds, seconds_name, label, size)
             lag = offset_lags[index]
             if lag is None:
                 _put(&lags, "NaN\n", 4)
@@ -441,11 +463,8 @@ def partition_pieces(labels, committed, offset_lags, time_lags):
                 _put(&seconds, "0.0\n", 4)
             elif waiting is None:
                 _put(&seconds, "NaN\n", 4)
-            elif waiting < 1e6:
-                _put_seconds(&seconds, waiting)
             else:
-                _put_text(&seconds, go_float(waiting))
-                _put(&seconds, "\n", 1)
+                _put_time(&seconds, waiting)
         return _close(&offsets), _close(&lags), _close(&seconds)
     finally:  # a piece left open by an exception
         _drop(&offsets)
@@ -520,6 +539,150 @@ def lag_sums(offset_lags, time_lags, topics):
 
         _python_lag_sums = _lag_sums
     return _python_lag_sums(offset_lags, time_lags, topics)
+
+
+cdef object _python_read_lags = None  # kagent.core.member_lag._read_lags: whatever is not read here
+cdef tuple _member_names = None  # the two member families' names, from kagent.core.lag_series at the first call
+cdef double EXACT = 4503599627370496.0  # 2**52: a double's whole numbers are exact below it, halves too
+
+
+cdef struct RowSums:  # one row's sums, as kagent.core.member_lag._add_up keeps them
+    long long records
+    long long millis
+    Py_ssize_t unknown
+    bint seconds_unknown
+    Py_ssize_t added
+
+
+cdef bint _add_row_sums(RowSums *sums, Py_ssize_t rows, owners, offset_lags, time_lags) except -1:
+    """_add_up of figures read here into sums; False (sums half added) for any figure, owner or sum this does
+    not take: past int64, a time lag not a float or whose milliseconds are not exact, an owner not in a tuple
+    or not a row, figures of other lengths."""
+    cdef Py_ssize_t count = len(owners), index, at, row
+    cdef long long lag, millis
+    cdef double milliseconds, rounded
+    cdef RowSums *total
+    if not count == len(offset_lags) == len(time_lags):
+        return False
+    for index in range(count):
+        held = owners[index]
+        if type(held) is not tuple:
+            return False
+        value = offset_lags[index]
+        waiting = time_lags[index]
+        millis = 0
+        if value is not None:
+            try:
+                lag = value
+            except OverflowError:
+                return False
+            if lag and waiting is not None:
+                if type(waiting) is not float:
+                    return False
+                milliseconds = <double>waiting * 1000
+                if not -EXACT < milliseconds < EXACT:  # NaN too
+                    return False
+                rounded = round(milliseconds)  # Python's round: halves to even
+                if fabs(milliseconds - rounded) == 0.5:
+                    rounded = 2.0 * round(milliseconds / 2.0)
+                millis = <long long>rounded
+        for at in range(PyTuple_GET_SIZE(held)):
+            try:
+                row = <object>PyTuple_GET_ITEM(held, at)
+            except OverflowError:
+                return False
+            if row < 0:
+                row += rows
+            if not 0 <= row < rows:
+                return False
+            total = &sums[row]
+            total.added += 1
+            if value is None:
+                total.unknown += 1
+                continue
+            if __builtin_saddll_overflow(total.records, lag, &total.records):
+                return False
+            if lag:
+                if waiting is None:
+                    total.seconds_unknown = True
+                elif __builtin_saddll_overflow(total.millis, millis, &total.millis):
+                    return False
+    return True
+
+
+def read_lags(owners, offset_lags, time_lags, expected):
+    """The twin of kagent.core.member_lag.read_lags (whatever _add_row_sums does not take, or a sum of
+    milliseconds not exact as a double, is left to the Python twin)."""
+    global _python_read_lags
+    cdef Py_ssize_t rows = len(expected), row, unknown
+    cdef RowSums *sums = <RowSums *>PyMem_Calloc(rows or 1, sizeof(RowSums))
+    cdef list offsets = [], seconds = []
+    if sums == NULL:
+        raise MemoryError()
+    try:
+        if _add_row_sums(sums, rows, owners, offset_lags, time_lags):
+            for row in range(rows):
+                needed = expected[row]
+                if needed is None:
+                    offsets.append(None)
+                    seconds.append(None)
+                    continue
+                try:
+                    unknown = sums[row].unknown + <Py_ssize_t>needed - sums[row].added
+                except OverflowError:
+                    break
+                if unknown:
+                    offsets.append(None)
+                    seconds.append(None)
+                    continue
+                if not -EXACT < sums[row].millis < EXACT:
+                    break
+                offsets.append(sums[row].records)
+                seconds.append(None if sums[row].seconds_unknown else <double>sums[row].millis / 1000.0)
+            else:
+                return offsets, seconds
+    finally:
+        PyMem_Free(sums)
+    if _python_read_lags is None:
+        from kagent.core.member_lag import _read_lags
+
+        _python_read_lags = _read_lags
+    return _python_read_lags(owners, offset_lags, time_lags, expected)
+
+
+def member_pieces(labels, offset_lags, time_lags):
+    """The twin of kagent.core.lag_series.member_pieces: each line written straight into its piece."""
+    cdef Py_ssize_t count = len(labels), index, size, written = 0
+    cdef str lag_name, seconds_name
+    cdef const char *label
+    cdef Piece lags, seconds
+    if not count == len(offset_lags) == len(time_lags):
+        raise ValueError(f"{count} labels but {len(offset_lags)} offset lags and {len(time_lags)} time lags")
+    global _member_names
+    if _member_names is None:  # not at import: kagent.core.lag_series imports this module
+        from kagent.core.lag_series import MEMBER_LAG, MEMBER_LAG_SECONDS
+
+        _member_names = (MEMBER_LAG.name, MEMBER_LAG_SECONDS.name)
+    lag_name, seconds_name = _member_names
+    written = _labels_size(labels, count)
+    lags.bytes = seconds.bytes = NULL
+    try:
+        _open(&lags, written + count * (len(lag_name) + VALUE_ROOM))
+        _open(&seconds, written + count * (len(seconds_name) + VALUE_ROOM))
+        for index in range(count):
+            label = PyUnicode_AsUTF8AndSize(<str>labels[index], &size)
+            lag = offset_lags[index]
+            if lag is not None:
+                _put_start(&lags, lag_name, label, size)
+                _put_count(&lags, lag)
+            waiting = time_lags[index]
+            if waiting is not None:
+                _put_start(&seconds, seconds_name, label, size)
+                _put_time(&seconds, waiting)
+        return _close(&lags), _close(&seconds)
+    finally:  # a piece left open by an exception
+        _drop(&lags)
+        _drop(&seconds)
 
 
 
@@ -789,7 +952,6 @@ def applied(raw, commits, log_end_offset, *, capacity, min_distance):
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport Py_GT, Py_LT, PyObject_RichCompareBool
-from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.unicode cimport PyUnicode_Compare
 
 

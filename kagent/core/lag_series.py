@@ -89,7 +89,7 @@ from aiokafka.structs import TopicPartition
 from kagent.core.collector import untrack
 from kagent.core.exposition import family_header, go_float, go_int, label_value
 from kagent.core.lag_twins import twin_of
-from kagent.core.member_lag import NO_MEMBER, Member, MemberTotals, skew_of
+from kagent.core.member_lag import NO_MEMBER, Member, MemberTotals, skew_of_lags
 from kagent.core.policy import LagUnit, SkewMetric
 
 __all__ = [
@@ -288,7 +288,9 @@ class GroupLayout:
         "member_labels",
         "partitions",
         "rest_labels",
+        "row_labels",
         "shape",
+        "topic_labels",
         "topics",
         "totals",
     )
@@ -316,6 +318,8 @@ class GroupLayout:
         """Each member's series' labels, in :attr:`MemberTotals.members`' order."""
         self.rest_labels = member_labels(cluster, quoted, NO_MEMBER, NO_MEMBER, NO_MEMBER)
         """The labels of the series of the partitions no member holds."""
+        self.row_labels = self.member_labels + ((self.rest_labels,) if self.totals.rest_read else ())
+        """The labels of each row of :meth:`MemberTotals.read_lags`, the row of no member's last."""
         self.topics: list[tuple[str, int, int]] = []
         """Each topic read, with the range of :attr:`partitions` that are its partitions."""
         start, topic = 0, None
@@ -326,6 +330,10 @@ class GroupLayout:
                 start, topic = index, tp.topic
         if topic is not None:
             self.topics.append((topic, start, len(self.partitions)))
+        self.topic_labels = tuple(
+            f'{self.group_labels[:-2]},topic="{label_value(topic)}"}} ' for topic, _, _ in self.topics
+        )
+        """The labels of each topic's series (of :attr:`topics`), braces and the space before the value included."""
         self.labels: tuple[str, ...] | None = None
         """Each partition's group-partition labels, braces and the space before the value included; None
         when no group-partition family is exported."""
@@ -429,6 +437,35 @@ def _partition_pieces(
 partition_pieces = twin_of(_partition_pieces)
 
 
+def _member_pieces(
+    labels: Sequence[str], offset_lags: Sequence[int | None], time_lags: Sequence[float | None]
+) -> tuple[bytes, bytes]:
+    """The ``kafka_consumergroup_member_lag`` and ``kafka_consumergroup_member_lag_seconds`` samples of a
+    group's rows (its members, and the row of no member), each written with its ``labels`` (braces and the
+    space before the value included) from its offset lag and its time lag, and left out where that is
+    unknown (None). All three in the rows' order; raises ``ValueError`` when their lengths differ.
+
+    Every render of a group's series calls it, once: its compiled twin (:mod:`kagent.core.lag_twins`)
+    runs where it is built."""
+    if not len(labels) == len(offset_lags) == len(time_lags):
+        raise ValueError(f"{len(labels)} labels but {len(offset_lags)} offset lags and {len(time_lags)} time lags")
+    lag_name, seconds_name = MEMBER_LAG.name, MEMBER_LAG_SECONDS.name
+    lags = "".join(
+        [f"{lag_name}{label}{go_int(lag)}\n" for label, lag in zip(labels, offset_lags, strict=True) if lag is not None]
+    )
+    seconds = "".join(
+        [
+            f"{seconds_name}{label}{go_float(waiting)}\n"
+            for label, waiting in zip(labels, time_lags, strict=True)
+            if waiting is not None
+        ]
+    )
+    return lags.encode(), seconds.encode()
+
+
+member_pieces = twin_of(_member_pieces)
+
+
 def _lag_sums(
     offset_lags: Sequence[int | None], time_lags: Sequence[float | None], topics: Sequence[tuple[str, int, int]]
 ) -> tuple[int | None, int | None, float, list[float]]:
@@ -479,44 +516,38 @@ def render_group(figures: GroupLag, layout: GroupLayout, unit: LagUnit, metric: 
             f"{len(partitions)} partitions ({len(layout.partitions)} laid out) but {len(committed_offsets)} "
             f"committed offsets and {len(offset_lags)}, {len(time_lags)} lags"
         )
-    totals = layout.totals.again()
-    totals.add_read(offset_lags, time_lags)
     max_lag, sum_lag, max_seconds, topic_sums = lag_sums(offset_lags, time_lags, layout.topics)
     offsets = lags = seconds = b""
     if labels is not None:
         offsets, lags, seconds = partition_pieces(labels, committed_offsets, offset_lags, time_lags)
 
-    rows, rest = totals.rows(partitions=False)
-    member_lag: list[str] = []
-    member_seconds: list[str] = []
-    labelled = list(zip(rows, layout.member_labels, strict=True))
-    if rest is not None:
-        labelled.append((rest, layout.rest_labels))
-    for member_row, member_labels in labelled:
-        if member_row.offset_lag is not None:
-            member_lag.append(f"{MEMBER_LAG.name}{member_labels}{go_int(member_row.offset_lag)}\n")
-        if member_row.time_lag is not None:
-            member_seconds.append(f"{MEMBER_LAG_SECONDS.name}{member_labels}{go_float(member_row.time_lag)}\n")
-    skew = skew_of(rows, unit, metric)
-    group_labels = layout.group_labels
-    pieces: dict[str, str] = {
-        TOPIC_SUM_LAG.name: "".join(
-            f'{TOPIC_SUM_LAG.name}{group_labels[:-2]},topic="{label_value(topic)}"}} {go_float(total)}\n'
-            for (topic, _, _), total in zip(layout.topics, topic_sums, strict=True)
-        ),
-        MEMBER_LAG.name: "".join(member_lag),
-        MEMBER_LAG_SECONDS.name: "".join(member_seconds),
-        GROUP_SKEW.name: "" if skew is None else f"{GROUP_SKEW.name}{group_labels}{go_float(skew)}\n",
-        GROUP_MEMBERS.name: f"{GROUP_MEMBERS.name}{group_labels}{go_float(float(len(figures.members)))}\n",
+    row_lags, row_seconds = layout.totals.read_lags(offset_lags, time_lags)
+    member_lag, member_seconds = member_pieces(layout.row_labels, row_lags, row_seconds)
+    members = len(layout.member_labels)
+    skew = skew_of_lags(row_lags[:members], row_seconds[:members], unit, metric)
+    group_labels, name = layout.group_labels, TOPIC_SUM_LAG.name
+    pieces = {
+        GROUP_OFFSET.name: offsets,
+        GROUP_LAG.name: lags,
+        GROUP_LAG_SECONDS.name: seconds,
+        MEMBER_LAG.name: member_lag,
+        MEMBER_LAG_SECONDS.name: member_seconds,
+        name: "".join(
+            [
+                f"{name}{labels}{go_float(total)}\n"
+                for labels, total in zip(layout.topic_labels, topic_sums, strict=True)
+            ]
+        ).encode(),
+        GROUP_MEMBERS.name: f"{GROUP_MEMBERS.name}{group_labels}{go_int(len(figures.members))}\n".encode(),
     }
+    if skew is not None:
+        pieces[GROUP_SKEW.name] = f"{GROUP_SKEW.name}{group_labels}{go_float(skew)}\n".encode()
     if partitions:
-        pieces[MAX_LAG.name] = f"{MAX_LAG.name}{group_labels}{'NaN' if max_lag is None else go_int(max_lag)}\n"
-        pieces[MAX_LAG_SECONDS.name] = f"{MAX_LAG_SECONDS.name}{group_labels}{go_float(max_seconds)}\n"
-        pieces[SUM_LAG.name] = f"{SUM_LAG.name}{group_labels}{'NaN' if sum_lag is None else go_int(sum_lag)}\n"
-    written = {GROUP_OFFSET.name: offsets, GROUP_LAG.name: lags, GROUP_LAG_SECONDS.name: seconds}
+        pieces[MAX_LAG.name] = f"{MAX_LAG.name}{group_labels}{'NaN' if max_lag is None else go_int(max_lag)}\n".encode()
+        pieces[MAX_LAG_SECONDS.name] = f"{MAX_LAG_SECONDS.name}{group_labels}{go_float(max_seconds)}\n".encode()
+        pieces[SUM_LAG.name] = f"{SUM_LAG.name}{group_labels}{'NaN' if sum_lag is None else go_int(sum_lag)}\n".encode()
     return RenderedGroup(
-        tuple(written.get(name) or pieces.get(name, "").encode() for name in layout.family_names),
-        max_lag is not None and max_lag > 0,
+        tuple([pieces.get(name, b"") for name in layout.family_names]), max_lag is not None and max_lag > 0
     )
 
 

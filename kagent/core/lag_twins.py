@@ -1,20 +1,22 @@
 """Compiled twins of the scrape's innermost loops, storage's commits, an evaluation's rates and the API's
 merge, where built; and how any compiled twin is found.
 
-A full scrape reads every group-partition's committed offset, measures its lag, adds a group's up and
-writes its three samples: a few hundred thousand times per scrape at the issue's mix, millions at a
-million group-partitions, inside the worker's event loop. Those four loops,
+A full scrape reads every group-partition's committed offset, measures its lag, adds a group's up and writes
+its three samples: a few hundred thousand times per scrape at the issue's mix, millions at a million
+group-partitions, inside the worker's event loop. Those four loops,
 :func:`kagent.core.committed_offset.offsets_of`, :func:`kagent.core.time_lag.measured_lags`,
-:func:`kagent.core.lag_series.lag_sums` and :func:`kagent.core.lag_series.partition_pieces`, have Cython
-twins in ``_lag_twins.pyx``, built at install by ``setup.py`` beside the codec's twins; they take the
-offsets and the history's points as C integers and doubles, and write each sample straight into its
-piece's bytes. So does :func:`kagent.core.committed_offset.applied`, which storage calls for every
-group-partition a batch commits to (tens of thousands of times a second live): its twin reads the stored
-value's text in place and writes the new one, keeping the window's commits as their text. So does
+:func:`kagent.core.lag_series.lag_sums` and :func:`kagent.core.lag_series.partition_pieces`, and the two
+that add up and write each member's lag, :func:`kagent.core.member_lag.read_lags` and
+:func:`kagent.core.lag_series.member_pieces`, have Cython twins in ``_lag_twins.pyx``, built at install by
+``setup.py`` beside the codec's twins; they take the offsets and the history's points as C integers and
+doubles, and write each sample straight into its piece's bytes. So does
+:func:`kagent.core.committed_offset.applied`, which storage calls for every group-partition a batch commits
+to (tens of thousands of times a second live): its twin reads the stored value's text in place and writes
+the new one, keeping the window's commits as their text. So does
 :func:`kagent.core.throughput.partition_throughput`, which every evaluation calls for each partition its
 group reads: its twin reads the end-offset history's arrays in place. And
-:func:`kagent.core.group_listing.merged_body` writes a page of ``GET /api/groups`` from the workers'
-pages: its twin merges them in one pass and copies each summary's JSON into the body once.
+:func:`kagent.core.group_listing.merged_body` writes a page of ``GET /api/groups`` from the workers' pages:
+its twin merges them in one pass and copies each summary's JSON into the body once.
 
 Contract: given the same arguments, a twin returns exactly what its Python function returns (equal
 lists, the same text byte for byte, the same ``ValueError`` for mismatched lengths);

@@ -33,6 +33,7 @@ from aiokafka.structs import TopicPartition
 
 from kagent.core.collector import untrack
 from kagent.core.events import GroupAssigned
+from kagent.core.lag_twins import twin_of
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.recommendation import skew
 from kagent.core.snapshot import GroupSnapshot
@@ -47,7 +48,9 @@ __all__ = [
     "member_lags",
     "member_lags_of",
     "members_of",
+    "read_lags",
     "skew_of",
+    "skew_of_lags",
     "unit_lag",
 ]
 
@@ -111,14 +114,15 @@ class MemberLag(NamedTuple):
 
 
 class MemberTotals:
-    """Members' lag added up one partition at a time: :func:`member_lags_of`'s rules for a caller that goes
-    over a group's partitions anyway (the metrics' render), so the sums cost no second pass.
+    """Members' lag by :func:`member_lags_of`'s rules, added up one partition at a time, or, for the
+    partitions of a group's layout (the metrics' render), all in one call as often as their figures change.
 
-    :meth:`add` each partition the group reads once (or :meth:`add_read` them all, when they were given
-    at the start), then read :meth:`rows`. A member's partitions are those it holds below their topic's
-    count in ``counts`` (a partition listed twice counts twice); one whose topic's count is unknown makes
-    its lag unknown, and so does one of its partitions never added. The row of no member adds up the
-    partitions added that no member holds and that exist as far as known (not at or above a known count).
+    :meth:`add` each partition the group reads once, then read :meth:`rows`; or, for the partitions given
+    at the start, read their rows' figures alone in one call (:meth:`read_lags`), as often as they change.
+    A member's partitions are those it holds below their topic's count in ``counts`` (a partition listed
+    twice counts twice); one whose topic's count is unknown makes its lag unknown, and so does one of its
+    partitions never added. The row of no member adds up the partitions added that no member holds and
+    that exist as far as known (not at or above a known count).
     """
 
     __slots__ = (
@@ -127,9 +131,8 @@ class MemberTotals:
         "_held",
         "_members",
         "_owners",
-        "_read",
+        "_read_expected",
         "_read_owners",
-        "_read_rest",
         "_rest",
         "_sums",
         "_uncounted",
@@ -138,7 +141,7 @@ class MemberTotals:
     def __init__(
         self, members: Iterable[Member], counts: Mapping[str, int], read: Sequence[TopicPartition] = ()
     ) -> None:
-        """Totals of ``members`` with nothing added; ``read``: the partitions :meth:`add_read` adds."""
+        """Totals of ``members`` with nothing added; ``read``: the partitions :meth:`read_lags` adds up."""
         self._members = sorted(members, key=_member_id)
         self._counts = counts
         self._owners: dict[TopicPartition, tuple[int, ...]] = {}
@@ -167,11 +170,18 @@ class MemberTotals:
         """Per member, then the row of no member: records, milliseconds, partitions unknown, whether a time
         lag is unknown, partitions added."""
         self._rest: list[TopicPartition] = []
-        self._read = tuple(read)
         held_by = owners_of.get  # a partition a member holds has its owners (never empty) there
-        self._read_owners = [held_by(tp) or self._owners_of(tp) for tp in self._read]
-        """The rows each of :attr:`_read` adds to."""
-        self._read_rest = [tp for tp, owners in zip(self._read, self._read_owners, strict=True) if owners is _REST]
+        self._read_owners = [held_by(tp) or self._owners_of(tp) for tp in read]
+        """The rows each partition read adds to (:meth:`read_lags`)."""
+        self._read_expected: list[int | None] = [
+            None if member.partitions is None else expected + uncounted
+            for member, expected, uncounted in zip(self._members, self._expected, self._uncounted, strict=True)
+        ]
+        """How many partitions each row adds up when its lag is known, for :func:`read_lags`: a member's (None
+        when its assignment is unknown), then the row of no member's when a partition read is no member's."""
+        unowned = self._read_owners.count(_REST)
+        if unowned:
+            self._read_expected.append(unowned)
         untrack(  # a scrape's layout keeps one per group: numbers, members and partitions (kagent.core.collector)
             [
                 self,
@@ -183,9 +193,8 @@ class MemberTotals:
                 self._sums,
                 *self._sums,
                 self._rest,
-                self._read,
                 self._read_owners,
-                self._read_rest,
+                self._read_expected,
             ]
         )
 
@@ -193,18 +202,6 @@ class MemberTotals:
     def members(self) -> Sequence[Member]:
         """The members, by member id: the order of :meth:`rows`."""
         return self._members
-
-    def again(self) -> MemberTotals:
-        """Totals of the same members, counts and partitions read with nothing added: for adding up the
-        same group's partitions once more (each render of its series) without going over its assignment
-        again."""
-        again = MemberTotals.__new__(MemberTotals)
-        again._members, again._counts, again._owners = self._members, self._counts, self._owners
-        again._held, again._uncounted, again._expected = self._held, self._uncounted, self._expected
-        again._read, again._read_owners, again._read_rest = self._read, self._read_owners, self._read_rest
-        again._sums = [[0, 0, 0, False, 0] for _ in range(len(self._members) + 1)]
-        again._rest = []
-        return again
 
     def _owners_of(self, tp: TopicPartition) -> Sequence[int]:
         """The rows ``tp``'s figures add to: its members'; :data:`_REST` (the row of no member) for one no
@@ -223,32 +220,28 @@ class MemberTotals:
         owners = self._owners_of(tp)
         if owners is _REST:
             self._rest.append(tp)
-        self._add_to((owners,), (offset_lag,), (time_lag,))
+        _add_up(self._sums, (owners,), (offset_lag,), (time_lag,))
 
-    def add_read(self, offset_lags: Sequence[int | None], time_lags: Sequence[float | None]) -> None:
-        """Each of the partitions read given when the totals were made, with its offset lag and time lag
-        (None: unknown), in that order: as :meth:`add` of each, in one call."""
-        self._rest += self._read_rest
-        self._add_to(self._read_owners, offset_lags, time_lags)
+    @property
+    def rest_read(self) -> bool:
+        """Whether a partition given when the totals were made is no member's: :meth:`read_lags` then gives
+        the row of no member last."""
+        return len(self._read_expected) > len(self._members)
 
-    def _add_to(
-        self, owners: Sequence[Sequence[int]], offset_lags: Sequence[int | None], time_lags: Sequence[float | None]
-    ) -> None:
-        """Add the figures of each partition to the rows it adds to (``owners``, a sequence per partition)."""
-        sums = self._sums
-        for rows, offset_lag, time_lag in zip(owners, offset_lags, time_lags, strict=True):
-            for index in rows:
-                total = sums[index]
-                total[4] += 1
-                if offset_lag is None:
-                    total[2] += 1
-                else:
-                    total[0] += offset_lag
-                    if offset_lag:
-                        if time_lag is None:
-                            total[3] = True
-                        else:
-                            total[1] += round(time_lag * 1000)
+    def read_lags(
+        self, offset_lags: Sequence[int | None], time_lags: Sequence[float | None]
+    ) -> tuple[list[int | None], list[float | None]]:
+        """The offset lag and time lag (None: unknown) of each row that :meth:`rows` would give, members by
+        member id and then the row of no member (when :attr:`rest_read`), had each partition given when the
+        totals were made been :meth:`add`-ed with the figures at its place in ``offset_lags`` and
+        ``time_lags``: the figures alone, in one call (:func:`read_lags`), of totals to which nothing was
+        added. Raises ``ValueError`` unless there are as many figures as partitions."""
+        if not len(offset_lags) == len(time_lags) == len(self._read_owners):
+            raise ValueError(
+                f"{len(self._read_owners)} partitions read but {len(offset_lags)} offset lags and "
+                f"{len(time_lags)} time lags"
+            )
+        return read_lags(self._read_owners, offset_lags, time_lags, self._read_expected)
 
     def rows(self, partitions: bool = True) -> tuple[list[MemberLag], MemberLag | None]:
         """Each member with its lag, by member id, and the row of no member (None without one); each row's
@@ -299,6 +292,62 @@ _REST = (-1,)
 """The owners of a partition no member holds: the row of no member."""
 
 
+def _read_lags(
+    owners: Sequence[Sequence[int]],
+    offset_lags: Sequence[int | None],
+    time_lags: Sequence[float | None],
+    expected: Sequence[int | None],
+) -> tuple[list[int | None], list[float | None]]:
+    """Each row's offset lag and time lag from partitions' figures, by :class:`MemberTotals`' rules: the
+    partition at each place of ``owners`` (the rows it adds to: indexes into ``expected``, -1 the last)
+    has the offset lag and time lag at that place of ``offset_lags`` and ``time_lags`` (None: unknown).
+
+    A row adds up its partitions' offset lags, and their time lags in whole milliseconds where the offset
+    lag is not 0. Its offset lag is unknown (None) when one of them is, and unless it added exactly as
+    many partitions as ``expected`` says (None: its lag is unknown whatever is added); its time lag is
+    unknown then too, and when a partition with lag has none. Raises ``IndexError`` for an owner that is
+    no row, ``ValueError`` for figures of other lengths than ``owners``.
+
+    Every render of a group's series calls it, once: its compiled twin (:mod:`kagent.core.lag_twins`)
+    runs where it is built."""
+    sums = [[0, 0, 0, False, 0] for _ in expected]
+    _add_up(sums, owners, offset_lags, time_lags)
+    offsets: list[int | None] = []
+    seconds: list[float | None] = []
+    for (records, millis, unknown, seconds_unknown, added), needed in zip(sums, expected, strict=True):
+        unknown = 1 if needed is None else unknown + needed - added
+        offsets.append(None if unknown else records)
+        seconds.append(None if unknown or seconds_unknown else millis / 1000)
+    return offsets, seconds
+
+
+read_lags = twin_of(_read_lags)
+
+
+def _add_up(
+    sums: Sequence[list[int]],
+    owners: Sequence[Sequence[int]],
+    offset_lags: Sequence[int | None],
+    time_lags: Sequence[float | None],
+) -> None:
+    """Add each partition's figures to the sums of the rows it adds to (``owners``, a sequence per
+    partition; indexes into ``sums``). A row's sums: records, milliseconds (where the offset lag is not 0),
+    partitions whose offset lag is unknown, whether one with lag has no time lag (0 or 1), partitions added."""
+    for rows, offset_lag, time_lag in zip(owners, offset_lags, time_lags, strict=True):
+        for index in rows:
+            total = sums[index]
+            total[4] += 1
+            if offset_lag is None:
+                total[2] += 1
+            else:
+                total[0] += offset_lag
+                if offset_lag:
+                    if time_lag is None:
+                        total[3] = True
+                    else:
+                        total[1] += round(time_lag * 1000)
+
+
 def _member_id(member: Member) -> str:
     return member.member_id
 
@@ -343,12 +392,15 @@ def skew_of(rows: Sequence[MemberLag], unit: LagUnit, metric: SkewMetric) -> flo
     :func:`member_lags_of`). None without members, or unless every member's lag is known (every
     partition it holds measured, its topics' partition counts known, and in ``seconds`` every time
     lag): a skew over figures kagent does not know would read as a fact."""
-    if not rows:
+    return skew_of_lags([row.offset_lag for row in rows], [row.time_lag for row in rows], unit, metric)
+
+
+def skew_of_lags(
+    offset_lags: Sequence[int | None], time_lags: Sequence[float | None], unit: LagUnit, metric: SkewMetric
+) -> float | None:
+    """:func:`skew_of` the members whose offset lags and time lags these are (None: unknown), each
+    member's at the same place of both."""
+    lags: Sequence[float | None] = offset_lags if unit is LagUnit.MESSAGES else time_lags
+    if not lags or None in lags:
         return None
-    lags = []
-    for row in rows:
-        value = unit_lag(row, unit)
-        if value is None:
-            return None
-        lags.append(value)
-    return skew(metric, lags)
+    return skew(metric, [float(lag) for lag in lags])  # type: ignore[arg-type]  # none is None

@@ -11,12 +11,23 @@ import itertools
 import math
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kagent.core import _lag_twins, committed_offset, group_listing, lag_series, lag_twins, throughput, time_lag
+from kagent.core import (
+    _lag_twins,
+    committed_offset,
+    group_listing,
+    lag_series,
+    lag_twins,
+    member_lag,
+    throughput,
+    time_lag,
+)
 from kagent.core.group_health import CommitObservation, CommitWindow
 from kagent.core.time_lag import Answered, EndOffsetHistory
 
@@ -31,10 +42,12 @@ def test_both_loops_run_their_compiled_twins() -> None:
         "applied",
         "lag_sums",
         "measured_lags",
+        "member_pieces",
         "merged_body",
         "offsets_of",
         "partition_pieces",
         "partition_throughput",
+        "read_lags",
     }
     assert twins <= lag_twins.IN_USE, "run the README's install to build them"  # and ingest's twin, once imported
     assert committed_offset.applied is _lag_twins.applied
@@ -42,6 +55,8 @@ def test_both_loops_run_their_compiled_twins() -> None:
     assert committed_offset.offsets_of is _lag_twins.offsets_of
     assert time_lag.measured_lags is _lag_twins.measured_lags
     assert lag_series.partition_pieces is _lag_twins.partition_pieces
+    assert lag_series.member_pieces is _lag_twins.member_pieces
+    assert member_lag.read_lags is _lag_twins.read_lags
     assert group_listing.merged_body is _lag_twins.merged_body
     assert throughput.partition_throughput is _lag_twins.partition_throughput
 
@@ -202,21 +217,84 @@ TIME_LAGS = st.one_of(
 def test_partition_pieces_twin_writes_the_python_text(
     rows: list[tuple[str, int | None, int | None, float | None]],
 ) -> None:
-    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[], [], [], []]
-    python = lag_series._partition_pieces(*columns)
-    assert _lag_twins.partition_pieces(*columns) == python
-    assert _lag_twins.partition_pieces(*map(tuple, columns)) == python
+    _writes_the_same(lag_series._partition_pieces, _lag_twins.partition_pieces, rows, 4)
 
 
-def test_partition_pieces_twin_refuses_mismatched_lengths_as_the_python() -> None:
+def _writes_the_same(python: Callable[..., object], twin: Callable[..., object], rows: list[Any], width: int) -> None:
+    """``twin`` writes what ``python`` writes of the columns of ``rows`` (of ``width``), as lists and tuples."""
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
+    text = python(*columns)
+    assert twin(*columns) == text
+    assert twin(*map(tuple, columns)) == text
+
+
+@pytest.mark.parametrize(
+    ("python", "twin", "arguments"),
+    [
+        (lag_series._partition_pieces, _lag_twins.partition_pieces, (["{} "], [1], [1, 2], [None])),
+        (lag_series._member_pieces, _lag_twins.member_pieces, (["{} "], [1, 2], [None])),
+    ],
+)
+def test_the_pieces_twins_refuse_mismatched_lengths_as_the_python(
+    python: Callable[..., object], twin: Callable[..., object], arguments: tuple[list[Any], ...]
+) -> None:
     messages = []
-    for write in (lag_series._partition_pieces, _lag_twins.partition_pieces):
-        try:
-            write(["{} "], [1], [1, 2], [None])
-        except ValueError as exc:
-            messages.append(str(exc))
-    assert len(messages) == 2
+    for write in (python, twin):
+        with pytest.raises(ValueError) as raised:
+            write(*arguments)
+        messages.append(str(raised.value))
     assert messages[0] == messages[1]
+
+
+@settings(max_examples=400)
+@given(st.lists(st.tuples(LABELS, st.one_of(st.none(), INT64, BEYOND), TIME_LAGS), max_size=12))
+def test_member_pieces_twin_writes_the_python_text(rows: list[tuple[str, int | None, float | None]]) -> None:
+    _writes_the_same(lag_series._member_pieces, _lag_twins.member_pieces, rows, 3)
+
+
+@st.composite
+def rows_read(
+    draw: st.DrawFn,
+) -> tuple[list[tuple[int, ...]], list[int | None], list[float | None], list[int | None]]:
+    """A group's partitions read, each adding to some of its rows (members, the row of no member last)."""
+    rows = draw(st.integers(0, 5))
+    owner = st.integers(-1, rows - 1) if rows else st.nothing()
+    count = draw(st.integers(0, 20))
+    owners = [tuple(draw(st.lists(owner, max_size=3 if rows else 0))) for _ in range(count)]
+    lags = st.one_of(st.none(), st.integers(0, 3), OFFSETS, st.just(2**63 - 1), BEYOND)
+    offset_lags = draw(st.lists(lags, min_size=count, max_size=count))
+    seconds = st.one_of(TIME_LAGS, st.sampled_from([0.0005, 0.0015, 0.0025, 2.5e-4, -0.0005, 1e13, -math.inf]))
+    time_lags = draw(st.lists(seconds, min_size=count, max_size=count))
+    expected = draw(st.lists(st.one_of(st.none(), st.integers(0, 4)), min_size=rows, max_size=rows))
+    return owners, offset_lags, time_lags, expected
+
+
+@settings(max_examples=800)
+@given(rows_read())
+def test_read_lags_twin_adds_up_as_the_python(
+    read: tuple[list[tuple[int, ...]], list[int | None], list[float | None], list[int | None]],
+) -> None:
+    """The same figures (halves of a millisecond rounded to even, as Python's round), and whatever the
+    twin does not take (past int64, a time lag NaN or too large) the Python's way, its errors too."""
+    outcomes = []
+    for add_up in (member_lag._read_lags, _lag_twins.read_lags):
+        try:
+            outcomes.append(repr(add_up(*read)))
+        except (ValueError, OverflowError) as exc:
+            outcomes.append(f"{type(exc).__name__}: {exc}")
+    assert outcomes[0] == outcomes[1]
+
+
+def test_read_lags_twin_hands_what_it_does_not_take_to_the_python() -> None:
+    owners = [(0,), (0, 1), [1]]  # an owner in a list, not a tuple
+    expected = [2, 2]
+    python = member_lag._read_lags(owners, [3, 4, 5], [1.5, 0.25, None], expected)
+    assert python == ([7, 9], [1.75, None])
+    assert _lag_twins.read_lags(owners, [3, 4, 5], [1.5, 0.25, None], expected) == python
+    with pytest.raises(IndexError):
+        _lag_twins.read_lags([(2,)], [1], [1.0], [None, None])
+    with pytest.raises(ValueError, match="zip"):
+        _lag_twins.read_lags([(0,)], [1, 2], [1.0], [None])
 
 
 @st.composite

@@ -172,9 +172,10 @@ def test_the_one_pass_sums_are_the_plain_ones(group: GroupSnapshot) -> None:
 
 
 @given(_groups())
-def test_adding_the_partitions_read_at_once_is_adding_each_and_again_starts_afresh(group: GroupSnapshot) -> None:
-    """:meth:`MemberTotals.add_read` (the metrics' render) adds up as :meth:`~MemberTotals.add` of each partition
-    does, and a totals made :meth:`~MemberTotals.again` holds nothing of what was added before."""
+def test_the_figures_of_the_partitions_read_at_once_are_the_rows_of_adding_each(group: GroupSnapshot) -> None:
+    """:meth:`MemberTotals.read_lags` (the metrics' render) gives each row's figures as :meth:`~MemberTotals.add`
+    of each partition and :meth:`~MemberTotals.rows` do, the row of no member last when there is one, and
+    as often as it is asked."""
     members = members_of(group.assignment)
     read = sorted(group.lag)
     offset_lags = [group.lag[tp].offset_lag for tp in read]
@@ -182,11 +183,15 @@ def test_adding_the_partitions_read_at_once_is_adding_each_and_again_starts_afre
     one_by_one = MemberTotals(members, group.partition_counts)
     for tp, offset_lag, time_lag in zip(read, offset_lags, time_lags, strict=True):
         one_by_one.add(tp, offset_lag, time_lag)
+    rows, rest = one_by_one.rows()
+    assert (rows, rest) == member_lags(group)
+    expected = [row.offset_lag for row in rows], [row.time_lag for row in rows]
+    if rest is not None:
+        expected[0].append(rest.offset_lag)
+        expected[1].append(rest.time_lag)
     made = MemberTotals(members, group.partition_counts, read)
-    made.add_read(offset_lags, time_lags)
-    assert made.rows() == one_by_one.rows() == member_lags(group)
-    again = made.again()
-    again.add_read(offset_lags, time_lags)
-    assert again.rows() == made.rows()
-    untouched = made.again()
-    assert untouched.rows() == MemberTotals(members, group.partition_counts, read).rows()
+    assert made.rest_read == (rest is not None)
+    assert made.read_lags(offset_lags, time_lags) == expected
+    assert made.read_lags(offset_lags, time_lags) == expected  # nothing kept of the first call
+    with pytest.raises(ValueError, match="partitions read but"):
+        made.read_lags([*offset_lags, 1], [*time_lags, None])
