@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -174,6 +175,9 @@ class EmbeddedBroker:
         self.advertised = advertised or f"{host}:{self.port}"
         self._log_dir = log_dir
         self.log_path: Path | None = None
+        """The broker's log while it runs (in ``log_dir``, or in a directory of its own that :meth:`stop`
+        removes: its storage is in memory, and nothing of it outlives the process)."""
+        self._made_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -199,7 +203,9 @@ class EmbeddedBroker:
         """
         if self._process is not None:
             raise BrokerError("the embedded broker is already started")
-        log_dir = self._log_dir or Path(tempfile.mkdtemp(prefix="kagent-broker-"))
+        log_dir = self._log_dir
+        if log_dir is None:
+            log_dir = self._made_dir = Path(tempfile.mkdtemp(prefix="kagent-broker-"))
         self.log_path = log_dir / f"tansu-{self.port}.log"
         listener = f"tcp://{self.bootstrap_servers}"
         with self.log_path.open("wb") as log:
@@ -260,10 +266,14 @@ class EmbeddedBroker:
         await create_topics(self.kafka, topics)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the broker by its pid: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+        """Stop the broker by its pid: SIGTERM, then SIGKILL after ``timeout`` seconds; the directory
+        made for its log, if one was, is removed."""
         process, self._process = self._process, None
         if process is not None:
             stop_process(process, timeout)
+        made, self._made_dir = self._made_dir, None
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

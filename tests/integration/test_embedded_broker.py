@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
@@ -36,9 +37,19 @@ def test_stop_ends_the_process_by_pid() -> None:
     assert pid is not None and process_alive(pid)
     with socket.create_connection((broker.host, broker.port), timeout=1):
         pass
+    log = broker.log_path
+    assert log is not None and log.exists()
     broker.stop()
     broker.stop()  # idempotent
     assert not process_alive(pid)
+    assert not log.parent.exists(), "the directory made for the broker's log outlived it"
+
+
+def test_a_log_dir_given_keeps_the_log(tmp_path: Path) -> None:
+    with EmbeddedBroker(log_dir=tmp_path) as broker:
+        pass
+    assert broker.log_path is not None and broker.log_path.parent == tmp_path
+    assert "listening on" in broker.log_path.read_text()
 
 
 def test_a_broker_that_cannot_listen_fails_with_its_log_tail() -> None:
