@@ -243,10 +243,9 @@ class MemberTotals:
             )
         return read_lags(self._read_owners, offset_lags, time_lags, self._read_expected)
 
-    def rows(self, partitions: bool = True) -> tuple[list[MemberLag], MemberLag | None]:
-        """Each member with its lag, by member id, and the row of no member (None without one); each row's
-        ``partitions`` empty unless ``partitions`` (None, whatever ``partitions``, for a member whose
-        assignment is unknown)."""
+    def rows(self) -> tuple[list[MemberLag], MemberLag | None]:
+        """Each member with its lag, by member id, and the row of no member (None without one); a member's
+        ``partitions`` None when its assignment is unknown."""
         rows = []
         for index, member in enumerate(self._members):
             if member.partitions is None:
@@ -254,12 +253,10 @@ class MemberTotals:
                 continue
             records, millis, unknown, seconds_unknown, added = self._sums[index]
             unknown += self._expected[index] - added + self._uncounted[index]
-            counted: tuple[TopicPartition, ...] = ()
-            if partitions:
-                counts = self._counts
-                counted = tuple(
-                    sorted(tp for tp in member.partitions if tp.topic in counts and tp.partition < counts[tp.topic])
-                )
+            counts = self._counts
+            counted = tuple(
+                sorted(tp for tp in member.partitions if tp.topic in counts and tp.partition < counts[tp.topic])
+            )
             rows.append(
                 MemberLag(
                     member.member_id,
