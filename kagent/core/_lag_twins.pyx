@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twins of kagent.core.committed_offset.offsets_of, kagent.core.time_lag.measured_lags,
 kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces, kagent.core.member_lag.read_lags,
-kagent.core.lag_series.member_pieces,
+kagent.core.member_lag.partition_rows, kagent.core.lag_series.member_pieces,
 kagent.core.committed_offset.applied, kagent.core.throughput.partition_throughput and
 kagent.core.group_listing._merged_body.
 
@@ -16,6 +16,8 @@ from cpython.mem cimport PyMem_Calloc
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.math cimport NAN, fabs, floor, round
 from libc.string cimport memcmp, memcpy
+
+from aiokafka.structs import TopicPartition as _TopicPartition
 
 from kagent.core.exposition import go_float, go_int
 
@@ -293,7 +295,7 @@ cdef inline void _put(Piece *piece, const char *text, Py_ssize_t size) noexcept:
 
 
 cdef inline void _put_int(Piece *piece, long long number) noexcept:
-    """number's decimal digits (0 <= number < 1_000_000 here)."""
+    """number's decimal digits (0 <= number)."""
     cdef char digits[24]
     cdef int length = 0
     while True:
@@ -422,54 +424,122 @@ cdef void _put_time(Piece *piece, object seconds) except *:
         _put(piece, "\n", 1)
 
 
+cdef object _python_partition_pieces = None  # kagent.core.lag_series._partition_pieces: what is not written here
+cdef long long PARTITION_LIMIT = 2_147_483_648  # a partition's number is an int32: from 0, below it
+
+
+cdef enum:
+    LABEL_ROOM = 4096  # a partition's labels' most bytes written here (a longer one's are the Python twin's)
+    DIGITS_ROOM = 10  # a partition's number's most digits
+
+
 def partition_pieces(labels, committed, offset_lags, time_lags):
-    """The twin of kagent.core.lag_series.partition_pieces: each line written straight into its piece."""
-    cdef Py_ssize_t count = len(labels), index, size, written = 0
-    cdef str offset_name, lag_name, seconds_name
-    cdef const char *label
-    cdef Piece offsets, lags, seconds
-    if not count == len(committed) == len(offset_lags) == len(time_lags):
-        raise ValueError(
-            f"{count} labels but {len(committed)} committed offsets and {len(offset_lags)}, {len(time_lags)} lags"
-        )
+    """The twin of kagent.core.lag_series.partition_pieces: each line written straight into its piece, its
+    labels from their pieces (a holder that is no prefix's place, or a partition that is not a
+    TopicPartition of a number from 0 to 2**31, is left to the Python twin)."""
     global _names
+    cdef Py_ssize_t count, in_topics = 0, index, end, size, suffix_size, places
+    cdef Py_ssize_t longest = 0, longest_suffix = 0
+    cdef long long holder, number
+    cdef str offset_name, lag_name, seconds_name
+    cdef const char *suffix
+    cdef const char **texts = NULL  # each prefix's UTF-8, and its size
+    cdef Py_ssize_t *sizes = NULL
+    cdef char label[LABEL_ROOM]
+    cdef Piece offsets, lags, seconds, written  # written: the label being put together, in label
+    prefixes, holders, partitions, topics = labels
+    count = len(partitions)
+    for topic in topics:
+        size = topic[1]
+        if size < 0:
+            in_topics = -1
+            break
+        in_topics += size
+    if not count == len(holders) == in_topics == len(committed) == len(offset_lags) == len(time_lags):
+        in_topics = sum([size for _, size in topics])
+        raise ValueError(
+            f"{count} partitions ({len(holders)} holders, {in_topics} in topics) but {len(committed)} committed "
+            f"offsets and {len(offset_lags)}, {len(time_lags)} lags"
+        )
     if _names is None:  # not at import: kagent.core.lag_series imports this module
         from kagent.core.lag_series import GROUP_LAG, GROUP_LAG_SECONDS, GROUP_OFFSET
 
         _names = (GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name)
     offset_name, lag_name, seconds_name = _names
-    written = _labels_size(labels, count)
+    places = len(prefixes)
+    for topic in topics:
+        PyUnicode_AsUTF8AndSize(<str>topic[0], &size)
+        longest_suffix = max(longest_suffix, size)
     offsets.bytes = lags.bytes = seconds.bytes = NULL
+    texts = <const char **>PyMem_Malloc((places or 1) * sizeof(const char *))
+    sizes = <Py_ssize_t *>PyMem_Malloc((places or 1) * sizeof(Py_ssize_t))
     try:
-        _open(&offsets, written + count * (len(offset_name) + VALUE_ROOM))
-        _open(&lags, written + count * (len(lag_name) + VALUE_ROOM))
-        _open(&seconds, written + count * (len(seconds_name) + VALUE_ROOM))
-        for index in range(count):
-            label = PyUnicode_AsUTF8AndSize(<str>labels[index], &size)
-            position = committed[index]
-            if position is not None:
-                _put_start(&offsets, offset_name, label, size)
-                _put_count(&offsets, position)
-            _put_start(&lags, lag_name, label, size)
-            _put_start(&seconds, seconds_name, label, size)
-            lag = offset_lags[index]
-            if lag is None:
-                _put(&lags, "NaN\n", 4)
-                _put(&seconds, "NaN\n", 4)
-                continue
-            _put_count(&lags, lag)
-            waiting = time_lags[index]
-            if lag == 0:
-                _put(&seconds, "0.0\n", 4)
-            elif waiting is None:
-                _put(&seconds, "NaN\n", 4)
-            else:
-                _put_time(&seconds, waiting)
+        if texts == NULL or sizes == NULL:
+            raise MemoryError()
+        for index in range(places):
+            texts[index] = PyUnicode_AsUTF8AndSize(<str>prefixes[index], &sizes[index])
+            longest = max(longest, sizes[index])
+        if longest + DIGITS_ROOM + longest_suffix > LABEL_ROOM:  # a label this long is the Python twin's
+            return _partition_pieces_in_python(labels, committed, offset_lags, time_lags)
+        size = count * (longest + DIGITS_ROOM + longest_suffix)  # at least the labels' bytes
+        _open(&offsets, size + count * (len(offset_name) + VALUE_ROOM))
+        _open(&lags, size + count * (len(lag_name) + VALUE_ROOM))
+        _open(&seconds, size + count * (len(seconds_name) + VALUE_ROOM))
+        index = 0
+        for topic in topics:
+            suffix = PyUnicode_AsUTF8AndSize(<str>topic[0], &suffix_size)
+            end = index + <Py_ssize_t>topic[1]
+            while index < end:
+                tp = partitions[index]
+                if (
+                    not _read_int(holders[index], places, &holder)
+                    or holder < 0
+                    or type(tp) is not _TopicPartition
+                    or not _read_int(<object>PyTuple_GET_ITEM(tp, 1), PARTITION_LIMIT, &number)
+                    or number < 0
+                ):
+                    return _partition_pieces_in_python(labels, committed, offset_lags, time_lags)
+                written.end = label
+                _put(&written, texts[holder], sizes[holder])
+                _put_int(&written, number)
+                _put(&written, suffix, suffix_size)
+                size = written.end - label
+                position = committed[index]
+                if position is not None:
+                    _put_start(&offsets, offset_name, label, size)
+                    _put_count(&offsets, position)
+                _put_start(&lags, lag_name, label, size)
+                _put_start(&seconds, seconds_name, label, size)
+                lag = offset_lags[index]
+                waiting = time_lags[index]
+                index += 1
+                if lag is None:
+                    _put(&lags, "NaN\n", 4)
+                    _put(&seconds, "NaN\n", 4)
+                    continue
+                _put_count(&lags, lag)
+                if lag == 0:
+                    _put(&seconds, "0.0\n", 4)
+                elif waiting is None:
+                    _put(&seconds, "NaN\n", 4)
+                else:
+                    _put_time(&seconds, waiting)
         return _close(&offsets), _close(&lags), _close(&seconds)
-    finally:  # a piece left open by an exception
+    finally:  # a piece left open by an exception, or by a hand-over to the Python
+        PyMem_Free(texts)
+        PyMem_Free(sizes)
         _drop(&offsets)
         _drop(&lags)
         _drop(&seconds)
+
+
+cdef object _partition_pieces_in_python(labels, committed, offset_lags, time_lags):
+    global _python_partition_pieces
+    if _python_partition_pieces is None:
+        from kagent.core.lag_series import _partition_pieces
+
+        _python_partition_pieces = _partition_pieces
+    return _python_partition_pieces(labels, committed, offset_lags, time_lags)
 
 
 cdef object _python_lag_sums = None  # kagent.core.lag_series._lag_sums: what a sum past int64 falls back to
@@ -648,6 +718,66 @@ def read_lags(owners, offset_lags, time_lags, expected):
 
         _python_read_lags = _read_lags
     return _python_read_lags(owners, offset_lags, time_lags, expected)
+
+
+cdef object _python_partition_rows = None  # kagent.core.member_lag._partition_rows: whatever is not read here
+cdef tuple _REST = (-1,)  # the row of no member, as kagent.core.member_lag has it
+
+
+def partition_rows(held, listed, counts, read):
+    """The twin of kagent.core.member_lag.partition_rows (counts not in a dict, a row listed that is not one,
+    or a partition that is not a TopicPartition are left to the Python twin)."""
+    cdef dict owners_of = {}, holder_of = {}, counted_in
+    cdef list expected, owners = []
+    cdef Py_ssize_t rows = len(held), counted, unheld = 0
+    if type(counts) is not dict:
+        return _partition_rows_in_python(held, listed, counts, read)
+    counted_in = counts
+    expected = [None] * rows
+    for row in listed:
+        if type(row) is not int or not 0 <= row < rows:
+            return _partition_rows_in_python(held, listed, counts, read)
+        partitions = held[row]
+        if partitions is None:
+            continue
+        alone = (row,)
+        counted = 0
+        for tp in partitions:
+            if type(tp) is not _TopicPartition:
+                return _partition_rows_in_python(held, listed, counts, read)
+            holder_of.setdefault(tp, row)
+            count = counted_in.get(<object>PyTuple_GET_ITEM(tp, 0))
+            if count is None:
+                counted += 1  # never added: the member's lag is unknown
+            elif <object>PyTuple_GET_ITEM(tp, 1) < count:
+                counted += 1
+                others = owners_of.get(tp)
+                owners_of[tp] = alone if others is None else others + alone
+        expected[row] = counted
+    for tp in read:
+        found = owners_of.get(tp)
+        if found is None:
+            if type(tp) is not _TopicPartition:
+                return _partition_rows_in_python(held, listed, counts, read)
+            count = counted_in.get(<object>PyTuple_GET_ITEM(tp, 0))
+            if tp in holder_of or (count is not None and <object>PyTuple_GET_ITEM(tp, 1) >= count):
+                found = ()
+            else:
+                found = _REST
+                unheld += 1
+        owners.append(found)
+    if unheld:
+        expected.append(unheld)
+    return owners, expected, [holder_of.get(tp, rows) for tp in read]
+
+
+cdef object _partition_rows_in_python(held, listed, counts, read):
+    global _python_partition_rows
+    if _python_partition_rows is None:
+        from kagent.core.member_lag import _partition_rows
+
+        _python_partition_rows = _partition_rows
+    return _python_partition_rows(held, listed, counts, read)
 
 
 def member_pieces(labels, offset_lags, time_lags):

@@ -89,7 +89,7 @@ from aiokafka.structs import TopicPartition
 from kagent.core.collector import untrack
 from kagent.core.exposition import family_header, go_float, go_int, label_value
 from kagent.core.lag_twins import twin_of
-from kagent.core.member_lag import NO_MEMBER, Member, MemberTotals, skew_of_lags
+from kagent.core.member_lag import NO_MEMBER, Member, read_lags, read_rows, skew_of_lags
 from kagent.core.policy import LagUnit, SkewMetric
 
 __all__ = [
@@ -102,6 +102,7 @@ __all__ = [
     "GroupLayout",
     "LagsOf",
     "Level",
+    "PartitionLabels",
     "PartitionOffsets",
     "RenderedGroup",
     "families_at",
@@ -273,12 +274,28 @@ class PartitionOffsets(NamedTuple):
     latest: int
 
 
+class PartitionLabels(NamedTuple):
+    """The labels of a group's partition series, as the pieces they are written from: a partition's labels
+    are its holder's prefix (its member's labels up to the partition's number), its number, and its topic's
+    suffix; none of them is kept written out per partition."""
+
+    prefixes: tuple[str, ...]
+    """Each member's labels up to a partition's number, by member id, then those of no member."""
+    holders: Sequence[int]
+    """Per partition, its holder's place in :attr:`prefixes`."""
+    partitions: tuple[TopicPartition, ...]
+    """The partitions, by topic, then partition."""
+    topics: tuple[tuple[str, int], ...]
+    """Each topic's suffix (from its name to the space before the value) and how many partitions, of those
+    in order, are its."""
+
+
 class GroupLayout:
     """What a group's series are written with apart from its figures: the label sets of its
     group-partition, member and group series, each partition's place in its topic, and how its
-    partitions add up per member (:class:`MemberTotals`). Made once (:meth:`of`) and used for every
-    render of the group's figures of the same :attr:`GroupLag.shape`, so a render only measures and
-    writes figures."""
+    partitions add up per member (:class:`~kagent.core.member_lag.ReadRows`). Made once (:meth:`of`) and
+    used for every render of the group's figures of the same :attr:`GroupLag.shape`, so a render only
+    measures and writes figures."""
 
     __slots__ = (
         "families",
@@ -287,12 +304,11 @@ class GroupLayout:
         "labels",
         "member_labels",
         "partitions",
-        "rest_labels",
         "row_labels",
+        "rows",
         "shape",
         "topic_labels",
         "topics",
-        "totals",
     )
 
     def __init__(self, figures: GroupLag, cluster_name: str, families: Iterable[Family]) -> None:
@@ -301,25 +317,21 @@ class GroupLayout:
         self.shape = figures.shape
         self.families = tuple(families)
         self.family_names = tuple(family.name for family in self.families)
-        wanted = frozenset(self.family_names)
         cluster = label_value(cluster_name)
         quoted = label_value(figures.group)
         self.group_labels = f'{{cluster_name="{cluster}",group="{quoted}"}} '
         """The labels of the per-group series, braces and the space before the value included."""
         self.partitions = tuple(figures.partitions)
-        self.totals = MemberTotals(figures.members, figures.partition_counts, self.partitions)
-        """The members' totals with nothing added (:meth:`MemberTotals.again` for each render)."""
-        labelled = {
-            id(member): member_labels(cluster, quoted, member.client_host, member.member_id, member.client_id)
-            for member in figures.members
-        }
-        """Each member's labels, by the member object's identity (the totals hold the same objects)."""
-        self.member_labels = tuple(labelled[id(member)] for member in self.totals.members)
-        """Each member's series' labels, in :attr:`MemberTotals.members`' order."""
-        self.rest_labels = member_labels(cluster, quoted, NO_MEMBER, NO_MEMBER, NO_MEMBER)
-        """The labels of the series of the partitions no member holds."""
-        self.row_labels = self.member_labels + ((self.rest_labels,) if self.totals.rest_read else ())
-        """The labels of each row of :meth:`MemberTotals.read_lags`, the row of no member's last."""
+        self.rows = read_rows(figures.members, figures.partition_counts, self.partitions)
+        """How the partitions add up per member, and whose labels each carries."""
+        self.member_labels = tuple(
+            member_labels(cluster, quoted, member.client_host, member.member_id, member.client_id)
+            for member in self.rows.members
+        )
+        """Each member's series' labels, by member id (the rows' order)."""
+        rest_labels = member_labels(cluster, quoted, NO_MEMBER, NO_MEMBER, NO_MEMBER)
+        self.row_labels = self.member_labels + ((rest_labels,) if self.rows.rest_read else ())
+        """The labels of each row of :func:`~kagent.core.member_lag.read_lags`, the row of no member's last."""
         self.topics: list[tuple[str, int, int]] = []
         """Each topic read, with the range of :attr:`partitions` that are its partitions."""
         start, topic = 0, None
@@ -330,26 +342,22 @@ class GroupLayout:
                 start, topic = index, tp.topic
         if topic is not None:
             self.topics.append((topic, start, len(self.partitions)))
-        self.topic_labels = tuple(
-            f'{self.group_labels[:-2]},topic="{label_value(topic)}"}} ' for topic, _, _ in self.topics
-        )
+        escaped = [label_value(topic) for topic, _, _ in self.topics]
+        self.topic_labels = tuple(f'{self.group_labels[:-2]},topic="{topic}"}} ' for topic in escaped)
         """The labels of each topic's series (of :attr:`topics`), braces and the space before the value included."""
-        self.labels: tuple[str, ...] | None = None
-        """Each partition's group-partition labels, braces and the space before the value included; None
-        when no group-partition family is exported."""
-        if wanted.isdisjoint((GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name)):
+        self.labels: PartitionLabels | None = None
+        """The labels of the group-partition series; None when no group-partition family is exported."""
+        if frozenset(self.family_names).isdisjoint((GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name)):
             return
-        owners: dict[TopicPartition, str] = {}
-        for member in figures.members:
-            prefix = _partition_prefix(labelled[id(member)])
-            for tp in member.partitions or ():  # none known: its partitions are the unknown member's
-                owners.setdefault(tp, prefix)
-        unowned = _partition_prefix(self.rest_labels)
-        labels = []
-        for topic, start, end in self.topics:
-            suffix = f'",topic="{label_value(topic)}"}} '
-            labels += [f"{owners.get(tp, unowned)}{tp.partition}{suffix}" for tp in self.partitions[start:end]]
-        self.labels = tuple(labels)
+        self.labels = PartitionLabels(
+            tuple(f'{labels[:-2]},partition="' for labels in (*self.member_labels, rest_labels)),
+            self.rows.holders,
+            self.partitions,
+            tuple(
+                (f'",topic="{topic}"}} ', end - start)
+                for topic, (_, start, end) in zip(escaped, self.topics, strict=True)
+            ),
+        )
 
     @classmethod
     def of(
@@ -361,8 +369,10 @@ class GroupLayout:
         if known is not None and figures.shape is not None and known.shape == figures.shape:
             return known
         layout = cls(figures, cluster_name, families)
+        rows = layout.rows
         # Kept per group, of text, numbers and partitions: out of the collector's watch (kagent.core.collector).
-        untrack([layout, layout.families, layout.topics, layout.partitions])
+        untrack([layout, layout.families, layout.topics, layout.partitions, rows, rows.members])
+        untrack([rows.owners, rows.expected, rows.holders, layout.labels, *(layout.labels or ())])
         return layout
 
 
@@ -374,12 +384,6 @@ def member_labels(cluster: str, group: str, host: str, member_id: str, client_id
         f'{{client_id="{label_value(client_id)}",cluster_name="{cluster}",consumer_id="{label_value(member_id)}",'
         f'group="{group}",member_host="{label_value(host)}"}} '
     )
-
-
-def _partition_prefix(member_labels: str) -> str:
-    """A group-partition series' labels up to its partition's number, from its owner's
-    :func:`member_labels` (``partition`` and ``topic`` sort after them)."""
-    return f'{member_labels[:-2]},partition="'
 
 
 def _time_lag_text(offset_lag: int | None, time_lag: float | None) -> str:
@@ -395,40 +399,51 @@ def _time_lag_text(offset_lag: int | None, time_lag: float | None) -> str:
 
 
 def _partition_pieces(
-    labels: Sequence[str],
+    labels: PartitionLabels,
     committed: Sequence[int | None],
     offset_lags: Sequence[int | None],
     time_lags: Sequence[float | None],
 ) -> tuple[bytes, bytes, bytes]:
     """The ``group_offset``, ``group_lag`` and ``group_lag_seconds`` samples of a group's partitions, each
-    written with its ``labels`` (braces and the space before the value included) from its ``committed``
-    offset (None: no sample), its offset lag (None: NaN) and its time lag (NaN when the offset lag is
-    unknown, or records wait and it is unknown; 0 when nothing waits). All four in the partitions'
-    order; raises ``ValueError`` when their lengths differ.
+    written with its labels (``labels``: the pieces they are made of) from its ``committed`` offset (None:
+    no sample), its offset lag (None: NaN) and its time lag (NaN when the offset lag is unknown, or records
+    wait and it is unknown; 0 when nothing waits). All in the partitions' order; raises ``ValueError`` when
+    their lengths differ (or a topic's count is negative), ``IndexError`` for a holder that is no prefix's
+    place.
 
     The scrape's innermost loop: its compiled twin (:mod:`kagent.core.lag_twins`) runs where it is built."""
-    if not len(labels) == len(committed) == len(offset_lags) == len(time_lags):
+    prefixes, holders, partitions, topics = labels
+    count, in_topics = len(partitions), sum(size for _, size in topics)
+    if not count == len(holders) == in_topics == len(committed) == len(offset_lags) == len(time_lags) or any(
+        size < 0 for _, size in topics
+    ):
         raise ValueError(
-            f"{len(labels)} labels but {len(committed)} committed offsets and {len(offset_lags)}, {len(time_lags)} lags"
+            f"{count} partitions ({len(holders)} holders, {in_topics} in topics) but {len(committed)} committed "
+            f"offsets and {len(offset_lags)}, {len(time_lags)} lags"
         )
+    suffixes = [suffix for suffix, size in topics for _ in range(size)]
+    written = [
+        f"{prefixes[holder]}{tp.partition}{suffix}"
+        for holder, tp, suffix in zip(holders, partitions, suffixes, strict=True)
+    ]
     offset_name, lag_name, seconds_name = GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name
     offsets = "".join(
         [
             f"{offset_name}{label}{f'{position}.0' if 0 <= position < 1_000_000 else go_int(position)}\n"
-            for label, position in zip(labels, committed, strict=True)
+            for label, position in zip(written, committed, strict=True)
             if position is not None
         ]
     )
     lags = "".join(
         [
             f"{lag_name}{label}{'NaN' if lag is None else f'{lag}.0' if lag < 1_000_000 else go_int(lag)}\n"
-            for label, lag in zip(labels, offset_lags, strict=True)
+            for label, lag in zip(written, offset_lags, strict=True)
         ]
     )
     seconds = "".join(
         [
             f"{seconds_name}{label}{_time_lag_text(lag, waiting)}\n"
-            for label, lag, waiting in zip(labels, offset_lags, time_lags, strict=True)
+            for label, lag, waiting in zip(written, offset_lags, time_lags, strict=True)
         ]
     )
     return offsets.encode(), lags.encode(), seconds.encode()
@@ -507,8 +522,8 @@ def render_group(figures: GroupLag, layout: GroupLayout, unit: LagUnit, metric: 
     it has none), written with ``layout`` (made for figures of the same shape: :meth:`GroupLayout.of`);
     the lines as ``prometheus_client`` would write the same samples. ``unit`` and ``metric`` are the
     evaluation's (the skew exported is the one it measures). Measures the partitions' lag once
-    (:attr:`GroupLag.lags`), and adds up the members' (:class:`MemberTotals`)."""
-    labels = layout.labels
+    (:attr:`GroupLag.lags`), and adds up the members' (:func:`~kagent.core.member_lag.read_lags`)."""
+    labels, rows = layout.labels, layout.rows
     partitions, committed_offsets = figures.partitions, figures.committed
     offset_lags, time_lags = figures.lags(partitions, committed_offsets)
     if not len(layout.partitions) == len(partitions) == len(committed_offsets) == len(offset_lags) == len(time_lags):
@@ -521,7 +536,7 @@ def render_group(figures: GroupLag, layout: GroupLayout, unit: LagUnit, metric: 
     if labels is not None:
         offsets, lags, seconds = partition_pieces(labels, committed_offsets, offset_lags, time_lags)
 
-    row_lags, row_seconds = layout.totals.read_lags(offset_lags, time_lags)
+    row_lags, row_seconds = read_lags(rows.owners, offset_lags, time_lags, rows.expected)
     member_lag, member_seconds = member_pieces(layout.row_labels, row_lags, row_seconds)
     members = len(layout.member_labels)
     skew = skew_of_lags(row_lags[:members], row_seconds[:members], unit, metric)

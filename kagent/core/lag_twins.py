@@ -13,6 +13,9 @@ doubles, and write each sample straight into its piece's bytes. So does
 :func:`kagent.core.committed_offset.applied`, which storage calls for every group-partition a batch commits
 to (tens of thousands of times a second live): its twin reads the stored value's text in place and writes
 the new one, keeping the window's commits as their text. So does
+:func:`kagent.core.member_lag.partition_rows`, which lays out how a group's partitions add up per member and
+whose labels each carries, once per shape of the group: for every group at the first scrape after a start
+or after the groups rebalance. So does
 :func:`kagent.core.throughput.partition_throughput`, which every evaluation calls for each partition its
 group reads: its twin reads the end-offset history's arrays in place. And
 :func:`kagent.core.group_listing.merged_body` writes a page of ``GET /api/groups`` from the workers' pages:

@@ -31,7 +31,6 @@ from typing import NamedTuple, Protocol
 
 from aiokafka.structs import TopicPartition
 
-from kagent.core.collector import untrack
 from kagent.core.events import GroupAssigned
 from kagent.core.lag_twins import twin_of
 from kagent.core.policy import LagUnit, SkewMetric
@@ -44,11 +43,14 @@ __all__ = [
     "Member",
     "MemberLag",
     "MemberTotals",
+    "ReadRows",
     "current_skew",
     "member_lags",
     "member_lags_of",
     "members_of",
+    "partition_rows",
     "read_lags",
+    "read_rows",
     "skew_of",
     "skew_of_lags",
     "unit_lag",
@@ -114,94 +116,42 @@ class MemberLag(NamedTuple):
 
 
 class MemberTotals:
-    """Members' lag by :func:`member_lags_of`'s rules, added up one partition at a time, or, for the
-    partitions of a group's layout (the metrics' render), all in one call as often as their figures change.
+    """Members' lag by :func:`member_lags_of`'s rules, added up one partition at a time.
 
-    :meth:`add` each partition the group reads once, then read :meth:`rows`; or, for the partitions given
-    at the start, read their rows' figures alone in one call (:meth:`read_lags`), as often as they change.
-    A member's partitions are those it holds below their topic's count in ``counts`` (a partition listed
-    twice counts twice); one whose topic's count is unknown makes its lag unknown, and so does one of its
-    partitions never added. The row of no member adds up the partitions added that no member holds and
-    that exist as far as known (not at or above a known count).
+    :meth:`add` each partition the group reads once, then read :meth:`rows`. A member's partitions are those
+    it holds below their topic's count in ``counts`` (a partition listed twice counts twice); one whose
+    topic's count is unknown makes its lag unknown, and so does one of its partitions never added. The row
+    of no member adds up the partitions added that no member holds and that exist as far as known (not at
+    or above a known count). For the same partitions' figures again and again (the metrics' render),
+    :func:`read_rows` once and :func:`read_lags` each time give the same figures in one call.
     """
 
-    __slots__ = (
-        "_counts",
-        "_expected",
-        "_held",
-        "_members",
-        "_owners",
-        "_read_expected",
-        "_read_owners",
-        "_rest",
-        "_sums",
-        "_uncounted",
-    )
+    __slots__ = ("_counts", "_expected", "_held", "_members", "_owners", "_rest", "_sums", "_uncounted")
 
-    def __init__(
-        self, members: Iterable[Member], counts: Mapping[str, int], read: Sequence[TopicPartition] = ()
-    ) -> None:
-        """Totals of ``members`` with nothing added; ``read``: the partitions :meth:`read_lags` adds up."""
+    def __init__(self, members: Iterable[Member], counts: Mapping[str, int]) -> None:
+        """Totals of ``members`` with nothing added."""
         self._members = sorted(members, key=_member_id)
         self._counts = counts
         self._owners: dict[TopicPartition, tuple[int, ...]] = {}
         self._held: set[TopicPartition] = set()
         self._uncounted = [0] * len(self._members)
         self._expected = [0] * len(self._members)
-        shared: dict[tuple[int, ...], tuple[int, ...]] = {}
-        """One tuple object per set of owners, however many partitions have it (a layout keeps these)."""
         owners_of = self._owners
         for index, member in enumerate(self._members):
-            alone = shared[(index,)] = (index,)
+            alone = (index,)
             for tp in member.partitions or ():
                 count = counts.get(tp.topic)
                 if count is None:
                     self._uncounted[index] += 1
                 elif tp.partition < count:
                     others = owners_of.get(tp)
-                    if others is None:  # as a rule: one owner
-                        owners_of[tp] = alone
-                    else:
-                        owners = (*others, index)
-                        owners_of[tp] = shared.setdefault(owners, owners)
+                    owners_of[tp] = alone if others is None else (*others, index)  # as a rule: one owner
                     self._expected[index] += 1
             self._held.update(member.partitions or ())
         self._sums = [[0, 0, 0, False, 0] for _ in range(len(self._members) + 1)]
         """Per member, then the row of no member: records, milliseconds, partitions unknown, whether a time
         lag is unknown, partitions added."""
         self._rest: list[TopicPartition] = []
-        held_by = owners_of.get  # a partition a member holds has its owners (never empty) there
-        self._read_owners = [held_by(tp) or self._owners_of(tp) for tp in read]
-        """The rows each partition read adds to (:meth:`read_lags`)."""
-        self._read_expected: list[int | None] = [
-            None if member.partitions is None else expected + uncounted
-            for member, expected, uncounted in zip(self._members, self._expected, self._uncounted, strict=True)
-        ]
-        """How many partitions each row adds up when its lag is known, for :func:`read_lags`: a member's (None
-        when its assignment is unknown), then the row of no member's when a partition read is no member's."""
-        unowned = self._read_owners.count(_REST)
-        if unowned:
-            self._read_expected.append(unowned)
-        untrack(  # a scrape's layout keeps one per group: numbers, members and partitions (kagent.core.collector)
-            [
-                self,
-                self._members,
-                self._owners,
-                self._held,
-                self._uncounted,
-                self._expected,
-                self._sums,
-                *self._sums,
-                self._rest,
-                self._read_owners,
-                self._read_expected,
-            ]
-        )
-
-    @property
-    def members(self) -> Sequence[Member]:
-        """The members, by member id: the order of :meth:`rows`."""
-        return self._members
 
     def _owners_of(self, tp: TopicPartition) -> Sequence[int]:
         """The rows ``tp``'s figures add to: its members'; :data:`_REST` (the row of no member) for one no
@@ -221,27 +171,6 @@ class MemberTotals:
         if owners is _REST:
             self._rest.append(tp)
         _add_up(self._sums, (owners,), (offset_lag,), (time_lag,))
-
-    @property
-    def rest_read(self) -> bool:
-        """Whether a partition given when the totals were made is no member's: :meth:`read_lags` then gives
-        the row of no member last."""
-        return len(self._read_expected) > len(self._members)
-
-    def read_lags(
-        self, offset_lags: Sequence[int | None], time_lags: Sequence[float | None]
-    ) -> tuple[list[int | None], list[float | None]]:
-        """The offset lag and time lag (None: unknown) of each row that :meth:`rows` would give, members by
-        member id and then the row of no member (when :attr:`rest_read`), had each partition given when the
-        totals were made been :meth:`add`-ed with the figures at its place in ``offset_lags`` and
-        ``time_lags``: the figures alone, in one call (:func:`read_lags`), of totals to which nothing was
-        added. Raises ``ValueError`` unless there are as many figures as partitions."""
-        if not len(offset_lags) == len(time_lags) == len(self._read_owners):
-            raise ValueError(
-                f"{len(self._read_owners)} partitions read but {len(offset_lags)} offset lags and "
-                f"{len(time_lags)} time lags"
-            )
-        return read_lags(self._read_owners, offset_lags, time_lags, self._read_expected)
 
     def rows(self) -> tuple[list[MemberLag], MemberLag | None]:
         """Each member with its lag, by member id, and the row of no member (None without one); a member's
@@ -319,6 +248,91 @@ def _read_lags(
 
 
 read_lags = twin_of(_read_lags)
+
+
+class ReadRows(NamedTuple):
+    """How the partitions a group reads add up to its rows, and whose labels each is written with: made once
+    per shape of the group (:func:`read_rows`; a scrape's layout keeps it), read by :func:`read_lags` at each
+    render."""
+
+    members: tuple[Member, ...]
+    """The members by member id: the rows, in order (the row of no member follows them)."""
+    owners: list[tuple[int, ...]]
+    """Per partition read, the rows its figures add to (:func:`read_lags`' ``owners``): the members holding it
+    below its topic's known count; ``(-1,)``, the row of no member, for one that no member holds and that
+    exists as far as known; none for one held only beyond its topic's count or of a topic of unknown count,
+    or one beyond a known count."""
+    expected: list[int | None]
+    """Per row, how many partitions it adds up when its lag is known (:func:`read_lags`' ``expected``): a
+    member's (None when its assignment is unknown; one of a topic of unknown count is expected and never
+    added, so its lag is unknown), then the row of no member's when a partition read is no member's."""
+    holders: list[int]
+    """Per partition read, the row of the member whose labels its series carry: the first member, in the
+    order the assignment lists them, that holds it; ``len(members)`` for one that no member holds."""
+
+    @property
+    def rest_read(self) -> bool:
+        """Whether a partition read is no member's: :func:`read_lags` then gives the row of no member last."""
+        return len(self.expected) > len(self.members)
+
+
+def read_rows(members: Sequence[Member], counts: Mapping[str, int], read: Sequence[TopicPartition]) -> ReadRows:
+    """The :class:`ReadRows` of the partitions ``read`` (each once) of a group of ``members`` (as the assignment
+    lists them), by :class:`MemberTotals`' rules: :func:`read_lags` of them and of the partitions' figures
+    gives the figures of the rows that :meth:`MemberTotals.add` of each partition and
+    :meth:`MemberTotals.rows` give."""
+    order = sorted(range(len(members)), key=[member.member_id for member in members].__getitem__)
+    listed = sorted(range(len(order)), key=order.__getitem__)  # each member's row, as the assignment lists them
+    by_id = [members[index] for index in order]
+    owners, expected, holders = partition_rows([member.partitions for member in by_id], listed, counts, read)
+    return ReadRows(tuple(by_id), owners, expected, holders)
+
+
+def _partition_rows(
+    held: Sequence[Sequence[TopicPartition] | None],
+    listed: Sequence[int],
+    counts: Mapping[str, int],
+    read: Sequence[TopicPartition],
+) -> tuple[list[tuple[int, ...]], list[int | None], list[int]]:
+    """:class:`ReadRows`' ``owners``, ``expected`` and ``holders`` of the partitions ``read``, from each row's
+    ``held`` partitions (None: unknown), ``listed``: the rows in the order the assignment lists their
+    members, and the topics' partition ``counts``. Raises ``IndexError`` for a row listed that is not one.
+
+    Made once per shape of a group, for every group a scrape renders after a restart or a rebalance: its
+    compiled twin (:mod:`kagent.core.lag_twins`) runs where it is built."""
+    owners_of: dict[TopicPartition, tuple[int, ...]] = {}
+    holder_of: dict[TopicPartition, int] = {}
+    expected: list[int | None] = [None] * len(held)
+    for row in listed:
+        partitions = held[row]
+        if partitions is None:
+            continue
+        alone, counted = (row,), 0
+        for tp in partitions:
+            holder_of.setdefault(tp, row)
+            count = counts.get(tp.topic)
+            if count is None:
+                counted += 1  # never added: the member's lag is unknown
+            elif tp.partition < count:
+                counted += 1
+                others = owners_of.get(tp)
+                owners_of[tp] = alone if others is None else (*others, row)  # as a rule: one owner
+        expected[row] = counted
+    owners: list[tuple[int, ...]] = []
+    for tp in read:
+        found = owners_of.get(tp)
+        if found is None:
+            count = counts.get(tp.topic)
+            found = () if tp in holder_of or (count is not None and tp.partition >= count) else _REST
+        owners.append(found)
+    unheld = owners.count(_REST)
+    if unheld:
+        expected.append(unheld)
+    rest = len(held)
+    return owners, expected, [holder_of.get(tp, rest) for tp in read]
+
+
+partition_rows = twin_of(_partition_rows)
 
 
 def _add_up(

@@ -12,9 +12,11 @@ import math
 import subprocess
 import sys
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 import pytest
+from aiokafka.structs import TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,6 +48,7 @@ def test_both_loops_run_their_compiled_twins() -> None:
         "merged_body",
         "offsets_of",
         "partition_pieces",
+        "partition_rows",
         "partition_throughput",
         "read_lags",
     }
@@ -57,6 +60,7 @@ def test_both_loops_run_their_compiled_twins() -> None:
     assert lag_series.partition_pieces is _lag_twins.partition_pieces
     assert lag_series.member_pieces is _lag_twins.member_pieces
     assert member_lag.read_lags is _lag_twins.read_lags
+    assert member_lag.partition_rows is _lag_twins.partition_rows
     assert group_listing.merged_body is _lag_twins.merged_body
     assert throughput.partition_throughput is _lag_twins.partition_throughput
 
@@ -208,16 +212,49 @@ TIME_LAGS = st.one_of(
 )
 
 
-@settings(max_examples=400)
-@given(
-    st.lists(
-        st.tuples(LABELS, st.one_of(st.none(), INT64, BEYOND), st.one_of(st.none(), OFFSETS), TIME_LAGS), max_size=30
+TOPIC_NAMES = st.sampled_from(["t", "u", "\u00e9v\u00e9nements", 'q"uoted'])
+
+
+@st.composite
+def partition_labels(draw: st.DrawFn) -> tuple[lag_series.PartitionLabels, list[Any]]:
+    """Pieces of a group's partition labels, and for each partition its committed offset, offset lag and time
+    lag: holders and numbers mostly the twin's own, now and then one it hands to the Python (a holder out of
+    range or not an int, a number past int32 or below 0, a partition that is not a TopicPartition)."""
+    prefixes = tuple(draw(st.lists(st.text(max_size=12).map(lambda text: f'{{m="{text}",partition="'), max_size=4)))
+    sizes = draw(st.lists(st.integers(0, 6), max_size=4))
+    topics = tuple((f'",topic="{draw(TOPIC_NAMES)}"}} ', size) for size in sizes)
+    count = sum(sizes)
+    places = len(prefixes)
+    odd = st.integers(0, 30).map(lambda n: n == 0)  # one in 31: what the twin hands to the Python
+    holders, partitions = [], []
+    for _ in range(count):
+        holder = (
+            draw(st.sampled_from([-1, places, True])) if draw(odd) or not places else draw(st.integers(0, places - 1))
+        )
+        holders.append(holder)
+        number = draw(st.sampled_from([2**31, -1])) if draw(odd) else draw(st.integers(0, 300) | st.just(2**31 - 1))
+        topic = draw(TOPIC_NAMES)
+        partitions.append((topic, number) if draw(odd) else TopicPartition(topic, number))
+    figures = draw(
+        st.lists(
+            st.tuples(st.one_of(st.none(), INT64, BEYOND), st.one_of(st.none(), OFFSETS), TIME_LAGS),
+            min_size=count,
+            max_size=count,
+        )
     )
-)
-def test_partition_pieces_twin_writes_the_python_text(
-    rows: list[tuple[str, int | None, int | None, float | None]],
-) -> None:
-    _writes_the_same(lag_series._partition_pieces, _lag_twins.partition_pieces, rows, 4)
+    labels = lag_series.PartitionLabels(prefixes, holders, tuple(partitions), topics)
+    return labels, [list(column) for column in zip(*figures, strict=True)] if figures else [[], [], []]
+
+
+@settings(max_examples=600)
+@given(partition_labels())
+def test_partition_pieces_twin_writes_the_python_text(labels_and_figures: tuple[Any, list[Any]]) -> None:
+    """The same text, from its labels' pieces, or the same error (a holder out of range: IndexError, a
+    partition that is not a TopicPartition: AttributeError), with its figures as lists and as tuples."""
+    labels, columns = labels_and_figures
+    python = _outcome(lambda columns: lag_series._partition_pieces(labels, *columns), columns)
+    assert _outcome(lambda columns: _lag_twins.partition_pieces(labels, *columns), columns) == python
+    assert _outcome(lambda columns: _lag_twins.partition_pieces(labels, *map(tuple, columns)), columns) == python
 
 
 def _writes_the_same(python: Callable[..., object], twin: Callable[..., object], rows: list[Any], width: int) -> None:
@@ -231,7 +268,21 @@ def _writes_the_same(python: Callable[..., object], twin: Callable[..., object],
 @pytest.mark.parametrize(
     ("python", "twin", "arguments"),
     [
-        (lag_series._partition_pieces, _lag_twins.partition_pieces, (["{} "], [1], [1, 2], [None])),
+        (
+            lag_series._partition_pieces,
+            _lag_twins.partition_pieces,
+            (lag_series.PartitionLabels(("{",), [0], (TopicPartition("t", 0),), (("} ", 1),)), [1], [1, 2], [None]),
+        ),
+        (
+            lag_series._partition_pieces,
+            _lag_twins.partition_pieces,
+            (
+                lag_series.PartitionLabels(("{",), [0], (TopicPartition("t", 0),), (("} ", 2), ("} ", -1))),
+                [1],
+                [1],
+                [None],
+            ),
+        ),
         (lag_series._member_pieces, _lag_twins.member_pieces, (["{} "], [1, 2], [None])),
     ],
 )
@@ -295,6 +346,38 @@ def test_read_lags_twin_hands_what_it_does_not_take_to_the_python() -> None:
         _lag_twins.read_lags([(2,)], [1], [1.0], [None, None])
     with pytest.raises(ValueError, match="zip"):
         _lag_twins.read_lags([(0,)], [1, 2], [1.0], [None])
+
+
+POOL = [TopicPartition(topic, partition) for topic in ("t", "u", "w") for partition in range(4)]
+
+
+@st.composite
+def groups_held(draw: st.DrawFn) -> tuple[list[Any], list[Any], Any, list[Any]]:
+    """Each row's partitions (None: unknown; a partition held twice, by one member or two; beyond its topic's
+    count or of a topic of unknown count), the rows as the assignment lists them, the counts and the partitions
+    read; now and then what the twin hands to the Python (a row listed that is not one, counts not in a dict, a
+    partition that is not a TopicPartition)."""
+    rows = draw(st.integers(0, 4))
+    held = [draw(st.none() | st.lists(st.sampled_from(POOL), max_size=6)) for _ in range(rows)]
+    listed = draw(st.permutations(range(rows)))
+    if draw(st.integers(0, 10)) == 0:
+        listed = [*listed, draw(st.sampled_from([rows, -1]))]
+    counts: Any = {topic: draw(st.integers(0, 5)) for topic in draw(st.sets(st.sampled_from(["t", "u", "w"])))}
+    if draw(st.integers(0, 10)) == 0:
+        counts = MappingProxyType(counts)
+    read: list[Any] = sorted(draw(st.sets(st.sampled_from(POOL))))
+    if read and draw(st.integers(0, 10)) == 0:
+        read[0] = tuple(read[0])
+    return held, list(listed), counts, read
+
+
+@settings(max_examples=800)
+@given(groups_held())
+def test_partition_rows_twin_lays_out_as_the_python(group: tuple[list[Any], list[Any], Any, list[Any]]) -> None:
+    """The same owners, expected counts and holders, or the same error, whatever the twin hands to the Python."""
+    assert _outcome(lambda group: _lag_twins.partition_rows(*group), group) == _outcome(
+        lambda group: member_lag._partition_rows(*group), group
+    )
 
 
 @st.composite

@@ -10,7 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
-from kagent.core.member_lag import NO_MEMBER, MemberTotals, current_skew, member_lags, members_of, unit_lag
+from kagent.core.member_lag import (
+    NO_MEMBER,
+    MemberTotals,
+    current_skew,
+    member_lags,
+    members_of,
+    read_lags,
+    read_rows,
+    unit_lag,
+)
 from kagent.core.policy import LagUnit, SkewMetric
 from kagent.core.snapshot import UNDESCRIBED_GENERATION, GroupSnapshot, LagFlag, PartitionLag
 from tests.support.lag_oracle import reference_member_lags
@@ -173,9 +182,10 @@ def test_the_one_pass_sums_are_the_plain_ones(group: GroupSnapshot) -> None:
 
 @given(_groups())
 def test_the_figures_of_the_partitions_read_at_once_are_the_rows_of_adding_each(group: GroupSnapshot) -> None:
-    """:meth:`MemberTotals.read_lags` (the metrics' render) gives each row's figures as :meth:`~MemberTotals.add`
-    of each partition and :meth:`~MemberTotals.rows` do, the row of no member last when there is one, and
-    as often as it is asked."""
+    """:func:`read_lags` of the :func:`read_rows` of the partitions read (the metrics' render) gives each row's
+    figures as :meth:`~MemberTotals.add` of each partition and :meth:`~MemberTotals.rows` do, the row of no
+    member last when there is one, as often as it is asked; each partition's labels are those of the first
+    member, as the assignment lists them, that holds it, or no member's."""
     members = members_of(group.assignment)
     read = sorted(group.lag)
     offset_lags = [group.lag[tp].offset_lag for tp in read]
@@ -189,9 +199,15 @@ def test_the_figures_of_the_partitions_read_at_once_are_the_rows_of_adding_each(
     if rest is not None:
         expected[0].append(rest.offset_lag)
         expected[1].append(rest.time_lag)
-    made = MemberTotals(members, group.partition_counts, read)
+    made = read_rows(members, group.partition_counts, read)
+    assert [member.member_id for member in made.members] == [row.member_id for row in rows]
     assert made.rest_read == (rest is not None)
-    assert made.read_lags(offset_lags, time_lags) == expected
-    assert made.read_lags(offset_lags, time_lags) == expected  # nothing kept of the first call
-    with pytest.raises(ValueError, match="partitions read but"):
-        made.read_lags([*offset_lags, 1], [*time_lags, None])
+    assert read_lags(made.owners, offset_lags, time_lags, made.expected) == expected
+    assert read_lags(made.owners, offset_lags, time_lags, made.expected) == expected  # nothing kept of the first
+    first_holder = {}
+    for member in members:
+        for tp in member.partitions or ():
+            first_holder.setdefault(tp, member)
+    assert [made.members[holder] if holder < len(made.members) else None for holder in made.holders] == [
+        first_holder.get(tp) for tp in read
+    ]
