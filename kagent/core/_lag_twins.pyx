@@ -430,24 +430,25 @@ cdef long long PARTITION_LIMIT = 2_147_483_648  # a partition's number is an int
 
 cdef enum:
     LABEL_ROOM = 4096  # a partition's labels' most bytes written here (a longer one's are the Python twin's)
-    DIGITS_ROOM = 10  # a partition's number's most digits
+    PARTITION_ROOM = 22  # ',partition="' and a partition's number's most digits
 
 
 def partition_pieces(labels, committed, offset_lags, time_lags):
     """The twin of kagent.core.lag_series.partition_pieces: each line written straight into its piece, its
-    labels from their pieces (a holder that is no prefix's place, or a partition that is not a
-    TopicPartition of a number from 0 to 2**31, is left to the Python twin)."""
+    labels from their pieces (a holder that is no member's place, a member's labels shorter than their
+    closing brace and space, or a partition that is not a TopicPartition of a number from 0 to 2**31, is left
+    to the Python twin)."""
     global _names
     cdef Py_ssize_t count, in_topics = 0, index, end, size, suffix_size, places
     cdef Py_ssize_t longest = 0, longest_suffix = 0
     cdef long long holder, number
     cdef str offset_name, lag_name, seconds_name
     cdef const char *suffix
-    cdef const char **texts = NULL  # each prefix's UTF-8, and its size
+    cdef const char **texts = NULL  # each member's labels in UTF-8, and their size but the closing "} "
     cdef Py_ssize_t *sizes = NULL
     cdef char label[LABEL_ROOM]
     cdef Piece offsets, lags, seconds, written  # written: the label being put together, in label
-    prefixes, holders, partitions, topics = labels
+    members, holders, partitions, topics = labels
     count = len(partitions)
     for topic in topics:
         size = topic[1]
@@ -466,7 +467,7 @@ def partition_pieces(labels, committed, offset_lags, time_lags):
 
         _names = (GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name)
     offset_name, lag_name, seconds_name = _names
-    places = len(prefixes)
+    places = len(members)
     for topic in topics:
         PyUnicode_AsUTF8AndSize(<str>topic[0], &size)
         longest_suffix = max(longest_suffix, size)
@@ -477,11 +478,15 @@ def partition_pieces(labels, committed, offset_lags, time_lags):
         if texts == NULL or sizes == NULL:
             raise MemoryError()
         for index in range(places):
-            texts[index] = PyUnicode_AsUTF8AndSize(<str>prefixes[index], &sizes[index])
+            texts[index] = PyUnicode_AsUTF8AndSize(<str>members[index], &size)
+            # Their last two characters (as a rule "} ") are left out: two bytes when both are ASCII.
+            if size < 2 or <unsigned char>texts[index][size - 1] >= 128 or <unsigned char>texts[index][size - 2] >= 128:
+                return _partition_pieces_in_python(labels, committed, offset_lags, time_lags)
+            sizes[index] = size - 2
             longest = max(longest, sizes[index])
-        if longest + DIGITS_ROOM + longest_suffix > LABEL_ROOM:  # a label this long is the Python twin's
+        if longest + PARTITION_ROOM + longest_suffix > LABEL_ROOM:  # a label this long is the Python twin's
             return _partition_pieces_in_python(labels, committed, offset_lags, time_lags)
-        size = count * (longest + DIGITS_ROOM + longest_suffix)  # at least the labels' bytes
+        size = count * (longest + PARTITION_ROOM + longest_suffix)  # at least the labels' bytes
         _open(&offsets, size + count * (len(offset_name) + VALUE_ROOM))
         _open(&lags, size + count * (len(lag_name) + VALUE_ROOM))
         _open(&seconds, size + count * (len(seconds_name) + VALUE_ROOM))
@@ -501,6 +506,7 @@ def partition_pieces(labels, committed, offset_lags, time_lags):
                     return _partition_pieces_in_python(labels, committed, offset_lags, time_lags)
                 written.end = label
                 _put(&written, texts[holder], sizes[holder])
+                _put(&written, ',partition="', 12)
                 _put_int(&written, number)
                 _put(&written, suffix, suffix_size)
                 size = written.end - label

@@ -276,13 +276,14 @@ class PartitionOffsets(NamedTuple):
 
 class PartitionLabels(NamedTuple):
     """The labels of a group's partition series, as the pieces they are written from: a partition's labels
-    are its holder's prefix (its member's labels up to the partition's number), its number, and its topic's
-    suffix; none of them is kept written out per partition."""
+    are its holder's member labels but their closing brace and space (``partition`` and ``topic`` sort after
+    them), its number, and its topic's suffix; none of them is kept written out per partition."""
 
-    prefixes: tuple[str, ...]
-    """Each member's labels up to a partition's number, by member id, then those of no member."""
+    members: tuple[str, ...]
+    """Each member's series' labels, braces and the space before the value included (:func:`member_labels`),
+    by member id, then those of no member."""
     holders: Sequence[int]
-    """Per partition, its holder's place in :attr:`prefixes`."""
+    """Per partition, its holder's place in :attr:`members`."""
     partitions: tuple[TopicPartition, ...]
     """The partitions, by topic, then partition."""
     topics: tuple[tuple[str, int], ...]
@@ -350,7 +351,7 @@ class GroupLayout:
         if frozenset(self.family_names).isdisjoint((GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name)):
             return
         self.labels = PartitionLabels(
-            tuple(f'{labels[:-2]},partition="' for labels in (*self.member_labels, rest_labels)),
+            (*self.member_labels, rest_labels),
             self.rows.holders,
             self.partitions,
             tuple(
@@ -408,11 +409,11 @@ def _partition_pieces(
     written with its labels (``labels``: the pieces they are made of) from its ``committed`` offset (None:
     no sample), its offset lag (None: NaN) and its time lag (NaN when the offset lag is unknown, or records
     wait and it is unknown; 0 when nothing waits). All in the partitions' order; raises ``ValueError`` when
-    their lengths differ (or a topic's count is negative), ``IndexError`` for a holder that is no prefix's
+    their lengths differ (or a topic's count is negative), ``IndexError`` for a holder that is no member's
     place.
 
     The scrape's innermost loop: its compiled twin (:mod:`kagent.core.lag_twins`) runs where it is built."""
-    prefixes, holders, partitions, topics = labels
+    members, holders, partitions, topics = labels
     count, in_topics = len(partitions), sum(size for _, size in topics)
     if not count == len(holders) == in_topics == len(committed) == len(offset_lags) == len(time_lags) or any(
         size < 0 for _, size in topics
@@ -423,7 +424,7 @@ def _partition_pieces(
         )
     suffixes = [suffix for suffix, size in topics for _ in range(size)]
     written = [
-        f"{prefixes[holder]}{tp.partition}{suffix}"
+        f'{members[holder][:-2]},partition="{tp.partition}{suffix}'
         for holder, tp, suffix in zip(holders, partitions, suffixes, strict=True)
     ]
     offset_name, lag_name, seconds_name = GROUP_OFFSET.name, GROUP_LAG.name, GROUP_LAG_SECONDS.name
