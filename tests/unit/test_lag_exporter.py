@@ -649,6 +649,17 @@ def test_a_scrape_renders_again_only_the_groups_whose_figures_changed_and_those_
     assert _rendered(reader)[5:] == ["b", "orders"]
 
 
+async def test_what_a_render_gathers_and_keeps_is_out_of_the_collectors_watch() -> None:
+    """A scrape's render gathers every held group's pieces (and the names, partitions and lagging pieces with
+    them) over many turns of the loop: watched, each young collection meanwhile went over all of them (43-46
+    ms at 50,000 groups in process). Text, names and partitions alone, none can be in a cycle."""
+    collector = exporter(FakeGroups({"a": _caught_up("a"), "orders": ORDERS}))
+    found, lagging, partitions = await collector._render(LoopHold())
+    assert len(found) == 2 and len(lagging) == 1  # "orders" has lag
+    gathered = [found, lagging, partitions, *found, *lagging]
+    assert [each for each in gathered if gc.is_tracked(each)] == []
+
+
 def test_a_stale_clock_renders_every_group_again() -> None:
     reader = FakeGroups({"a": _caught_up("a"), "orders": ORDERS})
     collector = exporter(reader)
