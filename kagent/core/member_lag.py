@@ -126,48 +126,23 @@ class MemberTotals:
     :func:`read_rows` once and :func:`read_lags` each time give the same figures in one call.
     """
 
-    __slots__ = ("_counts", "_expected", "_held", "_members", "_owners", "_rest", "_sums", "_uncounted")
+    __slots__ = ("_counts", "_expected", "_holders", "_members", "_owners", "_rest", "_sums")
 
     def __init__(self, members: Iterable[Member], counts: Mapping[str, int]) -> None:
         """Totals of ``members`` with nothing added."""
         self._members = sorted(members, key=_member_id)
         self._counts = counts
-        self._owners: dict[TopicPartition, tuple[int, ...]] = {}
-        self._held: set[TopicPartition] = set()
-        self._uncounted = [0] * len(self._members)
-        self._expected = [0] * len(self._members)
-        owners_of = self._owners
-        for index, member in enumerate(self._members):
-            alone = (index,)
-            for tp in member.partitions or ():
-                count = counts.get(tp.topic)
-                if count is None:
-                    self._uncounted[index] += 1
-                elif tp.partition < count:
-                    others = owners_of.get(tp)
-                    owners_of[tp] = alone if others is None else (*others, index)  # as a rule: one owner
-                    self._expected[index] += 1
-            self._held.update(member.partitions or ())
+        self._owners, self._holders, self._expected = _holdings(
+            [member.partitions for member in self._members], range(len(self._members)), counts
+        )
         self._sums = [[0, 0, 0, False, 0] for _ in range(len(self._members) + 1)]
         """Per member, then the row of no member: records, milliseconds, partitions unknown, whether a time
         lag is unknown, partitions added."""
         self._rest: list[TopicPartition] = []
 
-    def _owners_of(self, tp: TopicPartition) -> Sequence[int]:
-        """The rows ``tp``'s figures add to: its members'; :data:`_REST` (the row of no member) for one no
-        member holds; none for one held beyond its topic's count or of a topic of unknown count, or one
-        beyond a known count."""
-        owners: Sequence[int] | None = self._owners.get(tp)
-        if owners is not None:
-            return owners
-        if tp in self._held:
-            return ()
-        count = self._counts.get(tp.topic)
-        return () if count is not None and tp.partition >= count else _REST
-
     def add(self, tp: TopicPartition, offset_lag: int | None, time_lag: float | None) -> None:
         """One partition the group reads, with its offset lag and time lag (None: unknown)."""
-        owners = self._owners_of(tp)
+        owners = _owners_in(tp, self._owners, self._holders, self._counts)
         if owners is _REST:
             self._rest.append(tp)
         _add_up(self._sums, (owners,), (offset_lag,), (time_lag,))
@@ -181,7 +156,9 @@ class MemberTotals:
                 rows.append(MemberLag(*member[:3], True, None, None, None, 0))  # its lag is unknown, as its partitions
                 continue
             records, millis, unknown, seconds_unknown, added = self._sums[index]
-            unknown += self._expected[index] - added + self._uncounted[index]
+            expected = self._expected[index]
+            assert expected is not None  # None only for a member whose partitions are unknown
+            unknown += expected - added
             counts = self._counts
             counted = tuple(
                 sorted(tp for tp in member.partitions if tp.topic in counts and tp.partition < counts[tp.topic])
@@ -300,6 +277,23 @@ def _partition_rows(
 
     Made once per shape of a group, for every group a scrape renders after a restart or a rebalance: its
     compiled twin (:mod:`kagent.core.lag_twins`) runs where it is built."""
+    owners_of, holder_of, expected = _holdings(held, listed, counts)
+    owners = [_owners_in(tp, owners_of, holder_of, counts) for tp in read]
+    unheld = owners.count(_REST)
+    if unheld:
+        expected.append(unheld)
+    rest = len(held)
+    return owners, expected, [holder_of.get(tp, rest) for tp in read]
+
+
+def _holdings(
+    held: Sequence[Sequence[TopicPartition] | None], listed: Iterable[int], counts: Mapping[str, int]
+) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[TopicPartition, int], list[int | None]]:
+    """Who holds what, from each row's ``held`` partitions (None: unknown), the rows taken in the order
+    ``listed``: the rows each partition adds to (the members holding it below its topic's known count), the
+    first row holding each partition (whatever its count), and how many partitions each row adds up when its
+    lag is known (None when its assignment is unknown; one of a topic of unknown count is expected and never
+    added, so its lag is unknown). Raises ``IndexError`` for a row listed that is not one."""
     owners_of: dict[TopicPartition, tuple[int, ...]] = {}
     holder_of: dict[TopicPartition, int] = {}
     expected: list[int | None] = [None] * len(held)
@@ -318,18 +312,25 @@ def _partition_rows(
                 others = owners_of.get(tp)
                 owners_of[tp] = alone if others is None else (*others, row)  # as a rule: one owner
         expected[row] = counted
-    owners: list[tuple[int, ...]] = []
-    for tp in read:
-        found = owners_of.get(tp)
-        if found is None:
-            count = counts.get(tp.topic)
-            found = () if tp in holder_of or (count is not None and tp.partition >= count) else _REST
-        owners.append(found)
-    unheld = owners.count(_REST)
-    if unheld:
-        expected.append(unheld)
-    rest = len(held)
-    return owners, expected, [holder_of.get(tp, rest) for tp in read]
+    return owners_of, holder_of, expected
+
+
+def _owners_in(
+    tp: TopicPartition,
+    owners_of: Mapping[TopicPartition, tuple[int, ...]],
+    holder_of: Mapping[TopicPartition, int],
+    counts: Mapping[str, int],
+) -> tuple[int, ...]:
+    """The rows ``tp``'s figures add to (:func:`_holdings`' ``owners_of`` and ``holder_of``): its members';
+    :data:`_REST` (the row of no member) for one no member holds; none for one held only beyond its topic's
+    count or of a topic of unknown count, or one beyond a known count."""
+    owners = owners_of.get(tp)
+    if owners is not None:
+        return owners
+    if tp in holder_of:
+        return ()
+    count = counts.get(tp.topic)
+    return () if count is not None and tp.partition >= count else _REST
 
 
 partition_rows = twin_of(_partition_rows)
