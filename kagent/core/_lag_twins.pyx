@@ -2,8 +2,8 @@
 """Compiled twins of kagent.core.committed_offset.offsets_of, kagent.core.time_lag.measured_lags,
 kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces, kagent.core.member_lag.read_lags,
 kagent.core.member_lag.partition_rows, kagent.core.lag_series.member_pieces,
-kagent.core.committed_offset.applied, kagent.core.throughput.partition_throughput and
-kagent.core.group_listing._merged_body.
+kagent.core.committed_offset.applied, kagent.core.throughput.partition_throughput,
+kagent.core.group_health._judged and kagent.core.group_listing._merged_body.
 
 Each function returns exactly what its Python twin returns for the same arguments (kagent.core.lag_twins
 states the contract; tests/unit/test_lag_twins.py and tests/unit/test_listing_twin.py check it). Offsets
@@ -1259,3 +1259,140 @@ def merged_body(own, others, Py_ssize_t figure, bint descending, Py_ssize_t offs
     finally:
         PyMem_Free(runs)
         PyMem_Free(picks)
+
+
+cdef object _python_judged = None  # kagent.core.group_health._judged: whatever is not judged here
+cdef object _recent_lag_zero = None  # kagent.core.group_health.recent_lag_zero: the STOP rule's last look
+cdef tuple _verdicts = None  # (status, rule) of each outcome below, from kagent.core.group_health
+cdef long long JUDGED_LIMIT = 1LL << 62  # an offset, log end or allowed lag judged here is of size below it
+
+cdef enum:
+    JUDGED_COMMITS = 64  # a window of more commits than this goes to the Python
+    V_EMPTY = 0
+    V_IDLE
+    V_CAUGHT_UP
+    V_ALLOWED
+    V_TOO_FEW
+    V_STOP
+    V_REWIND
+    V_NOT_FULL
+    V_CAUGHT_UP_IN_WINDOW
+    V_STALL
+    V_GREW
+    V_NEVER_FELL
+    V_FELL
+
+
+def judged(window, log_end_offset, now, allowed_lag, time_lag, recent_log_end_offsets, min_commits):
+    """The twin of kagent.core.group_health._judged, for a window of at most 64 commits, each a tuple of an
+    int offset, a float timestamp and an int log end or None, and an int capacity; a float ``now`` and
+    ``time_lag`` (or None); and ints below 2**62 in size (offsets, log ends, the capacity, the allowed lag,
+    min_commits).
+    Anything else goes to the Python twin. The recent log ends are asked for, and read by the Python rule,
+    only where the STOP rule needs them, as the Python does."""
+    global _python_judged, _recent_lag_zero, _verdicts
+    if _python_judged is None:  # not at import: kagent.core.group_health imports this module
+        from kagent.core.group_health import PartitionStatus, _judged, _Rule, recent_lag_zero
+
+        _python_judged, _recent_lag_zero = _judged, recent_lag_zero
+        _verdicts = tuple(
+            (PartitionStatus[status], _Rule[rule])
+            for status, rule in (
+                ("OK", "EMPTY"), ("OK", "IDLE"), ("OK", "CAUGHT_UP"), ("OK", "ALLOWED"), ("OK", "TOO_FEW"),
+                ("STOP", "STOP"), ("REWIND", "REWIND"), ("OK", "NOT_FULL"), ("OK", "CAUGHT_UP_IN_WINDOW"),
+                ("STALL", "STALL"), ("WARN", "GREW"), ("WARN", "NEVER_FELL"), ("OK", "FELL"),
+            )
+        )
+    cdef long long offsets[JUDGED_COMMITS]
+    cdef long long ends[JUDGED_COMMITS]
+    cdef double stamps[JUDGED_COMMITS]
+    cdef bint known[JUDGED_COMMITS]
+    cdef long long lags[JUDGED_COMMITS]
+    cdef long long log_end, allowed, least, lag, before, slots
+    cdef Py_ssize_t count, index, last, rewind, measured = 0
+    cdef double at, span
+    cdef bint grew
+    commits = window.commits
+    capacity = window.capacity
+    if (
+        type(commits) is not tuple
+        or not _read_int(capacity, JUDGED_LIMIT, &slots)
+        or type(now) is not float
+        or (time_lag is not None and type(time_lag) is not float)
+        or not _read_int(log_end_offset, JUDGED_LIMIT, &log_end)
+        or not _read_int(allowed_lag, JUDGED_LIMIT, &allowed)
+        or not _read_int(min_commits, JUDGED_LIMIT, &least)
+    ):
+        return _python_judged(window, log_end_offset, now, allowed_lag, time_lag, recent_log_end_offsets, min_commits)
+    count = PyTuple_GET_SIZE(commits)
+    if count == 0:
+        return _verdicts[V_EMPTY]
+    if count > JUDGED_COMMITS:
+        return _python_judged(window, log_end_offset, now, allowed_lag, time_lag, recent_log_end_offsets, min_commits)
+    for index in range(count):
+        commit = <object>PyTuple_GET_ITEM(commits, index)
+        if not isinstance(commit, tuple) or PyTuple_GET_SIZE(commit) != 3:
+            return _python_judged(window, log_end_offset, now, allowed_lag, time_lag, recent_log_end_offsets, min_commits)
+        stamp = <object>PyTuple_GET_ITEM(commit, 1)
+        end = <object>PyTuple_GET_ITEM(commit, 2)
+        known[index] = end is not None
+        if (
+            not _read_int(<object>PyTuple_GET_ITEM(commit, 0), JUDGED_LIMIT, &offsets[index])
+            or type(stamp) is not float
+            or (known[index] and not _read_int(end, JUDGED_LIMIT, &ends[index]))
+        ):
+            return _python_judged(window, log_end_offset, now, allowed_lag, time_lag, recent_log_end_offsets, min_commits)
+        stamps[index] = stamp
+    last = count - 1
+    lag = log_end - offsets[last]
+    if lag < 0:
+        lag = 0
+    if lag <= allowed:
+        if lag == 0:
+            return _verdicts[V_IDLE if known[last] and ends[last] == log_end else V_CAUGHT_UP]
+        return _verdicts[V_ALLOWED]
+    if count < least:
+        return _verdicts[V_TOO_FEW]
+    at = now
+    span = stamps[last] - stamps[0]
+    if (
+        at - stamps[last] > span  # offsets_stopped
+        and not _recent_lag_zero(commits, recent_log_end_offsets())
+        and (time_lag is None or <double>time_lag > span)
+    ):
+        return _verdicts[V_STOP]
+    rewind = 0  # offsets_rewind_index, then rewind_recovered
+    for index in range(1, count):
+        if offsets[index] < offsets[index - 1]:
+            rewind = index
+            break
+    if rewind:
+        before = offsets[rewind - 1]
+        for index in range(rewind, count):
+            if offsets[index] >= before:
+                break
+        else:
+            return _verdicts[V_REWIND]
+    if count != slots:
+        return _verdicts[V_NOT_FULL]
+    for index in range(count):  # each known lag, in order
+        if known[index]:
+            lags[measured] = ends[index] - offsets[index] if ends[index] > offsets[index] else 0
+            measured += 1
+    for index in range(measured):  # lag_always_not_zero
+        if lags[index] <= allowed:
+            return _verdicts[V_CAUGHT_UP_IN_WINDOW]
+    for index in range(1, count):  # offsets_stalled
+        if offsets[index] != offsets[0]:
+            break
+    else:
+        return _verdicts[V_STALL]
+    if measured >= 2:
+        grew = True
+        for index in range(1, measured):  # lag_not_decreasing
+            if lags[index] < lags[index - 1]:
+                return _verdicts[V_FELL]
+            if lags[index] == lags[index - 1]:
+                grew = False
+        return _verdicts[V_GREW if grew else V_NEVER_FELL]
+    return _verdicts[V_FELL]

@@ -72,14 +72,17 @@ are in records.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
+from functools import partial
 from itertools import pairwise
 from operator import gt, le
 from typing import Any, NamedTuple
 
 from aiokafka.structs import TopicPartition
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kagent.core.lag_twins import twin_of
 
 __all__ = [
     "DEFAULT_COMMITS",
@@ -92,6 +95,7 @@ __all__ = [
     "PartitionStatus",
     "add_commit",
     "group_status",
+    "judged_group",
     "lag_always_not_zero",
     "lag_not_decreasing",
     "offsets_rewind_index",
@@ -367,73 +371,137 @@ def partition_status(
 
     ``reason`` says which of these decided, with the figures.
     """
+    recent = lambda: recent_log_end_offsets  # noqa: E731 -- asked for only where the STOP rule needs them
+    status, rule = judge(window, log_end_offset, now, allowed_lag, time_lag, recent, min_commits)
+    return _explained(status, rule, window, log_end_offset, now, allowed_lag, time_lag, min_commits)
+
+
+class _Rule(Enum):
+    """Which step of :func:`partition_status`'s contract decided a partition's status."""
+
+    EMPTY = "empty"
+    IDLE = "idle"
+    CAUGHT_UP = "caught up"
+    ALLOWED = "allowed"
+    TOO_FEW = "too few"
+    STOP = "stop"
+    REWIND = "rewind"
+    NOT_FULL = "not full"
+    CAUGHT_UP_IN_WINDOW = "caught up in the window"
+    STALL = "stall"
+    GREW = "grew"
+    NEVER_FELL = "never fell"
+    FELL = "fell"
+
+
+def _judged(
+    window: CommitWindow,
+    log_end_offset: int,
+    now: float,
+    allowed_lag: int,
+    time_lag: float | None,
+    recent_log_end_offsets: Callable[[], Sequence[int]],
+    min_commits: int,
+) -> tuple[PartitionStatus, _Rule]:
+    """:func:`partition_status`'s status, and the rule that decided it, without the reason's text: a group
+    is judged on every partition it reads, and only its culprits' reasons are read. The recent log ends
+    are asked for only where the STOP rule needs them."""
     commits = window.commits
     if not commits:
-        return PartitionHealth(PartitionStatus.OK, "no commit in the window yet")
+        return PartitionStatus.OK, _Rule.EMPTY
+    first, last = commits[0], commits[-1]
+    lag = max(0, log_end_offset - last[0])
+    if lag <= allowed_lag:
+        if lag == 0:
+            return PartitionStatus.OK, _Rule.IDLE if last[2] == log_end_offset else _Rule.CAUGHT_UP
+        return PartitionStatus.OK, _Rule.ALLOWED
+    if len(commits) < min_commits:
+        return PartitionStatus.OK, _Rule.TOO_FEW
+    if (
+        offsets_stopped(commits, now)
+        and not recent_lag_zero(commits, recent_log_end_offsets())
+        and (time_lag is None or time_lag > last[1] - first[1])
+    ):
+        return PartitionStatus.STOP, _Rule.STOP
+    rewind = offsets_rewind_index(commits)
+    if rewind is not None and not rewind_recovered(commits, rewind):
+        return PartitionStatus.REWIND, _Rule.REWIND
+    if not window.full:
+        return PartitionStatus.OK, _Rule.NOT_FULL
+    if not lag_always_not_zero(commits, allowed_lag):
+        return PartitionStatus.OK, _Rule.CAUGHT_UP_IN_WINDOW
+    if offsets_stalled(commits):
+        return PartitionStatus.STALL, _Rule.STALL
+    lags = _known_lags(commits)
+    if len(lags) >= 2 and lag_not_decreasing(commits):
+        if all(later > earlier for earlier, later in pairwise(lags)):
+            return PartitionStatus.WARN, _Rule.GREW
+        return PartitionStatus.WARN, _Rule.NEVER_FELL
+    return PartitionStatus.OK, _Rule.FELL
+
+
+judge = twin_of(_judged)
+"""Compiled where built (:mod:`kagent.core.lag_twins`): every evaluation judges each partition its group reads."""
+
+
+def _explained(
+    status: PartitionStatus,
+    rule: _Rule,
+    window: CommitWindow,
+    log_end_offset: int,
+    now: float,
+    allowed_lag: int,
+    time_lag: float | None,
+    min_commits: int,
+) -> PartitionHealth:
+    """The :class:`PartitionHealth` of a partition :func:`_judged` found at ``status`` by ``rule``, its
+    reason written out with the figures."""
+    commits = window.commits
+    if rule is _Rule.EMPTY:
+        return PartitionHealth(status, "no commit in the window yet")
     first, last = commits[0], commits[-1]
     lag = max(0, log_end_offset - last.offset)
     count = len(commits)
-
-    def health(status: PartitionStatus, reason: str) -> PartitionHealth:
-        return PartitionHealth(status, reason, lag, count, first, last)
-
-    if lag <= allowed_lag:
-        if lag == 0 and last.log_end_offset == log_end_offset:
-            return health(PartitionStatus.OK, f"idle: no record since the last commit (log end {log_end_offset})")
-        if lag == 0:
-            return health(PartitionStatus.OK, "caught up: lag 0")
-        return health(PartitionStatus.OK, f"lag {lag} within the allowed {allowed_lag}")
-    if count < min_commits:
-        return health(
-            PartitionStatus.OK,
-            f"{_commits(count)} of {window.capacity}: too few to judge (needs {min_commits}); lag {lag}",
-        )
-
-    span = last.timestamp - first.timestamp
-    silence = now - last.timestamp
-    if (
-        offsets_stopped(commits, now)
-        and not recent_lag_zero(commits, recent_log_end_offsets)
-        and (time_lag is None or time_lag > span)
-    ):
+    if rule is _Rule.IDLE:
+        reason = f"idle: no record since the last commit (log end {log_end_offset})"
+    elif rule is _Rule.CAUGHT_UP:
+        reason = "caught up: lag 0"
+    elif rule is _Rule.ALLOWED:
+        reason = f"lag {lag} within the allowed {allowed_lag}"
+    elif rule is _Rule.TOO_FEW:
+        reason = f"{_commits(count)} of {window.capacity}: too few to judge (needs {min_commits}); lag {lag}"
+    elif rule is _Rule.STOP:
+        span = last.timestamp - first.timestamp
         waited = "" if time_lag is None else f", the oldest unread record has waited {_seconds(time_lag)}"
-        return health(
-            PartitionStatus.STOP,
-            f"no commit for {_seconds(silence)}, longer than the {_seconds(span)} the last {count} commits span; "
-            f"lag {lag}{waited}",
+        reason = (
+            f"no commit for {_seconds(now - last.timestamp)}, longer than the {_seconds(span)} the last {count} "
+            f"commits span; lag {lag}{waited}"
         )
-
-    rewind = offsets_rewind_index(commits)
-    if rewind is not None and not rewind_recovered(commits, rewind):
+    elif rule is _Rule.REWIND:
+        rewind = offsets_rewind_index(commits)
+        assert rewind is not None
         before = commits[rewind - 1].offset
-        return health(
-            PartitionStatus.REWIND,
+        reason = (
             f"committed offset went back from {before} to {commits[rewind].offset} "
-            f"(commit {rewind + 1} of {count}) and has not come back to {before} (latest {last.offset}); lag {lag}",
+            f"(commit {rewind + 1} of {count}) and has not come back to {before} (latest {last.offset}); lag {lag}"
         )
-
-    if not window.full:
-        return health(
-            PartitionStatus.OK,
-            f"{_commits(count)} of {window.capacity}: no trend to judge before a full window; lag {lag}",
-        )
-    if not lag_always_not_zero(commits, allowed_lag):
+    elif rule is _Rule.NOT_FULL:
+        reason = f"{_commits(count)} of {window.capacity}: no trend to judge before a full window; lag {lag}"
+    elif rule is _Rule.CAUGHT_UP_IN_WINDOW:
         at = next(i for i, commit in enumerate(commits) if commit.lag is not None and commit.lag <= allowed_lag)
-        return health(
-            PartitionStatus.OK,
-            f"lag was {commits[at].lag} at commit {at + 1} of the last {count}: caught up within the window",
-        )
-    lags = _known_lags(commits)
-    trend = f"{lags[0]} -> {lags[-1]}" if lags else "unknown"
-    if offsets_stalled(commits):
-        return health(
-            PartitionStatus.STALL, f"committed offset stuck at {last.offset} over the last {count} commits; lag {trend}"
-        )
-    if len(lags) >= 2 and lag_not_decreasing(commits):
-        if all(later > earlier for earlier, later in pairwise(lags)):
-            return health(PartitionStatus.WARN, f"lag grew at every one of the last {len(lags)} commits: {trend}")
-        return health(PartitionStatus.WARN, f"lag never fell over the last {len(lags)} commits: {trend}")
-    return health(PartitionStatus.OK, f"lag fell within the window: {trend}; now {lag}")
+        reason = f"lag was {commits[at].lag} at commit {at + 1} of the last {count}: caught up within the window"
+    else:
+        lags = _known_lags(commits)
+        trend = f"{lags[0]} -> {lags[-1]}" if lags else "unknown"
+        if rule is _Rule.STALL:
+            reason = f"committed offset stuck at {last.offset} over the last {count} commits; lag {trend}"
+        elif rule is _Rule.GREW:
+            reason = f"lag grew at every one of the last {len(lags)} commits: {trend}"
+        elif rule is _Rule.NEVER_FELL:
+            reason = f"lag never fell over the last {len(lags)} commits: {trend}"
+        else:
+            reason = f"lag fell within the window: {trend}; now {lag}"
+    return PartitionHealth(status, reason, lag, count, first, last)
 
 
 class Culprit(NamedTuple):
@@ -488,22 +556,66 @@ def group_status(
     """
     if group_gone_or_empty:
         return GroupHealth(GroupStatus.OK, (), 0, "group deleted: nothing to judge")
-    judged = {
-        tp: value if isinstance(value, PartitionHealth) else PartitionHealth(value) for tp, value in partitions.items()
-    }
-    if not judged:
+    if not partitions:
         return GroupHealth(GroupStatus.UNKNOWN, (), 0, "no partition with a measured lag and commits to judge")
-    status = max((health.status for health in judged.values()), key=lambda s: s.severity)
+    status = max(map(_status_of, partitions.values()), key=_SEVERITY.__getitem__)
     if status is PartitionStatus.OK:
-        return GroupHealth(status, (), len(judged), f"OK: all {len(judged)} partitions")
-    culprits = tuple(Culprit(tp, judged[tp]) for tp in sorted(judged) if judged[tp].status is status)
+        return GroupHealth(status, (), len(partitions), f"OK: all {len(partitions)} partitions")
+    culprits = tuple(
+        Culprit(tp, value if isinstance(value, PartitionHealth) else PartitionHealth(value))
+        for tp in sorted(partitions)
+        if _status_of(value := partitions[tp]) is status
+    )
     named = "; ".join(
         f"{c.partition.topic}-{c.partition.partition}" + (f": {c.health.reason}" if c.health.reason else "")
         for c in culprits[:_NAMED_CULPRITS]
     )
     more = f"; and {len(culprits) - _NAMED_CULPRITS} more" if len(culprits) > _NAMED_CULPRITS else ""
-    reason = f"{status.value} on {len(culprits)} of {len(judged)} partitions: {named}{more}"
-    return GroupHealth(status, culprits, len(judged), reason)
+    reason = f"{status.value} on {len(culprits)} of {len(partitions)} partitions: {named}{more}"
+    return GroupHealth(status, culprits, len(partitions), reason)
+
+
+def _status_of(value: PartitionHealth | PartitionStatus) -> PartitionStatus:
+    return value.status if isinstance(value, PartitionHealth) else value
+
+
+def judged_group(
+    partitions: Iterable[tuple[TopicPartition, CommitWindow, int, float | None]],
+    now: float,
+    recent_log_end_offsets: Callable[[TopicPartition, int], Sequence[int]],
+    *,
+    allowed_lag: int = 0,
+    min_commits: int = 2,
+) -> GroupHealth:
+    """:func:`group_status` (the group neither gone nor empty) of the :func:`partition_status` of each of
+    ``partitions``: its window, its log end at the latest poll and its time lag, with
+    ``recent_log_end_offsets(tp, capacity)`` its recent log ends; the same :class:`GroupHealth`.
+
+    Every partition is judged, and only those at the group's status have their reasons written: only
+    the culprits carry theirs. An evaluation judges every partition its group reads, and most are OK.
+    """
+    judged: dict[TopicPartition, PartitionHealth | PartitionStatus] = {}
+    flagged: list[tuple[TopicPartition, CommitWindow, int, float | None, PartitionStatus]] = []
+    for tp, window, log_end_offset, time_lag in partitions:
+        recent = partial(recent_log_end_offsets, tp, window.capacity)
+        status, _ = judge(window, log_end_offset, now, allowed_lag, time_lag, recent, min_commits)
+        judged[tp] = status
+        if status is not PartitionStatus.OK:
+            flagged.append((tp, window, log_end_offset, time_lag, status))
+    if flagged:
+        worst = max((entry[4] for entry in flagged), key=_SEVERITY.__getitem__)
+        for tp, window, log_end_offset, time_lag, status in flagged:
+            if status is worst:  # a culprit: judged again, with its reason
+                judged[tp] = partition_status(
+                    window,
+                    log_end_offset,
+                    now,
+                    allowed_lag=allowed_lag,
+                    time_lag=time_lag,
+                    recent_log_end_offsets=recent_log_end_offsets(tp, window.capacity),
+                    min_commits=min_commits,
+                )
+    return group_status(judged, group_gone_or_empty=False)
 
 
 def _known_lags(commits: Sequence[CommitObservation]) -> list[int]:

@@ -17,7 +17,9 @@ the new one, keeping the window's commits as their text. So does
 whose labels each carries, once per shape of the group: for every group at the first scrape after a start
 or after the groups rebalance. So does
 :func:`kagent.core.throughput.partition_throughput`, which every evaluation calls for each partition its
-group reads: its twin reads the end-offset history's arrays in place. And
+group reads: its twin reads the end-offset history's arrays in place. So does the judgement of each of those
+partitions' health by Burrow's rules (:func:`kagent.core.group_health.judge`): its twin reads the window's
+commits as C integers and doubles. And
 :func:`kagent.core.group_listing.merged_body` writes a page of ``GET /api/groups`` from the workers' pages:
 its twin merges them in one pass and copies each summary's JSON into the body once.
 

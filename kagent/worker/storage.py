@@ -60,9 +60,7 @@ from kagent.core.events import (
 from kagent.core.group_health import (
     CommitWindow,
     GroupHealth,
-    PartitionHealth,
-    group_status,
-    partition_status,
+    judged_group,
     stop_possible_from,
 )
 from kagent.core.json_bytes import kept
@@ -842,7 +840,7 @@ class Storage(Stage, GroupStateReader):
         # topic the group no longer reads stay until they expire, and are shown, but a STOP there would
         # be a false alarm. With a member whose assignment is unknown, what the group reads is not known
         # either: all of them, as without members.
-        judged: dict[TopicPartition, PartitionHealth] = {}
+        judged: list[tuple[TopicPartition, CommitWindow, int, float | None]] = []
         windows = self._windows_of(snapshot)
         members = snapshot.assignment.members
         topics = {topic for member in members for topic in member.topics}
@@ -854,14 +852,8 @@ class Storage(Stage, GroupStateReader):
                 continue
             if reads_known and tp.topic not in topics and tp not in held:
                 continue
-            judged[tp] = partition_status(
-                window,
-                entry.log_end,
-                now,
-                time_lag=entry.time_lag,
-                recent_log_end_offsets=self._lag.recent_log_ends(tp, window.capacity),
-            )
-        return group_status(judged, group_gone_or_empty=False)
+            judged.append((tp, window, entry.log_end, entry.time_lag))
+        return judged_group(judged, now, self._lag.recent_log_ends)
 
     def status_holds_until(self, snapshot: GroupSnapshot) -> float:
         windows = self._windows_of(snapshot)

@@ -19,6 +19,7 @@ from kagent.core.group_health import (
     PartitionHealth,
     PartitionStatus,
     group_status,
+    judged_group,
     lag_always_not_zero,
     lag_not_decreasing,
     offsets_rewind_index,
@@ -645,3 +646,77 @@ def test_stop_cannot_come_without_lag_or_with_too_few_commits() -> None:
     assert stop_possible_from(every(10, [100, 110, 120], [5, 5, 1]), 121, allowed_lag=1) is None
     assert stop_possible_from(window((100, 1000.0, 150)), 150) is None  # one commit: too few to judge
     assert stop_possible_from(CommitWindow(capacity=3), 10) is None
+
+
+class _Judged(NamedTuple):
+    """One partition as a group's judgement takes it, and the rest of the arguments."""
+
+    window: CommitWindow
+    log_end_offset: int
+    time_lag: float | None
+    recent: tuple[int, ...]
+
+
+@st.composite
+def any_windows(draw: st.DrawFn) -> _Judged:
+    """Any window (offsets that go back, stay, or jump; log ends known or not, below or above the offset), a
+    log end near its newest offset, a time lag and recent log ends: small figures, so every rule comes up."""
+    capacity = draw(st.integers(1, 6))
+    count = draw(st.integers(0, capacity))
+    offsets = draw(st.lists(st.integers(0, 12), min_size=count, max_size=count))
+    gaps = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 5.0, 30.0]), min_size=count, max_size=count))
+    ends = draw(st.lists(st.one_of(st.none(), st.integers(0, 20)), min_size=count, max_size=count))
+    at, commits = 1000.0, []
+    for offset, gap, end in zip(offsets, gaps, ends, strict=True):
+        at += gap
+        commits.append(CommitObservation(offset, at, end))
+    last = offsets[-1] if offsets else 0
+    return _Judged(
+        CommitWindow(capacity=capacity, commits=tuple(commits)),
+        last + draw(st.integers(-2, 8)),
+        draw(st.one_of(st.none(), st.sampled_from([0.0, 2.0, 40.0, 500.0]))),
+        tuple(draw(st.lists(st.integers(0, 20), max_size=3))),
+    )
+
+
+@given(
+    st.lists(any_windows(), max_size=8),
+    st.sampled_from([1000.0, 1040.0, 1200.0, 5000.0]),
+    st.integers(0, 3),
+    st.integers(1, 3),
+)
+def test_a_groups_judgement_is_the_group_status_of_each_partitions_status(
+    partitions: list[_Judged], now: float, allowed_lag: int, min_commits: int
+) -> None:
+    """judged_group writes only the culprits' reasons: the same GroupHealth as group_status of every
+    partition_status, reasons, figures and order of the culprits included."""
+    tps = [TopicPartition("t", index) for index in range(len(partitions))]
+    recent = {tp: judged.recent for tp, judged in zip(tps, partitions, strict=True)}
+    asked: list[tuple[TopicPartition, int]] = []
+
+    def recent_log_end_offsets(tp: TopicPartition, count: int) -> tuple[int, ...]:
+        asked.append((tp, count))
+        return recent[tp][-count:]
+
+    expected = group_status(
+        {
+            tp: partition_status(
+                judged.window,
+                judged.log_end_offset,
+                now,
+                allowed_lag=allowed_lag,
+                time_lag=judged.time_lag,
+                recent_log_end_offsets=judged.recent[-judged.window.capacity :],
+                min_commits=min_commits,
+            )
+            for tp, judged in zip(tps, partitions, strict=True)
+        },
+        group_gone_or_empty=False,
+    )
+    given_partitions = [(tp, j.window, j.log_end_offset, j.time_lag) for tp, j in zip(tps, partitions, strict=True)]
+    assert (
+        judged_group(given_partitions, now, recent_log_end_offsets, allowed_lag=allowed_lag, min_commits=min_commits)
+        == expected
+    )
+    capacities = {tp: judged.window.capacity for tp, judged in zip(tps, partitions, strict=True)}
+    assert all(count == capacities[tp] for tp, count in asked)  # each asked for its window's many

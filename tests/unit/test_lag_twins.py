@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from kagent.core import (
     _lag_twins,
     committed_offset,
+    group_health,
     group_listing,
     lag_series,
     lag_twins,
@@ -42,6 +43,7 @@ BEYOND = st.integers(2**63, 2**70)  # past Kafka's offsets: the text goes to go_
 def test_both_loops_run_their_compiled_twins() -> None:
     twins = {
         "applied",
+        "judged",
         "lag_sums",
         "measured_lags",
         "member_pieces",
@@ -63,6 +65,7 @@ def test_both_loops_run_their_compiled_twins() -> None:
     assert member_lag.partition_rows is _lag_twins.partition_rows
     assert group_listing.merged_body is _lag_twins.merged_body
     assert throughput.partition_throughput is _lag_twins.partition_throughput
+    assert group_health.judge is _lag_twins.judged
 
 
 def test_the_twins_follow_the_decoders_variable() -> None:
@@ -153,6 +156,77 @@ def test_partition_throughput_twin_hands_arguments_not_its_own_to_the_python() -
             history, window, now
         )
     assert throughput.partition_throughput(history, window, NOW) == throughput.PartitionThroughput(5.0, 5.0, False)
+
+
+ODD_NUMBERS = st.sampled_from([-(2**62), 2**62, 2**63 - 1, 2**64, True])
+"""Past what the health twin judges itself (or a bool): handed to the Python."""
+
+
+@st.composite
+def judged_windows(draw: st.DrawFn) -> tuple[CommitWindow, int, float, float | None, int, int, tuple[int, ...]]:
+    """A window as storage keeps them (offsets that rise, stay, go back; log ends known or not) or, now and
+    then, one the twin hands to the Python (a figure past 2**62 or a bool, an int timestamp, more than 64
+    commits), built without validation; a log end, the time (before, just after or long after the newest
+    commit; now and then an int), a time lag, allowed lag, min_commits and recent log ends."""
+    odd = draw(st.integers(0, 9)) == 0
+    many = odd and draw(st.booleans())
+    trend = draw(st.booleans())  # a full window of rising offsets, lags that rise, hold or fall: WARN's cases
+    capacity = draw(st.integers(65, 70)) if many else draw(st.integers(1, 8))
+    count = capacity if many or trend else draw(st.integers(0, capacity))
+    lags = sorted(
+        draw(st.lists(st.integers(1, 4), min_size=count, max_size=count)), reverse=draw(st.integers(0, 5)) == 0
+    )
+    at, offset, commits = NOW - 300, 0, []
+    for index in range(count):
+        at += draw(st.sampled_from([0.0, 0.5, 5.0, 30.0]))
+        if trend:
+            offset += draw(st.integers(1, 5))
+            end: int | None = offset + lags[index] if draw(st.integers(0, 7)) else None
+        else:
+            offset = draw(st.integers(0, 12))
+            end = draw(st.one_of(st.none(), st.integers(0, 20)))
+        stamp: float = at
+        if odd and draw(st.integers(0, 3)) == 0:
+            offset, end, stamp = draw(
+                st.sampled_from([(draw(ODD_NUMBERS), end, at), (offset, draw(ODD_NUMBERS), at), (offset, end, int(at))])
+            )
+        commits.append(CommitObservation(offset, stamp, end))
+    last = commits[-1].offset if commits and type(commits[-1].offset) is int else 0
+    log_end = draw(ODD_NUMBERS) if odd and draw(st.integers(0, 3)) == 0 else last + draw(st.integers(-2, 8))
+    now = at + draw(st.sampled_from([-50.0, 0.5, 5.0, 1000.0]))
+    return (
+        CommitWindow.model_construct(capacity=capacity, min_distance=0.0, commits=tuple(commits)),
+        log_end,
+        int(now) if odd and draw(st.booleans()) else now,
+        draw(st.one_of(st.none(), st.sampled_from([0.0, 2.0, 40.0, 500.0, 40]))),
+        draw(st.one_of(st.integers(0, 3), ODD_NUMBERS)) if odd else draw(st.integers(0, 3)),
+        draw(st.integers(1, 3)),
+        tuple(draw(st.lists(st.integers(0, 20), max_size=3))),
+    )
+
+
+@settings(max_examples=800)
+@given(judged_windows())
+def test_the_health_twin_judges_as_the_python(
+    drawn: tuple[CommitWindow, int, float, float | None, int, int, tuple[int, ...]],
+) -> None:
+    """The same status and rule, and the recent log ends asked for exactly when the Python asks, whatever the
+    window (empty, not full, rewound and recovered or not, stalled, lags rising, flat or falling) and whatever
+    it hands to the Python."""
+    window, log_end, now, waited, allowed, least, recent = drawn
+    asked = {"python": 0, "twin": 0}
+
+    def recent_for(name: str) -> Callable[[], tuple[int, ...]]:
+        def ends() -> tuple[int, ...]:
+            asked[name] += 1
+            return recent
+
+        return ends
+
+    python = group_health._judged(window, log_end, now, allowed, waited, recent_for("python"), least)
+    compiled = _lag_twins.judged(window, log_end, now, allowed, waited, recent_for("twin"), least)
+    assert compiled == python
+    assert asked["twin"] == asked["python"]
 
 
 def test_measured_lags_twin_refuses_mismatched_lengths_as_the_python() -> None:
