@@ -2,8 +2,9 @@
 """Compiled twins of kagent.core.committed_offset.offsets_of, kagent.core.time_lag.measured_lags,
 kagent.core.lag_series.lag_sums, kagent.core.lag_series.partition_pieces, kagent.core.member_lag.read_lags,
 kagent.core.member_lag.partition_rows, kagent.core.lag_series.member_pieces,
-kagent.core.committed_offset.applied, kagent.core.throughput.partition_throughput,
-kagent.core.group_health._judged and kagent.core.group_listing._merged_body.
+kagent.core.committed_offset.applied, kagent.core.committed_offset._window_of,
+kagent.core.throughput.partition_throughput, kagent.core.group_health._judged and
+kagent.core.group_listing._merged_body.
 
 Each function returns exactly what its Python twin returns for the same arguments (kagent.core.lag_twins
 states the contract; tests/unit/test_lag_twins.py and tests/unit/test_listing_twin.py check it). Offsets
@@ -13,7 +14,7 @@ offsets, array("d") times), so the interpolation is the Python twin's, operation
 
 from cpython cimport array
 from cpython.mem cimport PyMem_Calloc
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New
 from libc.math cimport NAN, fabs, floor, round
 from libc.string cimport memcmp, memcpy
 
@@ -1396,3 +1397,103 @@ def judged(window, log_end_offset, now, allowed_lag, time_lag, recent_log_end_of
                 grew = False
         return _verdicts[V_GREW if grew else V_NEVER_FELL]
     return _verdicts[V_FELL]
+
+
+cdef object _python_window_of = None  # kagent.core.committed_offset._window_of: any value not as it writes one
+cdef object _CommitObservation = None
+cdef object _CommitWindow = None
+cdef object _constructed = None  # kagent.core.constructed.constructed
+cdef double[23] _POWERS_OF_TEN = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+    1e20, 1e21, 1e22,
+]  # each exactly a double
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject
+    PyObject *PyType_GenericAlloc(PyTypeObject *kind, Py_ssize_t items) except NULL
+    PyObject *PyLong_FromLongLong(long long number) except NULL
+    PyObject *PyFloat_FromDouble(double number) except NULL
+    void PyTuple_SET_ITEM(PyObject *container, Py_ssize_t index, PyObject *item)  # steals item's reference
+    void Py_IncRef(PyObject *item)
+    PyObject *Py_None
+
+
+cdef double _seconds_value(const char *text, Py_ssize_t start, Py_ssize_t end) noexcept:
+    """The double of a time's text that _seconds_text took (at most 15 significant digits): its digits as a
+    whole number below 10**15, divided by 10 to the number of its fraction's digits (at most 18). Both are
+    doubles exactly, and IEEE division rounds correctly: the nearest double, which any exact reading gives."""
+    cdef bint negative = text[start] == b'-'
+    cdef long long digits = 0
+    cdef Py_ssize_t index, fraction = 0
+    cdef bint after_point = False
+    for index in range(start + negative, end):
+        if text[index] == b'.':
+            after_point = True
+            continue
+        digits = digits * 10 + (text[index] - 48)
+        fraction += after_point
+    return (-<double>digits if negative else <double>digits) / _POWERS_OF_TEN[fraction]
+
+
+def window_of(raw, capacity, min_distance):
+    """The twin of kagent.core.committed_offset._window_of. A stored value as
+    kagent.core.committed_offset.applied writes one (each number in orjson's text, each time of at most 15
+    significant digits, which reads as one double whoever reads it exactly) is read here, for a ``capacity``
+    of 1 to 1,000; any other value or capacity goes to the Python twin."""
+    global _python_window_of, _CommitObservation, _CommitWindow, _constructed
+    if _python_window_of is None:  # not at import: kagent.core.committed_offset imports this module
+        from kagent.core.committed_offset import _window_of
+        from kagent.core.constructed import constructed
+        from kagent.core.group_health import CommitObservation, CommitWindow
+
+        _python_window_of, _CommitObservation, _CommitWindow, _constructed = (
+            _window_of, CommitObservation, CommitWindow, constructed
+        )
+    cdef long long most, number
+    cdef Py_ssize_t size, at = 0, stored, first, index
+    cdef const char *text
+    cdef WindowCommit *window
+    cdef WindowCommit *commit
+    cdef PyObject *observation
+    cdef tuple commits
+    if type(raw) is not bytes or not _read_int(capacity, 1001, &most) or most < 1:
+        return _python_window_of(raw, capacity, min_distance)
+    text = PyBytes_AsString(raw)
+    size = len(<bytes>raw)
+    if not (
+        _literal(text, size, &at, b'{"offset":', 10)
+        and _int_text(text, size, &at, &number)
+        and _literal(text, size, &at, b',"commit_timestamp":', 20)
+        and _int_text(text, size, &at, &number)
+        and _literal(text, size, &at, b',"leader_epoch":', 16)
+        and (_literal(text, size, &at, b'null', 4) or _int_text(text, size, &at, &number))
+        and _literal(text, size, &at, b',"commits":[', 12)
+    ):
+        return _python_window_of(raw, capacity, min_distance)
+    window = <WindowCommit *>PyMem_Malloc((size // SHORTEST_COMMIT + 1) * sizeof(WindowCommit))
+    if window == NULL:
+        raise MemoryError()
+    try:
+        stored = _read_window(text, size, &at, window)
+        if stored < 0 or not (_literal(text, size, &at, b'}', 1) and at == size):
+            return _python_window_of(raw, capacity, min_distance)
+        first = stored - most if stored > most else 0
+        commits = PyTuple_New(stored - first)
+        for index in range(first, stored):
+            commit = &window[index]
+            # A CommitObservation of the three fields, as tuple.__new__ makes one, less its Python call.
+            observation = PyType_GenericAlloc(<PyTypeObject *><PyObject *>_CommitObservation, 3)
+            PyTuple_SET_ITEM(<PyObject *>commits, index - first, observation)  # the tuple's own reference now
+            PyTuple_SET_ITEM(observation, 0, PyLong_FromLongLong(commit.offset))
+            PyTuple_SET_ITEM(
+                observation, 1, PyFloat_FromDouble(_seconds_value(text, commit.seconds_start, commit.seconds_end))
+            )
+            if commit.has_log_end:
+                PyTuple_SET_ITEM(observation, 2, PyLong_FromLongLong(commit.log_end))
+            else:
+                Py_IncRef(Py_None)
+                PyTuple_SET_ITEM(observation, 2, Py_None)
+        return _constructed(_CommitWindow, {"capacity": capacity, "min_distance": min_distance, "commits": commits})
+    finally:
+        PyMem_Free(window)

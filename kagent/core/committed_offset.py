@@ -31,7 +31,7 @@ from kagent.core.group_health import CommitObservation, CommitWindow, add_commit
 from kagent.core.json_bytes import kept
 from kagent.core.lag_twins import twin_of
 
-__all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "offset_of"]
+__all__ = ["Applied", "CommittedOffset", "StoredCommit", "applied", "decode", "offset_of", "window_of"]
 
 _new_tuple = tuple.__new__
 """A NamedTuple of its fields without its Python ``__new__`` (storage makes one or two per group-partition
@@ -107,6 +107,16 @@ def _offsets_of(values: Iterable[bytes | None]) -> list[int | None]:
 
 offsets_of = twin_of(_offsets_of)
 """Compiled where built (:mod:`kagent.core.lag_twins`): the scrape's read of every committed offset."""
+
+
+def _window_of(raw: bytes, capacity: int, min_distance: float) -> CommitWindow:
+    """The health check's window of the stored value ``raw``: ``decode(raw).window(capacity, min_distance)``."""
+    return decode(raw).window(capacity, min_distance)
+
+
+window_of = twin_of(_window_of)
+"""Compiled where built (:mod:`kagent.core.lag_twins`): every evaluation reads the window of each partition its
+group reads. The twin reads a value as :func:`applied` writes one; any other goes to the Python."""
 
 
 def _parsed(raw: bytes) -> tuple[int, int, int | None, list[Sequence[Any]]]:

@@ -19,7 +19,8 @@ or after the groups rebalance. So does
 :func:`kagent.core.throughput.partition_throughput`, which every evaluation calls for each partition its
 group reads: its twin reads the end-offset history's arrays in place. So does the judgement of each of those
 partitions' health by Burrow's rules (:func:`kagent.core.group_health.judge`): its twin reads the window's
-commits as C integers and doubles. And
+commits as C integers and doubles. So does the reading of those windows from the stored values
+(:func:`kagent.core.committed_offset.window_of`): its twin reads the value's text in place. And
 :func:`kagent.core.group_listing.merged_body` writes a page of ``GET /api/groups`` from the workers' pages:
 its twin merges them in one pass and copies each summary's JSON into the body once.
 

@@ -135,5 +135,5 @@ class CommittedOffsets:
     def window(self, group: str, tp: TopicPartition) -> CommitWindow | None:
         """The group's commit window on ``tp``, at the configured capacity and distance; None when no
         commit of it is stored."""
-        stored = self.stored(group, tp)
-        return stored.window(self._capacity, self._min_distance) if stored is not None else None
+        raw = self._table.stored.get(partition_key(group, tp.topic, tp.partition))
+        return committed_offset.window_of(raw, self._capacity, self._min_distance) if raw is not None else None

@@ -53,6 +53,7 @@ def test_both_loops_run_their_compiled_twins() -> None:
         "partition_rows",
         "partition_throughput",
         "read_lags",
+        "window_of",
     }
     assert twins <= lag_twins.IN_USE, "run the README's install to build them"  # and ingest's twin, once imported
     assert committed_offset.applied is _lag_twins.applied
@@ -66,6 +67,7 @@ def test_both_loops_run_their_compiled_twins() -> None:
     assert group_listing.merged_body is _lag_twins.merged_body
     assert throughput.partition_throughput is _lag_twins.partition_throughput
     assert group_health.judge is _lag_twins.judged
+    assert committed_offset.window_of is _lag_twins.window_of
 
 
 def test_the_twins_follow_the_decoders_variable() -> None:
@@ -602,3 +604,48 @@ for raw in {WRITTEN_OTHERWISE!r}:
     raise AssertionError(f"the twin read {{raw!r}} itself")
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+def _window_outcome(read: object, raw: object, capacity: object, distance: object) -> tuple[object, ...]:
+    try:
+        window = read(raw, capacity, distance)  # type: ignore[operator]
+        commits = [(repr(tuple(commit)), tuple(map(type, commit))) for commit in window.commits]
+        return ("read", window.capacity, window.min_distance, window.model_fields_set, commits)
+    except Exception as exc:  # noqa: BLE001 - an exception is an outcome to compare
+        return ("raised", type(exc).__name__, str(exc))
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(
+        st.tuples(st.lists(COMMIT, min_size=0, max_size=4), st.one_of(st.none(), SMALL_OR_NOT)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.one_of(st.integers(1, 12), st.sampled_from([0, -1, 1000, 1001, 2**70, True])),
+    DISTANCES,
+)
+def test_window_of_twin_reads_as_the_python(
+    steps: list[tuple[list[tuple[int, int, int | None]], int | None]], capacity: int, distance: float
+) -> None:
+    """The window of every value the Python writes as a partition's commits come (times of any number of
+    digits, log ends known or not, offsets past what the twin reads itself), at any capacity: the same
+    commits of the same types, to the bit, and the same fields (or the same exception)."""
+    raw = None
+    for commits, log_end in steps:
+        flat = [field for commit in commits for field in commit]
+        try:
+            raw = committed_offset._applied(raw, flat, log_end, capacity=12, min_distance=0.5).value or raw
+        except (OverflowError, ValueError, TypeError):
+            continue  # a figure the value cannot hold: nothing written
+        if raw is not None:
+            python = _window_outcome(committed_offset._window_of, raw, capacity, distance)
+            assert _window_outcome(_lag_twins.window_of, raw, capacity, distance) == python
+
+
+@pytest.mark.parametrize("raw", WRITTEN_OTHERWISE + KEPT_AS_WRITTEN)
+def test_window_of_twin_takes_any_stored_value_as_the_python(raw: bytes) -> None:
+    """A value written otherwise goes to the Python, which reads (or refuses) it; one as written is read alike."""
+    for capacity, distance in ((3, 1.0), (10, 0.0)):
+        python = _window_outcome(committed_offset._window_of, raw, capacity, distance)
+        assert _window_outcome(_lag_twins.window_of, raw, capacity, distance) == python
