@@ -891,6 +891,22 @@ cdef bint _seconds_text(const char *text, Py_ssize_t size, Py_ssize_t *at) noexc
     return True
 
 
+cdef bint _value_head(const char *text, Py_ssize_t size, Py_ssize_t *at, long long *offset, long long *stamp) noexcept:
+    """A stored value's fields before its window, as applied() writes them, up to and with '"commits":[':
+    {"offset":N,"commit_timestamp":N,"leader_epoch":N|null,"commits":[ (each N as _int_text reads it); the
+    committed offset and the commit's timestamp read."""
+    cdef long long epoch
+    return (
+        _literal(text, size, at, b'{"offset":', 10)
+        and _int_text(text, size, at, offset)
+        and _literal(text, size, at, b',"commit_timestamp":', 20)
+        and _int_text(text, size, at, stamp)
+        and _literal(text, size, at, b',"leader_epoch":', 16)
+        and (_literal(text, size, at, b'null', 4) or _int_text(text, size, at, &epoch))
+        and _literal(text, size, at, b',"commits":[', 12)
+    )
+
+
 cdef Py_ssize_t _read_window(const char *text, Py_ssize_t size, Py_ssize_t *at, WindowCommit *window) noexcept:
     """The window's commits after '"commits":[' up to its ']', each as written (_int_text, _seconds_text,
     an integer or null); how many, or -1 for text written otherwise. The newest one's time is read."""
@@ -954,7 +970,7 @@ def applied(raw, commits, log_end_offset, *, capacity, min_distance):
     cdef Py_ssize_t count, index, size = 0, at = 0, stored = 0, first = 0, room
     cdef long long most, most_distance
     cdef const char *text = NULL
-    cdef long long before = 0, newest_stamp = 0, epoch = 0, log_end = 0
+    cdef long long before = 0, newest_stamp = 0, log_end = 0
     cdef bint known = raw is not None, has_log_end = log_end_offset is not None, applied_any = False
     cdef Py_ssize_t stale = 0
     cdef double seconds, distance
@@ -997,15 +1013,7 @@ def applied(raw, commits, log_end_offset, *, capacity, min_distance):
             ):
                 return _python_applied(raw, commits, log_end_offset, capacity=capacity, min_distance=min_distance)
         if known:  # {"offset":N,"commit_timestamp":N,"leader_epoch":N|null,"commits":[[N,S,N|null],...]}
-            if not (
-                _literal(text, size, &at, b'{"offset":', 10)
-                and _int_text(text, size, &at, &before)
-                and _literal(text, size, &at, b',"commit_timestamp":', 20)
-                and _int_text(text, size, &at, &newest_stamp)
-                and _literal(text, size, &at, b',"leader_epoch":', 16)
-                and (_literal(text, size, &at, b'null', 4) or _int_text(text, size, &at, &epoch))
-                and _literal(text, size, &at, b',"commits":[', 12)
-            ):
+            if not _value_head(text, size, &at, &before, &newest_stamp):
                 return _python_applied(raw, commits, log_end_offset, capacity=capacity, min_distance=min_distance)
             stored = _read_window(text, size, &at, window)
             if stored < 0 or not (_literal(text, size, &at, b'}', 1) and at == size):
@@ -1461,15 +1469,7 @@ def window_of(raw, capacity, min_distance):
         return _python_window_of(raw, capacity, min_distance)
     text = PyBytes_AsString(raw)
     size = len(<bytes>raw)
-    if not (
-        _literal(text, size, &at, b'{"offset":', 10)
-        and _int_text(text, size, &at, &number)
-        and _literal(text, size, &at, b',"commit_timestamp":', 20)
-        and _int_text(text, size, &at, &number)
-        and _literal(text, size, &at, b',"leader_epoch":', 16)
-        and (_literal(text, size, &at, b'null', 4) or _int_text(text, size, &at, &number))
-        and _literal(text, size, &at, b',"commits":[', 12)
-    ):
+    if not _value_head(text, size, &at, &number, &number):
         return _python_window_of(raw, capacity, min_distance)
     window = <WindowCommit *>PyMem_Malloc((size // SHORTEST_COMMIT + 1) * sizeof(WindowCommit))
     if window == NULL:
