@@ -395,6 +395,44 @@ class LagFigures:
         values["flags"] = tuple(map(LagFlag, flags)) if flags else ()  # as a rule none: no generator made
         return constructed(PartitionLag, values)  # computed here, not read: nothing to validate
 
+    def partition_lags(
+        self, group: str, partitions: Sequence[TopicPartition], committed: Sequence[int | None], now: float
+    ) -> list[PartitionLag]:
+        """:meth:`partition_lag` of each of ``partitions`` with its committed offset of ``committed``, in
+        order: the same models, for a group's snapshot. The lags are measured in one call
+        (:func:`~kagent.core.time_lag.measured_lags`, compiled where built), and the model of a partition
+        the latest poll answered, within ``stale_after``, with a commit from its log start to its log end
+        (no flag to raise, nothing to estimate) is made from them; the others' by :meth:`partition_lag`."""
+        answers = [self._answered.get(tp) for tp in partitions]
+        offset_lags, time_lags = measured_lags(committed, answers, now, self._stale_after)
+        lags = []
+        for tp, position, answer, offset_lag, time_lag in zip(
+            partitions, committed, answers, offset_lags, time_lags, strict=True
+        ):
+            if (
+                answer is None
+                or position is None
+                or not answer.log_start <= position <= answer.log_end
+                or now - answer.polled_at > self._stale_after
+            ):
+                lags.append(self.partition_lag(group, tp, position, now))
+                continue
+            values = {
+                "group": group,
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "committed": position,
+                "log_start": answer.log_start,
+                "log_end": answer.log_end,
+                "offset_lag": offset_lag,
+                "estimated_lag": None,
+                "time_lag": time_lag,
+                "flags": (),
+                "polled_at": answer.polled_at,
+            }
+            lags.append(constructed(PartitionLag, values))  # computed here, not read: nothing to validate
+        return lags
+
     def lags_at(self, at: float) -> LagsOf:
         """A group's offset lag and time lag on partitions from its committed offsets, at ``at``, by
         :meth:`partition_lag`'s rules (:func:`kagent.core.time_lag.measured_lags`) but as plain figures: what

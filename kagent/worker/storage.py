@@ -707,11 +707,8 @@ class Storage(Stage, GroupStateReader):
             assignment = GroupAssigned.model_validate_json(raw)
         else:
             assignment = GroupAssigned(group=group, generation=UNDESCRIBED_GENERATION, protocol=None, leader=None)
-        partition_lag = self._lag.partition_lag
-        lag = {
-            tp: partition_lag(group, tp, committed, now)
-            for tp, committed in zip(shape.read, self._committed.offsets_at(shape.keys), strict=True)
-        }
+        lags = self._lag.partition_lags(group, shape.read, self._committed.offsets_at(shape.keys), now)
+        lag = dict(zip(shape.read, lags, strict=True))
         return GroupSnapshot(
             assignment=assignment, partition_counts=shape.counts, lag=lag, taken_at=now, described=raw is not None
         )

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 from aiokafka.structs import TopicPartition
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kagent.core import committed_offset
 from kagent.core.assigned_json import plain_assigned
@@ -361,3 +363,46 @@ def test_a_groups_reads_name_its_members_and_how_many_partitions_each_holds_from
     reads = GroupReads.of(untold)
     assert reads.members == (("m", "c", "/h", None), ("m-2", "c-2", "/10.0.0.2", 2))  # unknown, not none
     assert reads.assigned == (TopicPartition("payments", 0), TopicPartition(TOPIC, 2))
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0, 5]), st.sampled_from([0, 10]), st.sets(st.integers(0, 4), max_size=2)), max_size=3
+    ),
+    st.lists(st.one_of(st.none(), st.tuples(st.integers(0, 20), st.sampled_from([1, 10**13]))), min_size=6, max_size=6),
+    st.sampled_from([0.0, 1.0, 3 * INTERVAL, 100 * INTERVAL]),
+)
+def test_a_snapshots_partition_lags_are_each_partitions_lag(
+    polls: list[tuple[int, int, set[int]]], commits: list[tuple[int, int] | None], late: float
+) -> None:
+    """partition_lags (a group's snapshot) makes the model partition_lag makes of each partition, whatever
+    the latest poll said of it (answered, unanswered, never polled, stale by now) and wherever its commit is
+    (none, below the log start, within the log, beyond the log end, made before the poll or after it)."""
+    committed: dict[str, bytes] = {}
+    made, _ = figures(committed)
+    tps = [TopicPartition(TOPIC, p) for p in range(6)]  # 5 is never polled
+    for partition, drawn in enumerate(commits):
+        if drawn is not None:
+            offset, stamp = drawn
+            value = committed_offset.applied(None, [offset, stamp, None], None, capacity=10, min_distance=1.0).value
+            assert value is not None
+            committed[partition_key("g", TOPIC, partition)] = value
+    for index, (start, length, unanswered) in enumerate(polls):
+        answered = [tp for tp in tps[:5] if tp.partition not in unanswered]
+        made.take(
+            EndOffsetsPolled(
+                index * INTERVAL,
+                log_start=dict.fromkeys(answered, start),
+                log_end=dict.fromkeys(answered, start + length + index),
+                partition_counts={TOPIC: 5},
+                unavailable={tps[p]: Reason.NO_LEADER for p in unanswered},
+            )
+        )
+    now = max(len(polls) - 1, 0) * INTERVAL + late
+    offsets = CommittedOffsets(SimpleNamespace(stored=committed), None, capacity=10, min_distance=1.0)  # type: ignore[arg-type]
+    positions = [offsets.offset("g", tp) for tp in tps]
+    expected = [made.partition_lag("g", tp, position, now) for tp, position in zip(tps, positions, strict=True)]
+    lags = made.partition_lags("g", tps, positions, now)
+    assert lags == expected
+    assert [lag.model_dump() for lag in lags] == [lag.model_dump() for lag in expected]
