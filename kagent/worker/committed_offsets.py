@@ -105,14 +105,18 @@ class CommittedOffsets:
         index.rebuild(self._table.stored.keys())
         return index
 
+    def _value(self, group: str, tp: TopicPartition) -> bytes | None:
+        """The stored value of the group's entry on ``tp``; None when it has none."""
+        return self._table.stored.get(partition_key(group, tp.topic, tp.partition))
+
     def stored(self, group: str, tp: TopicPartition) -> StoredCommit | None:
         """The group's entry on ``tp``; None when no commit of it is stored."""
-        raw = self._table.stored.get(partition_key(group, tp.topic, tp.partition))
+        raw = self._value(group, tp)
         return committed_offset.decode(raw) if raw is not None else None
 
     def offset(self, group: str, tp: TopicPartition) -> int | None:
         """The group's committed offset on ``tp``; None when none is stored."""
-        raw = self._table.stored.get(partition_key(group, tp.topic, tp.partition))
+        raw = self._value(group, tp)
         return committed_offset.offset_of(raw) if raw is not None else None
 
     def partitions_version(self, group: str) -> Hashable:
@@ -135,5 +139,5 @@ class CommittedOffsets:
     def window(self, group: str, tp: TopicPartition) -> CommitWindow | None:
         """The group's commit window on ``tp``, at the configured capacity and distance; None when no
         commit of it is stored."""
-        raw = self._table.stored.get(partition_key(group, tp.topic, tp.partition))
+        raw = self._value(group, tp)
         return committed_offset.window_of(raw, self._capacity, self._min_distance) if raw is not None else None
