@@ -21,7 +21,7 @@ import pytest
 
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator import GroupSpec, MemberSpec, Scenario, TopicSpec, TrafficSpec, run_simulation
-from kagent.tools.simulator.member import PACING_SLACK
+from tests.support.member_pace import PACE_SETTINGS, fastest_read
 from tests.support.waiting import wait_until_async
 from tests.support.web import group_page, group_recommendations
 from tests.support.worker import FAST, Worker
@@ -38,27 +38,13 @@ HOT_SHARE = 0.79
 DELAY_MS = 25.0
 """Per record: a member reads at most 1000 / 25 = 40 records/s."""
 RATE_WINDOW = 30.0
-HEALTH_COMMITS = 30
-MIN_DISTANCE = 1.0
 SETTINGS = {
     **FAST,
     "rate_window": str(RATE_WINDOW),
-    # A member's rate is measured over at least half of these commits, merged to one a second (about 15 s,
-    # not the 4 s of the default 10): see FASTEST_READ.
-    "health_commits": str(HEALTH_COMMITS),
-    "health_min_distance": str(MIN_DISTANCE),
+    **PACE_SETTINGS,  # a member's rate measured over at least 14 s
     # No rebalance for the uneven lag of members joining one by one at the start.
     "min_total_lag": "1000",
 }
-SHORTEST_SPAN = (HEALTH_COMMITS // 2 - 1) * MIN_DISTANCE
-"""Seconds between the first and last commits a consumption rate is measured over, at the least."""
-FASTEST_READ = 1000 / DELAY_MS * (SHORTEST_SPAN + PACING_SLACK + MIN_DISTANCE) / SHORTEST_SPAN * 1.05
-"""The most records/s kagent can measure a member reading at the pace 1000 / DELAY_MS (46.5/s): over a span,
-the simulator's member reads up to PACING_SLACK seconds of work ahead of its pace (after a stall it catches
-up); a window entry's offset may have been committed up to MIN_DISTANCE after its timestamp (a commit that
-soon after it is merged into it); and 5 % for the broker's commit timestamps (taken when each commit arrives,
-so a slow round trip moves one). Over the 4 s spans of the default 10 commits, 44.4/s was once measured: the
-bound there would be 58/s, too loose to say much."""
 DEADLINE = 150.0
 """Seconds for the recommendation to show up on a busy two-core machine (the worker's first join alone
 has taken 30 s)."""
@@ -146,7 +132,7 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
     # Its producers, as kagent measured them, beside what the traffic sends it; and faster than any member.
     assert partition["production_rate"] == pytest.approx(RATE * HOT_SHARE, rel=0.3)
     assert partition["production_rate"] > hot["best_capacity"] >= partition["member_capacity"] > 0
-    assert hot["best_capacity"] <= FASTEST_READ, "no member reads faster than its processing allows"
+    assert hot["best_capacity"] <= fastest_read(DELAY_MS), "no member reads faster than its processing allows"
     assert hot["window"] == RATE_WINDOW and "more partitions" in hot["remedy"]
     # It moves nothing, and no rebalance (nor scale) was recommended for the group.
     assert rec["moves"] == [] and all(m["recommended"] == m["current"] for m in rec["members"])
@@ -178,7 +164,7 @@ async def test_a_partition_written_faster_than_any_member_reads_gets_a_hot_parti
     production = exported[f"kagent_group_partition_hot_production_rate{{{labels}}}"]
     best = exported[f"kagent_group_partition_hot_best_capacity{{{labels}}}"]
     assert production == pytest.approx(RATE * HOT_SHARE, rel=0.3) and production > best
-    assert 0 < best <= FASTEST_READ
+    assert 0 < best <= fastest_read(DELAY_MS)
     drill_figures(
         f"hot partition: {TOPIC}-0 written at {partition['production_rate']:.0f}/s (traffic: about "
         f"{RATE * HOT_SHARE:.0f}/s); its member read {partition['member_capacity']:.0f}/s, the fastest member "
