@@ -62,7 +62,9 @@ printed idle beside it). The scrapes:
   the commits were published, then until every record was applied (the
   workers, the broker, Prometheus, and this process, which publishes and
   probes): on a cluster, the broker and the producers have machines of
-  their own.
+  their own. A scrape that held a worker's loop over 20 ms logged how much of
+  it ran on a core (the rest the thread waited for one); those lines are
+  printed.
 
 ``--profile FILE`` writes py-spy's raw stacks of the worker during its first scrape to ``FILE``, and
 during the scrapes after every group committed to ``FILE.changed-1`` to ``-3`` (one worker only; its
@@ -581,11 +583,9 @@ async def main(
                     errors = {target.get("lastError") for target in prom.targets()} - {"", None}
                     shares = prom.query(f"min_over_time(kagent_evaluation_loop_share[{window}])")
                     evaluated = prom.query(f"increase(kagent_evaluations_total[{window}])")
-                    lost = [
-                        found
-                        for one, log_from in zip(workers, logs_from, strict=True)
-                        for found in SESSION_LOST.findall(one.log()[log_from:])
-                    ]
+                    logged = [one.log()[log_from:] for one, log_from in zip(workers, logs_from, strict=True)]
+                    lost = [found for log in logged for found in SESSION_LOST.findall(log)]
+                    held = [line for log in logged for line in log.splitlines() if "held the event loop" in line]
                     print(
                         f"live, {len(live):,} commits at {rate:,.0f}/s to {len(workers)} worker(s) with a real "
                         f"Prometheus scraping each every {every:g} s (timeout as long): at most {behind:,} records "
@@ -599,6 +599,8 @@ async def main(
                     print(f"  cores used while the commits were published: {cpu_line(cpu_began, cpu_published)}")
                     catching_up = cpu_line(cpu_published, cpu_caught_up)
                     print(f"  cores used from the last commit to every record applied: {catching_up}")
+                    for line in held[:10]:  # a hold over 20 ms says how much of it ran on a core
+                        print(f"  a worker's log: {line}")
                     for one, before in zip(workers, paused, strict=True):
                         print(f"  the garbage collector meanwhile: {collector_line(before, one.collector_pauses())}")
                     print(
