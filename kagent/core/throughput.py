@@ -161,11 +161,12 @@ def partition_consumption(
     skew between them far below the commit interval does not matter.
 
     A window's entry keeps its first commit's timestamp and the offset of the
-    last commit merged into it (``min_distance``, as Burrow), so its offset
-    may have been committed up to ``min_distance`` after its timestamp: the
-    rate over a span ``S`` may be off by up to ``min_distance / S`` of it
-    (2 % for commits every 5 s over 10 commits; 25 % over the 4 s that half
-    of 10 commits merged to one a second can span).
+    last commit merged into it (one less than ``min_distance`` after it, as
+    Burrow), so its offset may have been committed up to ``min_distance``
+    after its timestamp: the rate over a span ``S`` may be off by up to
+    ``min_distance / S`` of it. None for commits further apart than
+    ``min_distance`` (Java's auto-commit, every 5 s); up to 25 % over the 4 s
+    that half of 10 entries a second apart can span.
     """
     start = now - span if since is None else max(now - span, since)
     commits = [commit for commit in window.commits if commit.timestamp >= start]

@@ -17,9 +17,10 @@ as little as 4 s, where a rate can be a quarter off (:func:`fastest_read`)."""
 
 def fastest_read(delay_ms: float, commits: int = HEALTH_COMMITS, min_distance: float = MIN_DISTANCE) -> float:
     """The most records/s kagent can measure a simulated member reading at its pace, ``1000 / delay_ms``, when
-    the worker keeps ``commits`` per partition (``health_commits``) and merges those ``min_distance`` s apart
-    (``health_min_distance``). A rate is measured over at least half of the commits, so over a span ``S`` of at
-    least ``(commits // 2 - 1) * min_distance``, and over ``S`` it may read high by:
+    the worker keeps ``commits`` per partition (``health_commits``) and merges a commit less than
+    ``min_distance`` s after the last it kept into it (``health_min_distance``). A rate is measured over at
+    least half of the commits, so over a span ``S`` of at least ``(commits // 2 - 1) * min_distance``, and over
+    ``S`` it may read high by:
 
     - the simulator's member reading up to ``PACING_SLACK`` s of work ahead of its pace (it catches up after a
       stall);
