@@ -196,8 +196,8 @@ def partition_throughput(history, commits, now, since=None, window=None):
     if type(now) is not float or type(window) is not float or (since is not None and type(since) is not float):
         return _python_partition_throughput(history, commits, now, since, window)
     cdef double at = now, span = window, start, elapsed, rate, first_stamp = 0.0, last_stamp = 0.0, stamp
-    cdef double earlier_stamp = 0.0
-    cdef long long first_offset = 0, last_offset = 0, offset
+    cdef double earlier_stamp = 0.0, before_stamp = 0.0, min_distance
+    cdef long long first_offset = 0, last_offset = 0, before_offset = 0, offset
     cdef Py_ssize_t size = 0, counted = 0, least
     cdef long long *offsets = NULL
     cdef double *times = NULL
@@ -235,11 +235,15 @@ def partition_throughput(history, commits, now, since=None, window=None):
         elif busy:
             busy = _appended_before(offsets, times, size, offset, earlier_stamp)
         earlier_stamp = stamp
+        before_offset, before_stamp = last_offset, last_stamp
         last_offset, last_stamp = offset, stamp
         counted += 1
     least = commits.capacity // 2
     if counted < (least if least > 2 else 2):
         return _PartitionThroughput(produced, None, False)  # positional: half the cost of keywords
+    min_distance = commits.min_distance
+    if min_distance > 0.0 and at - last_stamp < min_distance:  # the newest may still take merges
+        last_offset, last_stamp = before_offset, before_stamp
     elapsed = last_stamp - first_stamp
     if elapsed <= 0:
         return _PartitionThroughput(produced, None, busy)

@@ -117,7 +117,8 @@ def test_measured_lags_twin_measures_as_the_python(
 @st.composite
 def commit_windows(draw: st.DrawFn) -> CommitWindow | None:
     """None, or a window of commits in timestamp order around the histories' span, offsets rising mostly
-    (a rewind now and then), some past what the twin takes itself (2**62 and beyond, below 0)."""
+    (a rewind now and then), some past what the twin takes itself (2**62 and beyond, below 0), with a
+    min-distance of none, 1 s or 30 s (its newest commit left out of the rate while younger)."""
     if draw(st.integers(0, 5)) == 0:
         return None
     capacity = draw(st.integers(1, 12))
@@ -127,7 +128,8 @@ def commit_windows(draw: st.DrawFn) -> CommitWindow | None:
         at += draw(st.sampled_from([0.0, 0.5, 5.0])) + draw(st.floats(0, 40))
         offset = draw(st.one_of(st.integers(offset - 10, offset + 80), st.sampled_from([-1, 2**62, 2**63 - 1])))
         commits.append(CommitObservation(offset, at, None))
-    return CommitWindow(capacity=capacity, commits=tuple(commits))
+    min_distance = draw(st.sampled_from([0.0, 1.0, 30.0]))
+    return CommitWindow(capacity=capacity, min_distance=min_distance, commits=tuple(commits))
 
 
 @settings(max_examples=800)
