@@ -28,6 +28,7 @@ __all__ = [
     "Answered",
     "EndOffsetHistory",
     "EndOffsetPoint",
+    "lag_fields",
     "measured_lag",
     "measured_lags",
     "partition_lag_values",
@@ -295,6 +296,26 @@ def partition_lag_values(
         estimated_lag = partition_lag(None, log_start, log_end, auto_offset_reset)
     if committed_after_poll and committed is not None and log_end is not None and committed > log_end:
         log_end = committed
+    return lag_fields(
+        group, topic, partition, committed, log_start, log_end, offset_lag, estimated_lag, lag_seconds, flags, polled_at
+    )
+
+
+def lag_fields(
+    group: str,
+    topic: str,
+    partition: int,
+    committed: int | None,
+    log_start: int | None,
+    log_end: int | None,
+    offset_lag: int | None,
+    estimated_lag: int | None,
+    time_lag: float | None,
+    flags: Sequence[Any],
+    polled_at: float | None,
+) -> dict[str, Any]:
+    """A partition-lag value's fields, by name, in the order :class:`~kagent.core.snapshot.PartitionLag` declares
+    them (what :func:`~kagent.core.constructed.constructed` takes); nothing checked."""
     return {
         "group": group,
         "topic": topic,
@@ -304,7 +325,7 @@ def partition_lag_values(
         "log_end": log_end,
         "offset_lag": offset_lag,
         "estimated_lag": estimated_lag,
-        "time_lag": lag_seconds,
+        "time_lag": time_lag,
         "flags": flags,
         "polled_at": polled_at,
     }

@@ -47,7 +47,7 @@ from kagent.core.json_bytes import kept
 from kagent.core.lag_series import LagsOf, PartitionOffsets
 from kagent.core.snapshot import LagFlag, PartitionLag
 from kagent.core.table_keys import partition_key
-from kagent.core.time_lag import Answered, EndOffsetHistory, measured_lags, partition_lag_values
+from kagent.core.time_lag import Answered, EndOffsetHistory, lag_fields, measured_lags, partition_lag_values
 from kagent.worker.changelog import ChangelogWriter, PublishedTable
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_index import interned, topic_partitions
@@ -417,19 +417,19 @@ class LagFigures:
             ):
                 lags.append(self.partition_lag(group, tp, position, now))
                 continue
-            values = {
-                "group": group,
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "committed": position,
-                "log_start": answer.log_start,
-                "log_end": answer.log_end,
-                "offset_lag": offset_lag,
-                "estimated_lag": None,
-                "time_lag": time_lag,
-                "flags": (),
-                "polled_at": answer.polled_at,
-            }
+            values = lag_fields(
+                group,
+                tp.topic,
+                tp.partition,
+                position,
+                answer.log_start,
+                answer.log_end,
+                offset_lag,
+                None,
+                time_lag,
+                (),
+                answer.polled_at,
+            )
             lags.append(constructed(PartitionLag, values))  # computed here, not read: nothing to validate
         return lags
 
