@@ -40,6 +40,16 @@ Measured in the same run, on one embedded broker (Tansu):
 - the source's pure work on the same bytes in this process, with no I/O
   (:func:`kagent.core.ingest.ingest` on batches of the source's fetch size,
   and encoding the derived-events records), once;
+- storage's pure work on what that derives, in this process: the
+  derived-events records of those batches (packed as the source packs
+  them) applied by a worker's :class:`~kagent.worker.storage.Storage` (the
+  stages of :func:`kagent.app.create_app`), 64 records a batch as its agent
+  takes them. Its flushes make the changelogs' record batches with
+  aiokafka's builder and hand them to a producer that sends nothing
+  (:class:`_NoSendProducer`): every write, index entry and changelog record
+  is paid, no I/O. Beside the bare consumer's and the source's lines, it
+  shows the budget: a worker at 0.5 of the bare consumer has twice the bare
+  consumer's CPU a record for everything, these two included;
 - a Faust agent that does nothing with each record (``faust_noop_app.py``),
   over the first :data:`FAUST_NOOP_RECORDS` records it is given: what
   Faust's per-event machinery alone costs, and so the ceiling of a design
@@ -134,6 +144,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.structs import TopicPartition
 
+from kagent.app import build_stages, create_app
 from kagent.core.assignors import Member, assign
 from kagent.core.consumer_offsets import (
     Assignment,
@@ -151,7 +162,9 @@ from kagent.tools.simulator import coordinator_records
 from kagent.tools.simulator.coordinator_records import OffsetsTopicMessage
 from kagent.tools.simulator.rebalance import MemberIdentity, Rebalance, RebalancedMember
 from kagent.worker import garbage_collection
+from kagent.worker.metrics import Metrics
 from kagent.worker.offsets_topic import MAX_RECORDS
+from kagent.worker.storage import BATCH_RECORDS, Storage
 from tests.support.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_PARTITIONS,
@@ -492,6 +505,67 @@ def in_process_rate(records: Sequence[ConsumerRecord[bytes, bytes]], batch: int 
     if events != len(records):
         raise RuntimeError(f"{len(records):,} records derived {events:,} events, not one each")
     return len(records) / seconds
+
+
+class _NoSendProducer:
+    """Faust's producer as :func:`kagent.worker.record_batches.send_batches` uses it, sending nothing: its
+    record batches come from an aiokafka producer never started (the builder only), and each batch handed
+    to it is built (the bytes a send would carry) and acknowledged at once."""
+
+    def __init__(self) -> None:
+        self._kafka = AIOKafkaProducer(bootstrap_servers="127.0.0.1:9")  # never started: no connection
+
+    async def maybe_start(self) -> None:
+        pass
+
+    def _ensure_producer(self) -> _NoSendProducer:
+        return self
+
+    def create_batch(self) -> BatchBuilder:
+        return self._kafka.create_batch()
+
+    async def send_batch(self, batch: BatchBuilder, topic: str, partition: int) -> asyncio.Future[None]:
+        batch._build()  # what aiokafka's sender does with a batch before it goes out
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+
+async def storage_alone_rate(records: Sequence[ConsumerRecord[bytes, bytes]], batch: int = MAX_RECORDS) -> float:
+    """Records/s of ``records`` of storage's pure work on their derived events, in this process with no
+    I/O (the module's docstring); from the first batch of derived events given to storage to the last
+    applied, process time."""
+    settings = Settings()
+    app, topology = create_app(settings)  # no I/O until a worker starts it, and none here
+    app.producer = _NoSendProducer()  # type: ignore[assignment]  # what send_batches uses of Faust's producer
+    storage = next(stage for stage in build_stages(app, topology, settings, Metrics()) if isinstance(stage, Storage))
+    for partition in range(settings.topic_partitions):  # applied from offset 0: no broker asked for log starts
+        topology.applied_offsets.data[str(partition)] = b"0"
+    offsets = [0] * settings.topic_partitions
+    messages: list[_DerivedEventsMessage] = []
+    for start in range(0, len(records), batch):
+        for partition, value in packed_records(ingest(records[start : start + batch], ()).events, len(offsets)):
+            messages.append(_DerivedEventsMessage(partition, offsets[partition], value))
+            offsets[partition] += 1
+    started = time.process_time()
+    for start in range(0, len(messages), BATCH_RECORDS):
+        await storage._apply_batch(messages[start : start + BATCH_RECORDS])  # type: ignore[arg-type]
+    seconds = time.process_time() - started
+    if storage.applied != len(messages):
+        raise RuntimeError(f"storage applied {storage.applied:,} of {len(messages):,} derived-events records")
+    return len(records) / seconds
+
+
+@dataclass
+class _DerivedEventsMessage:
+    """What storage reads of a Faust message of the derived-events topic."""
+
+    partition: int
+    offset: int
+    value: bytes
+    topic: str = "derived-events"
+    key: bytes | None = None
+    timestamp: float = field(default_factory=time.time)
 
 
 def faust_noop_rate(broker: EmbeddedBroker, workdir: Path, records: int) -> tuple[float, float]:
@@ -877,6 +951,7 @@ async def main(
             fetched: list[ConsumerRecord[bytes, bytes]] = []
             await _read_all(broker.bootstrap_servers, n, keep=fetched)
             pure_rate = in_process_rate(fetched)
+            storage_rate = await storage_alone_rate(fetched)
             del fetched
             noop_records = min(n, FAUST_NOOP_RECORDS)
             noop_rate, noop_cpu = await asyncio.to_thread(faust_noop_rate, broker, workdir, noop_records)
@@ -917,6 +992,10 @@ async def main(
     print(
         f"{'decode+check+derive+encode alone, in process':<46}{pure_rate:>11,.0f}{pure_rate / bare_rate:>8.3f}"
         f"{n / pure_rate:>9.1f}{'':>8}{1e6 / pure_rate:>11.1f}"
+    )
+    print(
+        f"{'storage applying the events alone, in process':<46}{storage_rate:>11,.0f}"
+        f"{storage_rate / bare_rate:>8.3f}{n / storage_rate:>9.1f}{'':>8}{1e6 / storage_rate:>11.1f}"
     )
     noop = f"Faust agent doing nothing, first {noop_records:,}"
     print(
