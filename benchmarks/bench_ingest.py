@@ -39,7 +39,8 @@ Measured in the same run, on one embedded broker (Tansu):
   this line and the next, so that the baseline gets what the worker gets;
 - the source's pure work on the same bytes in this process, with no I/O
   (:func:`kagent.core.ingest.ingest` on batches of the source's fetch size,
-  and encoding the derived-events records), once;
+  in the order its consumer fetches them, and encoding the derived-events
+  records), once;
 - storage's pure work on what that derives, in this process: the
   derived-events records of those batches (packed as the source packs
   them) applied by a worker's :class:`~kagent.worker.storage.Storage` (the
@@ -163,7 +164,7 @@ from kagent.tools.simulator.coordinator_records import OffsetsTopicMessage
 from kagent.tools.simulator.rebalance import MemberIdentity, Rebalance, RebalancedMember
 from kagent.worker import garbage_collection
 from kagent.worker.metrics import Metrics
-from kagent.worker.offsets_topic import MAX_RECORDS
+from kagent.worker.offsets_topic import MAX_RECORDS, PARTITION_FETCH_BYTES
 from kagent.worker.storage import BATCH_RECORDS, Storage
 from tests.support.coordinator import (
     OFFSETS_TOPIC,
@@ -462,11 +463,14 @@ async def bare_consumer_rate(bootstrap: str, expected: int, repeats: int = 3) ->
 
 
 async def _read_all(
-    bootstrap: str, expected: int, keep: list[ConsumerRecord[bytes, bytes]] | None
+    bootstrap: str, expected: int, keep: list[ConsumerRecord[bytes, bytes]] | None, **options: int
 ) -> tuple[float, float]:
     """Read ``__consumer_offsets`` from its start until ``expected`` records came (into ``keep``, given
-    one): perf_counter and process_time at the first fetch."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    one), with aiokafka's consumer ``options`` (its defaults, none given): perf_counter and process_time at
+    the first fetch."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest", **options
+    )
     await consumer.start()
     try:
         consumer.assign([TopicPartition(OFFSETS_TOPIC, p) for p in range(OFFSETS_TOPIC_PARTITIONS)])
@@ -949,7 +953,9 @@ async def main(
             del mix  # the bytes are on the broker now
             bare_rate, bare_cpu = await bare_consumer_rate(broker.bootstrap_servers, n)
             fetched: list[ConsumerRecord[bytes, bytes]] = []
-            await _read_all(broker.bootstrap_servers, n, keep=fetched)
+            # In the order the source's consumer fetches them (a partition's records up to its fetch size at once),
+            # so that storage folds a group-partition's commits as it does in the worker.
+            await _read_all(broker.bootstrap_servers, n, keep=fetched, max_partition_fetch_bytes=PARTITION_FETCH_BYTES)
             pure_rate = in_process_rate(fetched)
             storage_rate = await storage_alone_rate(fetched)
             del fetched
