@@ -491,16 +491,24 @@ async def _read_all(
         await consumer.stop()
 
 
-def in_process_rate(records: Sequence[ConsumerRecord[bytes, bytes]], batch: int = MAX_RECORDS) -> float:
-    """Records/s of the source's pure work (decode, check, derive, group, encode and pack, on the default 8
-    partitions) on ``records`` in batches of ``batch``, in this process with no I/O. Raises unless every
-    record derives one event."""
+PARTITIONS: int = Settings.model_fields["topic_partitions"].default
+"""The derived-events partitions of the in-process lines: kagent's default."""
+
+
+def in_process_rate(
+    records: Sequence[ConsumerRecord[bytes, bytes]], batch: int = MAX_RECORDS
+) -> tuple[float, list[tuple[int, bytes]]]:
+    """Records/s of the source's pure work (decode, check, derive, group, encode and pack, on
+    :data:`PARTITIONS`) on ``records`` in batches of ``batch``, in this process with no I/O, and the
+    derived-events records it packed, (partition, value) each, in order. Raises unless every record derives
+    one event."""
     events = 0
     seconds = 0.0
+    packed: list[tuple[int, bytes]] = []
     for start in range(0, len(records), batch):
         started = time.process_time()
         result = ingest(records[start : start + batch], ())
-        packed_records(result.events, Settings.model_fields["topic_partitions"].default)
+        packed += packed_records(result.events, PARTITIONS)
         seconds += time.process_time() - started
         if result.malformed:
             _, failure = result.malformed[0]
@@ -508,7 +516,7 @@ def in_process_rate(records: Sequence[ConsumerRecord[bytes, bytes]], batch: int 
         events += sum(len(derived.expanded()) for derived in result.events)  # a run holds many commits
     if events != len(records):
         raise RuntimeError(f"{len(records):,} records derived {events:,} events, not one each")
-    return len(records) / seconds
+    return len(records) / seconds, packed
 
 
 class _NoSendProducer:
@@ -535,11 +543,11 @@ class _NoSendProducer:
         return done
 
 
-async def storage_alone_rate(records: Sequence[ConsumerRecord[bytes, bytes]], batch: int = MAX_RECORDS) -> float:
-    """Records/s of ``records`` of storage's pure work on their derived events, in this process with no
-    I/O (the module's docstring); from the first batch of derived events given to storage to the last
-    applied, process time."""
-    settings = Settings()
+async def storage_alone_rate(records: int, packed: Sequence[tuple[int, bytes]]) -> float:
+    """Records/s of ``__consumer_offsets`` (``records`` of them) of storage's pure work on their derived
+    events, ``packed`` (:func:`in_process_rate`'s), in this process with no I/O (the module's docstring); from
+    the first batch of derived events given to storage to the last applied, process time."""
+    settings = Settings(topic_partitions=PARTITIONS)
     app, topology = create_app(settings)  # no I/O until a worker starts it, and none here
     app.producer = _NoSendProducer()  # type: ignore[assignment]  # what send_batches uses of Faust's producer
     storage = next(stage for stage in build_stages(app, topology, settings, Metrics()) if isinstance(stage, Storage))
@@ -547,17 +555,16 @@ async def storage_alone_rate(records: Sequence[ConsumerRecord[bytes, bytes]], ba
         topology.applied_offsets.data[str(partition)] = b"0"
     offsets = [0] * settings.topic_partitions
     messages: list[_DerivedEventsMessage] = []
-    for start in range(0, len(records), batch):
-        for partition, value in packed_records(ingest(records[start : start + batch], ()).events, len(offsets)):
-            messages.append(_DerivedEventsMessage(partition, offsets[partition], value))
-            offsets[partition] += 1
+    for partition, value in packed:
+        messages.append(_DerivedEventsMessage(partition, offsets[partition], value))
+        offsets[partition] += 1
     started = time.process_time()
     for start in range(0, len(messages), BATCH_RECORDS):
         await storage._apply_batch(messages[start : start + BATCH_RECORDS])  # type: ignore[arg-type]
     seconds = time.process_time() - started
     if storage.applied != len(messages):
         raise RuntimeError(f"storage applied {storage.applied:,} of {len(messages):,} derived-events records")
-    return len(records) / seconds
+    return records / seconds
 
 
 @dataclass
@@ -956,9 +963,10 @@ async def main(
             # In the order the source's consumer fetches them (a partition's records up to its fetch size at once),
             # so that storage folds a group-partition's commits as it does in the worker.
             await _read_all(broker.bootstrap_servers, n, keep=fetched, max_partition_fetch_bytes=PARTITION_FETCH_BYTES)
-            pure_rate = in_process_rate(fetched)
-            storage_rate = await storage_alone_rate(fetched)
+            pure_rate, packed = in_process_rate(fetched)
             del fetched
+            storage_rate = await storage_alone_rate(n, packed)
+            del packed
             noop_records = min(n, FAUST_NOOP_RECORDS)
             noop_rate, noop_cpu = await asyncio.to_thread(faust_noop_rate, broker, workdir, noop_records)
 
