@@ -16,9 +16,16 @@ have lag and a time lag that every poll changes.
 
 One worker as it ships (evaluation every 5 s), but for end offsets polled
 every 15 s, Prometheus' usual scrape interval. Once it has applied the mix
-and polled, the figures printed for each scrape are: the CPU the worker
-counts for it (``kagent_scrape_cpu_seconds``, the event loop thread's own
-stretches rendering and writing the body) per sample, and the whole
+and polled, it waits for the worker's evaluations to settle (after a
+backlog every group comes due at once, more than once while the backlog
+lasts; settled: every group evaluated, and more due times skipped than
+groups evaluated over 5 s; 10 minutes at most), then prints the worker's
+idle CPU over three windows of 20 s one after the other (a poll falls in
+each), and in each the evaluator's CPU (``kagent_evaluation_cpu_seconds``),
+the evaluations it ran and the due times it skipped.
+The figures printed for each scrape are: the CPU the worker counts for it
+(``kagent_scrape_cpu_seconds``, the event loop thread's own stretches
+rendering and writing the body) per sample, and the whole
 process's CPU above its idle rate beside it; the body's size; how long it
 took; the longest the scrape held the event loop at once
 (``kagent_scrape_longest_hold_seconds``, the garbage collector's pauses in
@@ -138,6 +145,14 @@ SCRAPES = 3
 """Scrapes after every group committed a new position; the median's figures are printed."""
 CAUGHT_UP = 0.5
 """The share of groups committed to the end of their partitions: no lag."""
+IDLE_SECONDS = SCRAPE_INTERVAL + 5
+"""Seconds over which the idle worker's CPU is measured: a poll's work falls in them."""
+IDLE_WINDOWS = 3
+"""Windows of :data:`IDLE_SECONDS` over which the idle worker's CPU is measured, one after the other."""
+SETTLE_STEP = 5.0
+"""Seconds over which the worker's evaluations are counted while they settle after the backlog."""
+SETTLE_WITHIN = 600.0
+"""Seconds after the polls the evaluations may take to settle before the idle CPU is measured anyway."""
 SETTINGS = {"end_offset_interval": str(SCRAPE_INTERVAL), "one_record_batches": "false"}
 COUNTERS = ("kagent_derived_events_total", "kagent_stage_backlog_records", "kagent_end_offset_polls_total")
 SCRAPE_COUNTERS = ("kagent_scrape_cpu_seconds_total", "kagent_scrape_longest_hold_seconds")
@@ -204,6 +219,44 @@ def total(workers: list[Worker]) -> dict[str, float]:
     """:func:`counters` of every worker, added up."""
     each = [counters(one) for one in workers]
     return {name: sum(one[name] for one in each) for name in COUNTERS}
+
+
+class Settled(NamedTuple):
+    seconds: float
+    """How long after the polls the worker's evaluations settled."""
+    settled: bool
+    """Whether they did within :data:`SETTLE_WITHIN` s."""
+
+
+def settled_evaluations(worker: Worker) -> Settled:
+    """Wait until the worker's evaluations have settled after the backlog: every group it holds has been
+    evaluated, and over :data:`SETTLE_STEP` s it skipped more due times than it evaluated groups (the
+    notices and first sightings of the backlog make every group due at once, more than once while the
+    backlog lasts, and the worker is not idle until they are done); :data:`SETTLE_WITHIN` s at most."""
+    started = time.perf_counter()
+    groups = metric_total(worker.metrics("kagent_groups", timeout=60) or {}, "kagent_groups")
+    evaluated, skipped, _ = evaluation_counts(worker)
+    while time.perf_counter() - started < SETTLE_WITHIN:
+        time.sleep(SETTLE_STEP)
+        was_evaluated, was_skipped = evaluated, skipped
+        evaluated, skipped, _ = evaluation_counts(worker)
+        if evaluated >= groups and skipped - was_skipped > evaluated - was_evaluated:
+            return Settled(time.perf_counter() - started, True)
+    return Settled(time.perf_counter() - started, False)
+
+
+EVALUATION_COUNTERS = (
+    "kagent_evaluations_total",
+    "kagent_evaluations_skipped_total",
+    "kagent_evaluation_cpu_seconds_total",
+)
+
+
+def evaluation_counts(worker: Worker) -> tuple[float, float, float]:
+    """The worker's evaluations, due times skipped and the evaluator's CPU seconds so far."""
+    samples = worker.metrics(*EVALUATION_COUNTERS, timeout=60) or {}
+    evaluated, skipped, cpu = (metric_total(samples, name) for name in EVALUATION_COUNTERS)
+    return evaluated, skipped, cpu
 
 
 def idle_rate(worker: Worker, seconds: float = 3.0) -> float:
@@ -414,10 +467,28 @@ async def main(
 
             if len(workers) == 1:  # one worker's scrapes, measured alone
                 unscraped_kb = rss_kb(worker)
+                settled = settled_evaluations(worker)
+                print(
+                    f"the worker's evaluations settled (more due times skipped than groups evaluated over "
+                    f"{SETTLE_STEP:g} s) {settled.seconds:.0f} s after the polls"
+                    if settled.settled
+                    else f"the worker's evaluations had not settled {settled.seconds:.0f} s after the polls",
+                    flush=True,
+                )
                 with HealthProbe(worker) as probe:
-                    idle = idle_rate(worker)
-                    idle_wait = probe.reset()
-                    print(f"worker idle: {idle:.2f} cores; longest /healthz wait {idle_wait * 1000:.1f} ms")
+                    for _ in range(IDLE_WINDOWS):  # the last one's rate is the idle rate scrapes are measured above
+                        before = evaluation_counts(worker)
+                        idle = idle_rate(worker, IDLE_SECONDS)
+                        evaluated, skipped, evaluator_cpu = (
+                            after - was for after, was in zip(evaluation_counts(worker), before, strict=True)
+                        )
+                        idle_wait = probe.reset()
+                        print(
+                            f"worker idle, over {IDLE_SECONDS:g} s: {idle:.2f} cores, the evaluator "
+                            f"{evaluator_cpu / IDLE_SECONDS:.2f} ({evaluated:,.0f} evaluations, {skipped:,.0f} due "
+                            f"times skipped; a poll); longest /healthz wait {idle_wait * 1000:.1f} ms",
+                            flush=True,
+                        )
                     with profiled(worker.pid, profile):
                         first = scrape(worker, probe, idle)  # every group's layout made: once after a start
                     print(
