@@ -30,9 +30,10 @@ every 15 s:
   first evaluations spread over the minutes of ingest, so their holds end in
   different rounds. The last round is the steady state, and its figure is the
   one held to the target. Not measured: a quiet group is evaluated in full
-  again every 10 intervals at the latest (``evaluator.QUIET_ROUNDS``), and
-  the groups evaluated together come back together: that round costs what a
-  first round does (the output says so);
+  again every 10 intervals at the latest (``evaluator.QUIET_ROUNDS``), or
+  as often as a tenth of a core allows when the worker holds more quiet
+  groups than that pays for (``evaluator.refresh_after``); those refreshes
+  are not in these rounds (the output says so);
 - **a scrape**: one ``/metrics`` scrape of everything (the per-group lag
   figures) and one of two counters by ``name[]``, each with the worker's CPU;
 - **a restart**: the worker stopped (SIGTERM) and a new one started with
@@ -329,8 +330,8 @@ async def main(
                         if each.evaluated == 0:
                             break
                 print(
-                    f"  not measured: every {QUIET_ROUNDS} intervals at the latest a quiet group is evaluated in full "
-                    "again, and the groups evaluated together in the first rounds come back together"
+                    f"  not measured: every {QUIET_ROUNDS} intervals at the latest (or as often as a tenth of a core "
+                    "allows, evaluator.refresh_after) a quiet group is evaluated in full again"
                 )
                 checks.append(
                     (

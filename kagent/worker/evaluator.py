@@ -18,8 +18,10 @@ a partition it reads), or the clock reaches the time a partition's silence
 could mean STOP (:meth:`~kagent.worker.group_state.GroupStateReader.status_holds_until`)
 or a cleared group's cooldown ends. Such a group's due time passes without the
 work (``kagent_evaluations_skipped_total``); it is evaluated in full at least
-every :data:`QUIET_ROUNDS` intervals. A round over a large cluster where little
-moves then costs what moves, not every group.
+every :data:`QUIET_ROUNDS` intervals, or, when the worker holds so many
+groups that those refreshes would take more than :data:`REFRESH_SHARE` of a
+core, as often as that share allows (:func:`refresh_after`). A round over a
+large cluster where little moves then costs what moves, not every group.
 
 Each group is evaluated at the time its evaluation runs (a round over thousands
 of groups takes seconds), and how long after it came due goes to
@@ -47,6 +49,7 @@ import asyncio
 import heapq
 import logging
 import math
+import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
@@ -83,7 +86,36 @@ T = TypeVar("T")
 
 QUIET_ROUNDS = 10
 """A quiet group skipped at its due time is evaluated in full again after this many intervals at the
-latest, whatever else says it need not be (its summary's figures and flags stay fresh)."""
+latest, whatever else says it need not be (its summary's figures and flags stay fresh), unless the worker
+holds so many groups that refreshing them that often would take more than :data:`REFRESH_SHARE` of a core
+(:func:`refresh_after`)."""
+
+REFRESH_SHARE = 0.1
+"""The most of a core the full evaluations of quiet groups may take, on average, before their refreshes are
+spaced out beyond :data:`QUIET_ROUNDS` intervals. Why, measured by ``benchmarks/bench_scrape.py --groups 50000
+--pool half`` (975,545 group-partitions, nothing committing once the mix was applied): refreshed every 10
+intervals, those 50,000 quiet groups, about 0.9 ms of CPU each, asked for 1,000 evaluations a second, more
+than half the loop can do, so the worker's rounds never ended and not one due time was skipped: its evaluator
+used 0.41-0.43 of a core doing nothing new (three windows of 20 s). Refreshed as this share allows, 0.14."""
+
+REFRESH_SPREAD = 0.25
+"""The share of a spaced-out refresh horizon by which each group's is shortened at random: the groups a
+round evaluated together (all of them after a start) come due for their refreshes spread out, not at once."""
+
+
+def refresh_after(groups: int, evaluation_cpu: float | None, interval: float, jitter: float) -> float:
+    """Seconds after an evaluation that finds a group quiet before it is evaluated in full again, if nothing
+    it reads changes: :data:`QUIET_ROUNDS` intervals, or as long as refreshing ``groups`` groups (the
+    worker's: all of them could be quiet), each once in that time at ``evaluation_cpu`` seconds of CPU an
+    evaluation (None: not measured yet), takes :data:`REFRESH_SHARE` of a core, if that is longer; a horizon
+    longer than the intervals' is shortened by ``jitter`` (0 to 1) x :data:`REFRESH_SPREAD` of it, but never
+    below them."""
+    least = QUIET_ROUNDS * interval
+    if evaluation_cpu is None:
+        return least
+    spaced = groups * evaluation_cpu / REFRESH_SHARE
+    return max(least, spaced * (1 - REFRESH_SPREAD * jitter))
+
 
 SCAN_AT_LEAST_EVERY = 60.0
 """Seconds between two looks at which groups this worker holds, at most, when nothing says they changed."""
@@ -270,6 +302,9 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._quiet_until: dict[str, float] = {}
         """Groups whose last evaluation found them quiet -> until when an evaluation finds the same if
         nothing changes (:meth:`_quiet_until_after`)."""
+        self._quiet_cost: float | None = None
+        """The CPU seconds an evaluation that found its group quiet took, averaged (:meth:`_note_quiet_cost`):
+        what refreshing a quiet group costs (:func:`refresh_after`)."""
         self._deleted: set[str] = set()
         """Groups storage said were deleted, whose incidents are still to resolve."""
         self._held: set[str] = set()
@@ -509,6 +544,7 @@ class Evaluator(Stage, OpenIncidentsReader):
     async def evaluate_group(self, group: str, now: float) -> Recommendation | None:
         """Evaluate one group; store its trigger state if it changed; publish a recommendation if it
         triggers. A recommendation a previous holder decided but may not have sent goes out first."""
+        started = time.thread_time()
         self._dirty.discard(group)
         self._quiet_until.pop(group, None)
         snapshot = self._groups.snapshot(group, now)
@@ -613,6 +649,8 @@ class Evaluator(Stage, OpenIncidentsReader):
                 worker=self._worker_url,
             )
         )
+        if quiet_until is not None:
+            self._note_quiet_cost(time.thread_time() - started)
         return recommendation
 
     def _quiet_until_after(
@@ -646,10 +684,17 @@ class Evaluator(Stage, OpenIncidentsReader):
             or self._policy.lag_unit is not LagUnit.MESSAGES
         ):
             return None
-        until = min(now + QUIET_ROUNDS * self._interval, self._groups.status_holds_until(snapshot))
+        refresh = refresh_after(len(self._held), self._quiet_cost, self._interval, random.random())
+        until = min(now + refresh, self._groups.status_holds_until(snapshot))
         if not state.armed and state.cleared:
             until = min(until, (state.last_recommendation_at or 0.0) + self._policy.cooldown)
         return until if until > now else None
+
+    def _note_quiet_cost(self, cpu: float) -> None:
+        """Take ``cpu``, the CPU seconds of an evaluation that found its group quiet (this thread's: such an
+        evaluation sends nothing, so it seldom waits), into :attr:`_quiet_cost`: a moving average over about
+        the last thousand."""
+        self._quiet_cost = cpu if self._quiet_cost is None else self._quiet_cost + (cpu - self._quiet_cost) / 1_000
 
     async def _publish(self, group: str, state: EvaluationState) -> EvaluationState:
         """Send ``state``'s pending recommendation once the state holding it is durable (an outbox);

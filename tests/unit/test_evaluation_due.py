@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any, cast
 
 from kagent.core.evaluation import EvaluationState
 from kagent.worker.evaluator import Evaluator, RoundPacer
 from kagent.worker.group_state import GroupChange, GroupChanged
-from kagent.worker.metrics import Metrics
+from tests.support.evaluators import bare_evaluator
 
 INTERVAL = 10.0
 
@@ -29,21 +28,10 @@ class _Changes:
 def _evaluator(states: dict[str, bytes] | None = None, *notices: GroupChanged) -> Evaluator:
     """An evaluator of interval :data:`INTERVAL` holding group ``g``, its trigger states ``states``, and
     ``notices`` waiting; nothing else of it is used here."""
-    unused = cast(Any, None)
-    evaluator = Evaluator(
-        interval=INTERVAL,
-        policy=unused,
-        groups=unused,
-        changes=cast(Any, _Changes(*notices)),
-        states=cast(Any, SimpleNamespace(stored=states or {})),  # a table as the evaluator reads it
-        recommendations=unused,
-        incidents=unused,
-        history=unused,
-        overview=unused,
-        writer=unused,
-        metrics=Metrics(),
-        cluster_name="c",
-        worker_url="http://w/",
+    evaluator = bare_evaluator(
+        INTERVAL,
+        changes=_Changes(*notices),
+        states=SimpleNamespace(stored=states or {}),  # a table as the evaluator reads it
     )
     evaluator._held = {"g"}
     return evaluator

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, cast
 
 from kagent.worker.evaluator import (
     BEHIND_RECORDS,
@@ -17,6 +16,7 @@ from kagent.worker.evaluator import (
 )
 from kagent.worker.metrics import Metrics
 from kagent.worker.stalls import BatchDelay
+from tests.support.evaluators import bare_evaluator
 
 PIECE = 0.003
 """Seconds of work in one piece of the round (one group's evaluation, say)."""
@@ -179,23 +179,7 @@ class _Stage:
 
 def _evaluator(metrics: Metrics, *stages: _Stage) -> Evaluator:
     """An evaluator whose ingest is ``stages``; nothing else of it is used here."""
-    unused = cast(Any, None)
-    return Evaluator(
-        interval=5.0,
-        policy=unused,
-        groups=unused,
-        changes=unused,
-        states=unused,
-        recommendations=unused,
-        incidents=unused,
-        history=unused,
-        overview=unused,
-        writer=unused,
-        metrics=metrics,
-        cluster_name="c",
-        worker_url="http://w/",
-        ingest=stages,
-    )
+    return bare_evaluator(metrics=metrics, ingest=stages)
 
 
 def _share(metrics: Metrics) -> float | None:
