@@ -31,9 +31,9 @@ every 15 s:
   different rounds. The last round is the steady state, and its figure is the
   one held to the target. Not measured: a quiet group is evaluated in full
   again every 10 intervals at the latest (``evaluator.QUIET_ROUNDS``), or
-  as often as a tenth of a core allows when the worker holds more quiet
-  groups than that pays for (``evaluator.refresh_after``); those refreshes
-  are not in these rounds (the output says so);
+  as often as a tenth of a core allows when the worker holds more groups
+  than that pays for (``evaluator.refresh_after``); those refreshes are not
+  in these rounds (the output says so);
 - **a scrape**: one ``/metrics`` scrape of everything (the per-group lag
   figures) and one of two counters by ``name[]``, each with the worker's CPU;
 - **a restart**: the worker stopped (SIGTERM) and a new one started with

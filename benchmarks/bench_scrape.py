@@ -232,7 +232,9 @@ def settled_evaluations(worker: Worker) -> Settled:
     """Wait until the worker's evaluations have settled after the backlog: every group it holds has been
     evaluated, and over :data:`SETTLE_STEP` s it skipped more due times than it evaluated groups (the
     notices and first sightings of the backlog make every group due at once, more than once while the
-    backlog lasts, and the worker is not idle until they are done); :data:`SETTLE_WITHIN` s at most."""
+    backlog lasts, and the worker is not idle until they are done); :data:`SETTLE_WITHIN` s at most. The
+    worker counts a round's skipped due times as the round ends, so a round that ends in one step can read
+    as settled early: the idle windows after it show whether it was."""
     started = time.perf_counter()
     groups = metric_total(worker.metrics("kagent_groups", timeout=60) or {}, "kagent_groups")
     evaluated, skipped, _ = evaluation_counts(worker)
