@@ -155,6 +155,12 @@ SETTLE_WITHIN = 600.0
 """Seconds after the polls the evaluations may take to settle before the idle CPU is measured anyway."""
 SETTINGS = {"end_offset_interval": str(SCRAPE_INTERVAL), "one_record_batches": "false"}
 COUNTERS = ("kagent_derived_events_total", "kagent_stage_backlog_records", "kagent_end_offset_polls_total")
+EVALUATION_COUNTERS = (
+    "kagent_evaluations_total",
+    "kagent_evaluations_skipped_total",
+    "kagent_evaluation_cpu_seconds_total",
+)
+"""The worker's evaluations, due times skipped and the evaluator's CPU seconds so far (:func:`counters`)."""
 SCRAPE_COUNTERS = ("kagent_scrape_cpu_seconds_total", "kagent_scrape_longest_hold_seconds")
 SESSION_LOST = re.compile(r"Heartbeat failed|heartbeat session expired|UnknownMemberId|rebalance failed", re.I)
 
@@ -208,11 +214,12 @@ class HealthProbe:
             time.sleep(HEALTH_EVERY)
 
 
-def counters(worker: Worker) -> dict[str, float]:
-    samples = worker.metrics(*COUNTERS, timeout=60)
+def counters(worker: Worker, names: tuple[str, ...] = COUNTERS) -> dict[str, float]:
+    """The worker's figures of ``names``, each summed over its series; raises if ``/metrics`` does not answer."""
+    samples = worker.metrics(*names, timeout=60)
     if samples is None:
         raise RuntimeError("the worker's /metrics did not answer")
-    return {name: metric_total(samples, name) for name in COUNTERS}
+    return {name: metric_total(samples, name) for name in names}
 
 
 def total(workers: list[Worker]) -> dict[str, float]:
@@ -236,32 +243,18 @@ def settled_evaluations(worker: Worker) -> Settled:
     worker counts a round's skipped due times as the round ends, so a round that ends in one step can read
     as settled early: the idle windows after it show whether it was."""
     started = time.perf_counter()
-    groups = metric_total(worker.metrics("kagent_groups", timeout=60) or {}, "kagent_groups")
-    evaluated, skipped, _ = evaluation_counts(worker)
+    groups = counters(worker, ("kagent_groups",))["kagent_groups"]
+    now = counters(worker, EVALUATION_COUNTERS)
     while time.perf_counter() - started < SETTLE_WITHIN:
         time.sleep(SETTLE_STEP)
-        was_evaluated, was_skipped = evaluated, skipped
-        evaluated, skipped, _ = evaluation_counts(worker)
-        if evaluated >= groups and skipped - was_skipped > evaluated - was_evaluated:
+        was, now = now, counters(worker, EVALUATION_COUNTERS)
+        evaluated, skipped = (now[name] - was[name] for name in EVALUATION_COUNTERS[:2])
+        if now[EVALUATION_COUNTERS[0]] >= groups and skipped > evaluated:
             return Settled(time.perf_counter() - started, True)
     return Settled(time.perf_counter() - started, False)
 
 
-EVALUATION_COUNTERS = (
-    "kagent_evaluations_total",
-    "kagent_evaluations_skipped_total",
-    "kagent_evaluation_cpu_seconds_total",
-)
-
-
-def evaluation_counts(worker: Worker) -> tuple[float, float, float]:
-    """The worker's evaluations, due times skipped and the evaluator's CPU seconds so far."""
-    samples = worker.metrics(*EVALUATION_COUNTERS, timeout=60) or {}
-    evaluated, skipped, cpu = (metric_total(samples, name) for name in EVALUATION_COUNTERS)
-    return evaluated, skipped, cpu
-
-
-def idle_rate(worker: Worker, seconds: float = 3.0) -> float:
+def idle_rate(worker: Worker, seconds: float) -> float:
     """The worker's CPU per second with nothing asked of it (evaluations and polls go on)."""
     before, started = cpu_seconds(worker.pid), time.perf_counter()
     time.sleep(seconds)
@@ -479,11 +472,10 @@ async def main(
                 )
                 with HealthProbe(worker) as probe:
                     for _ in range(IDLE_WINDOWS):  # the last one's rate is the idle rate scrapes are measured above
-                        before = evaluation_counts(worker)
+                        before = counters(worker, EVALUATION_COUNTERS)
                         idle = idle_rate(worker, IDLE_SECONDS)
-                        evaluated, skipped, evaluator_cpu = (
-                            after - was for after, was in zip(evaluation_counts(worker), before, strict=True)
-                        )
+                        after = counters(worker, EVALUATION_COUNTERS)
+                        evaluated, skipped, evaluator_cpu = (after[name] - before[name] for name in EVALUATION_COUNTERS)
                         idle_wait = probe.reset()
                         print(
                             f"worker idle, over {IDLE_SECONDS:g} s: {idle:.2f} cores, the evaluator "
