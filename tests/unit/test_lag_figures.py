@@ -4,6 +4,7 @@ published, and what the groups' assignments share."""
 from __future__ import annotations
 
 import asyncio
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,7 +19,7 @@ from kagent.core.events import GroupAssigned, MemberAssignment, PartitionRef
 from kagent.core.table_keys import partition_key
 from kagent.worker.committed_offsets import CommittedOffsets
 from kagent.worker.group_state import EndOffsetsPolled
-from kagent.worker.lag_figures import REFRESH_AFTER_POLLS, GroupReads, LagFigures
+from kagent.worker.lag_figures import REFRESH_AFTER_POLLS, GroupReads, LagFigures, refresh_phase
 from kagent.worker.list_offsets import Reason
 
 INTERVAL = 10.0
@@ -80,12 +81,34 @@ def test_a_group_is_rewritten_whole_when_first_seen_then_every_refresh_period() 
     groups = {"g": GroupReads.of(assignment("g", 2))}
     made.take(poll(0.0, 2))
     assert sweep(made, groups, 0.0) == {("g", 0), ("g", 1)}
-    for n in range(1, REFRESH_AFTER_POLLS):
+    # The second whole rewrite comes its phase of the period early; then one every period.
+    second = math.ceil(REFRESH_AFTER_POLLS * (1 - refresh_phase("g")))
+    assert 1 <= second <= REFRESH_AFTER_POLLS
+    rewritten = []
+    for n in range(1, second + 2 * REFRESH_AFTER_POLLS + 1):
         made.take(poll(n * INTERVAL, 2, end=100 + n))
-        assert sweep(made, groups, n * INTERVAL) == set(), n
-    at = REFRESH_AFTER_POLLS * INTERVAL
-    made.take(poll(at, 2))
-    assert sweep(made, groups, at) == {("g", 0), ("g", 1)}
+        due = sweep(made, groups, n * INTERVAL)
+        assert due in (set(), {("g", 0), ("g", 1)}), n
+        if due:
+            rewritten.append(n)
+    assert rewritten == [second, second + REFRESH_AFTER_POLLS, second + 2 * REFRESH_AFTER_POLLS]
+
+
+def test_groups_first_written_at_one_poll_spread_their_next_whole_rewrites_over_the_period() -> None:
+    """After a start or a failover every group is new at one poll: were they kept in step, every 12th poll
+    would rewrite every entry held and the others none."""
+    made, _ = figures({})
+    count = 1_200
+    groups = {f"group-{n}": GroupReads.of(assignment(f"group-{n}", 1)) for n in range(count)}
+    made.take(poll(0.0, 1))
+    assert len(sweep(made, groups, 0.0)) == count
+    per_poll = []
+    for n in range(1, REFRESH_AFTER_POLLS + 1):
+        made.take(poll(n * INTERVAL, 1, end=100 + n))
+        per_poll.append(len(sweep(made, groups, n * INTERVAL)))
+    assert sum(per_poll) == count  # each once in the period
+    share = count / REFRESH_AFTER_POLLS
+    assert all(0.5 * share <= written <= 1.5 * share for written in per_poll), per_poll
 
 
 def test_a_partition_first_polled_later_is_due_at_once_and_only_it() -> None:
@@ -119,9 +142,10 @@ def test_what_a_group_reads_is_looked_at_again_when_its_assignment_or_a_topic_ch
 def test_a_log_start_moving_past_a_committed_offset_makes_that_entry_due() -> None:
     committed: dict[str, bytes] = {}
     commit(committed, "behind", 0, 5)
-    commit(committed, "ahead", 0, 90)
+    commit(committed, "steady", 0, 90)
     made, _ = figures(committed)
-    groups = {group: GroupReads.of(assignment(group, 1)) for group in ("behind", "ahead")}
+    groups = {group: GroupReads.of(assignment(group, 1)) for group in ("behind", "steady")}
+    assert all(refresh_phase(group) < 1 - 2 / REFRESH_AFTER_POLLS for group in groups)  # not whole in 2 polls
     made.take(poll(0.0, 1))
     sweep(made, groups, 0.0)
     made.take(poll(INTERVAL, 1, start=50))
@@ -132,12 +156,13 @@ def test_a_log_start_moving_past_a_committed_offset_makes_that_entry_due() -> No
 
 def test_a_group_no_longer_held_is_rewritten_whole_when_held_again() -> None:
     made, _ = figures({})
-    groups = {group: GroupReads.of(assignment(group, 1)) for group in ("g", "kept")}
+    groups = {group: GroupReads.of(assignment(group, 1)) for group in ("g", "kept-here")}
+    assert refresh_phase("kept-here") < 1 - 1 / REFRESH_AFTER_POLLS  # not rewritten whole at the next poll
     made.take(poll(0.0, 1))
     sweep(made, groups, 0.0)
-    asyncio.run(made.keep_only(["kept"]))
+    asyncio.run(made.keep_only(["kept-here"]))
     made.take(poll(INTERVAL, 1))
-    assert sweep(made, groups, INTERVAL) == {("g", 0)}  # "kept" was rewritten whole at 0.0 and is not due yet
+    assert sweep(made, groups, INTERVAL) == {("g", 0)}  # "kept-here" was rewritten whole at 0.0: not due yet
 
 
 def test_an_assignment_change_makes_all_the_groups_entries_due_at_the_next_poll() -> None:
