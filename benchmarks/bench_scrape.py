@@ -20,9 +20,11 @@ and polled, it waits for the worker's evaluations to settle (after a
 backlog every group comes due at once, more than once while the backlog
 lasts; settled: every group evaluated, and more due times skipped than
 groups evaluated over 5 s; 10 minutes at most), then prints the worker's
-idle CPU over three windows of 20 s one after the other (a poll falls in
-each), and in each the evaluator's CPU (``kagent_evaluation_cpu_seconds``),
-the evaluations it ran and the due times it skipped.
+idle CPU from each end-offset poll to the next, over one refresh period of
+the partition-lag table (12 polls, 3 minutes: every group's entries are
+rewritten whole once in it), and in each the evaluator's CPU
+(``kagent_evaluation_cpu_seconds``), the evaluations it ran and the due
+times it skipped; then the median and the largest of them.
 The figures printed for each scrape are: the CPU the worker counts for it
 (``kagent_scrape_cpu_seconds``, the event loop thread's own stretches
 rendering and writing the body) per sample, and the whole
@@ -121,6 +123,7 @@ from prometheus_client.registry import Collector
 from kagent.core.consumer_offsets import OffsetCommit
 from kagent.tools.embedded import EmbeddedBroker
 from kagent.tools.simulator import coordinator_records
+from kagent.worker.lag_figures import REFRESH_AFTER_POLLS
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, offset_commit, publish
 from tests.support.monitoring import Prometheus
 from tests.support.processes import cpu_seconds, machine_cpu, profiled
@@ -145,10 +148,6 @@ SCRAPES = 3
 """Scrapes after every group committed a new position; the median's figures are printed."""
 CAUGHT_UP = 0.5
 """The share of groups committed to the end of their partitions: no lag."""
-IDLE_SECONDS = SCRAPE_INTERVAL + 5
-"""Seconds over which the idle worker's CPU is measured: a poll's work falls in them."""
-IDLE_WINDOWS = 3
-"""Windows of :data:`IDLE_SECONDS` over which the idle worker's CPU is measured, one after the other."""
 SETTLE_STEP = 5.0
 """Seconds over which the worker's evaluations are counted while they settle after the backlog."""
 SETTLE_WITHIN = 600.0
@@ -254,11 +253,62 @@ def settled_evaluations(worker: Worker) -> Settled:
     return Settled(time.perf_counter() - started, False)
 
 
-def idle_rate(worker: Worker, seconds: float) -> float:
-    """The worker's CPU per second with nothing asked of it (evaluations and polls go on)."""
-    before, started = cpu_seconds(worker.pid), time.perf_counter()
-    time.sleep(seconds)
-    return (cpu_seconds(worker.pid) - before) / (time.perf_counter() - started)
+class PollWindow(NamedTuple):
+    """The idle worker from one end-offset poll to the next (evaluations and polls go on)."""
+
+    seconds: float
+    cores: float
+    """The worker process's CPU per second."""
+    evaluator_cores: float
+    """The evaluator's (``kagent_evaluation_cpu_seconds``) per second."""
+    evaluated: float
+    skipped: float
+    longest_wait: float
+    """The longest ``/healthz`` wait."""
+
+
+def polled(worker: Worker, after: float) -> float:
+    """Wait for the worker's end-offset polls to count more than ``after``; how many they count then."""
+    count = after
+    deadline = time.perf_counter() + 3 * SCRAPE_INTERVAL
+    while count <= after:
+        if time.perf_counter() > deadline:
+            raise WaitTimedOut(f"no end-offset poll in {3 * SCRAPE_INTERVAL:g} s")
+        time.sleep(0.1)
+        count = counters(worker)["kagent_end_offset_polls_total"]
+    return count
+
+
+def spread(what: str, cores: list[float]) -> float:
+    """Print the median and the largest of the ``cores`` of ``what`` over the poll windows; the median."""
+    ordered = sorted(cores)
+    median, largest = ordered[len(ordered) // 2], ordered[-1]
+    ratio = f"{largest / median:.1f} x the median" if median > 0 else "the median 0"
+    print(f"  {what}: {median:.2f} cores in the median window, {largest:.2f} in the largest ({ratio})", flush=True)
+    return median
+
+
+def poll_windows(worker: Worker, probe: HealthProbe, count: int) -> list[PollWindow]:
+    """The idle worker over ``count`` windows, each from one end-offset poll to the next, one after the
+    other."""
+    polls = polled(worker, counters(worker)["kagent_end_offset_polls_total"])
+    cpu, started, evaluations = cpu_seconds(worker.pid), time.perf_counter(), counters(worker, EVALUATION_COUNTERS)
+    probe.reset()
+    windows = []
+    for _ in range(count):
+        polls = polled(worker, polls)
+        now_cpu, now, now_evaluations = (
+            cpu_seconds(worker.pid),
+            time.perf_counter(),
+            counters(worker, EVALUATION_COUNTERS),
+        )
+        evaluated, skipped, evaluator_cpu = (now_evaluations[name] - evaluations[name] for name in EVALUATION_COUNTERS)
+        seconds = now - started
+        windows.append(
+            PollWindow(seconds, (now_cpu - cpu) / seconds, evaluator_cpu / seconds, evaluated, skipped, probe.reset())
+        )
+        cpu, started, evaluations = now_cpu, now, now_evaluations
+    return windows
 
 
 def scrape_counters(worker: Worker) -> dict[str, float]:
@@ -471,18 +521,22 @@ async def main(
                     flush=True,
                 )
                 with HealthProbe(worker) as probe:
-                    for _ in range(IDLE_WINDOWS):  # the last one's rate is the idle rate scrapes are measured above
-                        before = counters(worker, EVALUATION_COUNTERS)
-                        idle = idle_rate(worker, IDLE_SECONDS)
-                        after = counters(worker, EVALUATION_COUNTERS)
-                        evaluated, skipped, evaluator_cpu = (after[name] - before[name] for name in EVALUATION_COUNTERS)
-                        idle_wait = probe.reset()
+                    print(
+                        f"worker idle from each end-offset poll to the next, over {REFRESH_AFTER_POLLS} polls (every "
+                        "group's lag entries rewritten whole once):",
+                        flush=True,
+                    )
+                    windows = poll_windows(worker, probe, REFRESH_AFTER_POLLS)
+                    for each in windows:
                         print(
-                            f"worker idle, over {IDLE_SECONDS:g} s: {idle:.2f} cores, the evaluator "
-                            f"{evaluator_cpu / IDLE_SECONDS:.2f} ({evaluated:,.0f} evaluations, {skipped:,.0f} due "
-                            f"times skipped; a poll); longest /healthz wait {idle_wait * 1000:.1f} ms",
+                            f"  {each.seconds:.1f} s: {each.cores:.2f} cores, the evaluator {each.evaluator_cores:.2f} "
+                            f"({each.evaluated:,.0f} evaluations, {each.skipped:,.0f} due times skipped); longest "
+                            f"/healthz wait {each.longest_wait * 1000:.1f} ms",
                             flush=True,
                         )
+                    idle = spread("the worker", [each.cores for each in windows])  # what scrapes are measured above
+                    spread("its evaluator", [each.evaluator_cores for each in windows])
+                    spread("the rest of it", [each.cores - each.evaluator_cores for each in windows])
                     with profiled(worker.pid, profile):
                         first = scrape(worker, probe, idle)  # every group's layout made: once after a start
                     print(
