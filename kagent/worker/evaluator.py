@@ -99,22 +99,29 @@ than half the loop can do, so the worker's rounds never ended and not one due ti
 used 0.41-0.43 of a core doing nothing new (three windows of 20 s). Refreshed as this share allows, 0.14."""
 
 REFRESH_SPREAD = 0.25
-"""The share of a spaced-out refresh horizon by which each group's is shortened at random: the groups a
-round evaluated together (all of them after a start) come due for their refreshes spread out, not at once."""
+"""The share of a refresh horizon by which each group's is shortened at random, so that groups evaluated
+together drift apart (see :func:`refresh_after` for a group's first horizon)."""
 
 
-def refresh_after(groups: int, evaluation_cpu: float | None, interval: float, jitter: float) -> float:
+def refresh_after(
+    groups: int, evaluation_cpu: float | None, interval: float, jitter: float, first: bool = False
+) -> float:
     """Seconds after an evaluation that finds a group quiet before it is evaluated in full again, if nothing
     it reads changes: :data:`QUIET_ROUNDS` intervals, or as long as refreshing ``groups`` groups (the
     worker's: all of them could be quiet), each once in that time at ``evaluation_cpu`` seconds of CPU an
-    evaluation (None: not measured yet), takes :data:`REFRESH_SHARE` of a core, if that is longer; a horizon
-    longer than the intervals' is shortened by ``jitter`` (0 to 1) x :data:`REFRESH_SPREAD` of it, but never
-    below them."""
-    least = QUIET_ROUNDS * interval
-    if evaluation_cpu is None:
-        return least
-    spaced = groups * evaluation_cpu / REFRESH_SHARE
-    return max(least, spaced * (1 - REFRESH_SPREAD * jitter))
+    evaluation (None: not measured yet), takes :data:`REFRESH_SHARE` of a core, if that is longer; that
+    horizon shortened by ``jitter`` (0 to 1) x :data:`REFRESH_SPREAD` of it, or, the ``first`` time the
+    group is found quiet since the worker holds it, by ``jitter`` of it (so 0 up to the horizon).
+
+    The groups a worker evaluates together, all of them after a start, a backlog or a failover, would
+    otherwise come back together, a wave of refreshes every horizon: kept at exactly 10 intervals, the
+    10,000 quiet groups of ``benchmarks/bench_scrape.py --groups 10000 --pool half`` came back every 50 s,
+    7,400-8,400 evaluations in one 15 s window and 550-900 in most others, and a quarter's spread had not
+    dissolved those waves 3 minutes later."""
+    horizon = QUIET_ROUNDS * interval
+    if evaluation_cpu is not None:
+        horizon = max(horizon, groups * evaluation_cpu / REFRESH_SHARE)
+    return horizon * (1 - (jitter if first else REFRESH_SPREAD * jitter))
 
 
 SCAN_AT_LEAST_EVERY = 60.0
@@ -302,6 +309,9 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._quiet_until: dict[str, float] = {}
         """Groups whose last evaluation found them quiet -> until when an evaluation finds the same if
         nothing changes (:meth:`_quiet_until_after`)."""
+        self._spread_out: set[str] = set()
+        """Groups held that an evaluation found quiet since this worker holds them: their first horizon was
+        drawn over the whole of it (:func:`refresh_after`)."""
         self._quiet_cost: float | None = None
         """The CPU seconds an evaluation that found its group quiet took, averaged (:meth:`_note_quiet_cost`):
         what refreshing a quiet group costs (:func:`refresh_after`)."""
@@ -533,6 +543,7 @@ class Evaluator(Stage, OpenIncidentsReader):
         self._changed = {group: at for group, at in self._changed.items() if group in held}
         self._dirty &= held
         self._quiet_until = {group: until for group, until in self._quiet_until.items() if group in held}
+        self._spread_out &= held
         for group in held:
             if group not in self._last_evaluated and group not in self._first_seen:
                 self._first_seen[group] = now
@@ -684,7 +695,10 @@ class Evaluator(Stage, OpenIncidentsReader):
             or self._policy.lag_unit is not LagUnit.MESSAGES
         ):
             return None
-        refresh = refresh_after(len(self._held), self._quiet_cost, self._interval, random.random())
+        first = state.group not in self._spread_out
+        if first:
+            self._spread_out.add(state.group)
+        refresh = refresh_after(len(self._held), self._quiet_cost, self._interval, random.random(), first)
         until = min(now + refresh, self._groups.status_holds_until(snapshot))
         if not state.armed and state.cleared:
             until = min(until, (state.last_recommendation_at or 0.0) + self._policy.cooldown)

@@ -21,10 +21,23 @@ NOW = 1_000.0
 
 def test_a_quiet_group_is_refreshed_every_ten_intervals_while_that_is_cheap() -> None:
     assert QUIET_ROUNDS * INTERVAL == 50.0
-    assert refresh_after(0, None, INTERVAL, 0.5) == 50.0  # no evaluation measured yet
+    assert refresh_after(0, None, INTERVAL, 0.0) == 50.0  # no evaluation measured yet
     # 5,000 quiet groups at 1 ms each, every 50 s: a tenth of a core, the most refreshes may take.
     assert refresh_after(5_000, 0.001, INTERVAL, 0.0) == pytest.approx(50.0)
-    assert refresh_after(600, 0.001, INTERVAL, 1.0) == 50.0  # spacing never shortens the ten intervals
+    assert refresh_after(600, 0.001, INTERVAL, 0.0) == 50.0
+
+
+def test_each_groups_refresh_comes_up_to_a_quarter_early_at_random_so_groups_evaluated_together_drift_apart() -> None:
+    assert REFRESH_SPREAD == 0.25
+    assert refresh_after(0, None, INTERVAL, 1.0) == pytest.approx(37.5)
+    assert refresh_after(600, 0.001, INTERVAL, 0.5) == pytest.approx(43.75)
+    assert refresh_after(50_000, 0.0009, INTERVAL, 1.0) == pytest.approx(450.0 * 0.75)
+
+
+def test_a_groups_first_refresh_is_drawn_over_the_whole_horizon_so_groups_evaluated_together_spread_at_once() -> None:
+    assert refresh_after(0, None, INTERVAL, 0.9, first=True) == pytest.approx(5.0)
+    assert refresh_after(0, None, INTERVAL, 0.0, first=True) == pytest.approx(50.0)
+    assert refresh_after(50_000, 0.0009, INTERVAL, 0.5, first=True) == pytest.approx(225.0)
 
 
 def test_refreshes_that_would_take_more_than_a_tenth_of_a_core_are_spaced_out() -> None:
@@ -32,7 +45,6 @@ def test_refreshes_that_would_take_more_than_a_tenth_of_a_core_are_spaced_out() 
     spaced = 50_000 * 0.0009 / REFRESH_SHARE
     assert spaced == pytest.approx(450.0)
     assert refresh_after(50_000, 0.0009, INTERVAL, 0.0) == pytest.approx(spaced)
-    assert refresh_after(50_000, 0.0009, INTERVAL, 1.0) == pytest.approx(spaced * (1 - REFRESH_SPREAD))
     # On average over the spread the refreshes take no more than twice the share.
     mean_horizon = spaced * (1 - REFRESH_SPREAD / 2)
     assert 50_000 * 0.0009 / mean_horizon < 2 * REFRESH_SHARE
@@ -49,22 +61,32 @@ def _evaluator() -> Evaluator:
     return bare_evaluator(INTERVAL, policy=SimpleNamespace(lag_unit=LagUnit.MESSAGES, cooldown=300.0), groups=_Groups())
 
 
-def _quiet_until(evaluator: Evaluator) -> float | None:
-    quiet = EvaluationState(group="g")
-    return evaluator._quiet_until_after(cast(Any, None), quiet, False, False, 1.0, NOW)
+def _horizon(evaluator: Evaluator, group: str = "g") -> float:
+    """Seconds until ``group``, which the evaluator just found quiet, is evaluated in full again."""
+    quiet = EvaluationState(group=group)
+    until = evaluator._quiet_until_after(cast(Any, None), quiet, False, False, 1.0, NOW)
+    assert until is not None
+    return until - NOW
+
+
+def test_the_evaluator_draws_a_groups_first_horizon_over_the_whole_of_it_and_the_next_ones_over_a_quarter() -> None:
+    evaluator = _evaluator()
+    first = [_horizon(evaluator, f"group-{index}") for index in range(400)]
+    assert all(0 < horizon <= 50.0 for horizon in first)
+    assert sum(horizon < 25.0 for horizon in first) > 100  # spread over the whole horizon: about half below 25 s
+    later = [_horizon(evaluator, f"group-{index}") for index in range(400)]
+    assert all(50.0 * (1 - REFRESH_SPREAD) <= horizon <= 50.0 for horizon in later)
 
 
 def test_the_evaluator_spaces_its_quiet_groups_refreshes_by_its_groups_and_their_measured_cost() -> None:
     evaluator = _evaluator()
-    assert _quiet_until(evaluator) == NOW + 50.0  # nothing measured yet
+    assert 0 < _horizon(evaluator) <= 50.0  # nothing measured yet; the first horizon of "g"
     evaluator._held = {f"group-{index}" for index in range(50_000)}
     for _ in range(3):
         evaluator._note_quiet_cost(0.0009)
-    until = _quiet_until(evaluator)
-    assert until is not None
-    assert 450.0 * (1 - REFRESH_SPREAD) <= until - NOW <= 450.0
+    assert 450.0 * (1 - REFRESH_SPREAD) <= _horizon(evaluator) <= 450.0
     evaluator._held = {f"group-{index}" for index in range(500)}
-    assert _quiet_until(evaluator) == NOW + 50.0  # few groups: every ten intervals again
+    assert 50.0 * (1 - REFRESH_SPREAD) <= _horizon(evaluator) <= 50.0  # few groups: every ten intervals again
 
 
 def test_the_measured_cost_is_a_moving_average_of_quiet_evaluations() -> None:
