@@ -24,8 +24,9 @@ group-partition (a million group-partitions at 50,000 groups). A worker that
 takes a group over computes its lag from its own first poll.
 
 The groups a poll writes whole because they are new here (all of them after
-a start, a backlog or a failover) do not stay in step: each counts as written
-a share of the period earlier, its own (:func:`refresh_phase`), so the next
+a start, a backlog or a failover) or were rebalanced do not stay in step:
+each counts as written a share of the period earlier, its own
+(:func:`refresh_phase`), so the next
 whole rewrites spread over the next ``REFRESH_AFTER_POLLS`` polls. Kept in
 step, every 12th poll rewrote every entry the worker held (975,545 at
 50,000 groups) and the polls between wrote almost none.
@@ -308,7 +309,7 @@ class LagFigures:
                 touched.append(group)
             refreshed = self._refreshed.get(group)
             if refreshed is None or now - refreshed >= self._refresh_after:  # rewritten whole, from the table
-                # New here: out of step with the groups new at the same poll (see the module's docstring).
+                # New here or rebalanced: out of step with the others at this poll (see the module's docstring).
                 self._refreshed[group] = (
                     now if refreshed is not None else now - refresh_phase(group) * self._refresh_after
                 )
