@@ -7,10 +7,10 @@ consumers, v3 and v4 commits, tombstones) on a pool of 24 topics with half
 its partition counts (276 partitions), so that 50,000 groups (the default)
 read about 1,000,000 group-partitions, with one commit on each. Each topic
 partition holds 150 records and every committed offset is below 120, so
-every group-partition has lag. The topics' records are produced one per
-batch: Tansu's ListOffsets answers the last batch's base offset + 1, and the
-lag figures (which the evaluation reads) need the true end; nothing timed
-here depends on it.
+every group-partition has lag. The last record of each topic partition is
+produced in a batch of its own: Tansu's ListOffsets answers the last batch's
+base offset + 1, and the lag figures (which the evaluation reads) need the
+true end; nothing timed here depends on it.
 
 On one embedded broker (Tansu), one worker (``tests.support.worker``) with
 ``KAGENT_EVALUATE_INTERVAL`` at ``--interval`` (300 s) and end offsets polled
@@ -65,9 +65,9 @@ from typing import NamedTuple
 # The repository root, for this checkout's kagent and the shared tests.support (sys.path[0] is benchmarks/).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_ingest import TOPIC_PARTITIONS, build_mix
+from bench_ingest import TOPIC_PARTITIONS, build_mix, produce_topic_records
 
-from kagent.tools.embedded import ONE_RECORD_BATCH, EmbeddedBroker
+from kagent.tools.embedded import EmbeddedBroker
 from kagent.worker.evaluator import QUIET_ROUNDS
 from tests.support.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, publish
 from tests.support.processes import cpu_seconds, memory_kb, profiled
@@ -221,23 +221,6 @@ def rss_kb(worker: Worker) -> int:
     return memory_kb(worker.pid)["VmRSS"]
 
 
-async def produce_topic_records(bootstrap: str, pool: tuple[int, ...]) -> None:
-    """:data:`TOPIC_RECORDS` records in each partition of each topic, one per batch (see the docstring)."""
-    from aiokafka import AIOKafkaProducer
-
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=ONE_RECORD_BATCH, linger_ms=0)
-    await producer.start()
-    try:
-        for index, count in enumerate(pool):
-            for partition in range(count):
-                futures = [
-                    await producer.send(f"orders-{index:02d}", b"x", partition=partition) for _ in range(TOPIC_RECORDS)
-                ]
-                await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-
-
 async def main(
     groups: int, interval: float, seed: int, profile: Path | None, profile_restart: Path | None = None
 ) -> int:
@@ -258,10 +241,8 @@ async def main(
         topics = {f"orders-{t:02d}": count for t, count in enumerate(POOL)}
         await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, **topics})
         started = time.perf_counter()
-        await produce_topic_records(broker.bootstrap_servers, POOL)
-        print(
-            f"{TOPIC_RECORDS} records in each topic partition, one per batch, in {time.perf_counter() - started:.0f} s"
-        )
+        await produce_topic_records(broker.bootstrap_servers, topics, TOPIC_RECORDS)
+        print(f"{TOPIC_RECORDS} records in each topic partition in {time.perf_counter() - started:.0f} s")
         settings = {"evaluate_interval": str(interval), "end_offset_interval": "15", "one_record_batches": "false"}
         checks: list[tuple[str, bool, str]] = []
         try:

@@ -27,8 +27,14 @@ one event (checked in process before any worker starts). The mix's exact
 composition is printed. Records are built by ``tests.support.coordinator``
 and the simulator's ``coordinator_records``, and published with the
 producer's normal batching (20 ms linger, 256 KiB batches), each to its
-group's partition of 50 by Kafka's rule, before any worker starts. The 24
-topics exist, empty: nothing polls their end offsets.
+group's partition of 50 by Kafka's rule, before any worker starts. Each
+group-partition's first commit is below :data:`FIRST_OFFSETS` and each later
+one up to :data:`STEPS` further, and each partition of the 24 topics holds
+records past the highest commit of the mix, live rounds included
+(:func:`produce_topic_records`), so that a worker that polls their end
+offsets finds every commit at or below its partition's log end, as on a real
+cluster (on empty topics every commit was past the log end, a path a real
+cluster seldom takes).
 
 Measured in the same run, on one embedded broker (Tansu):
 
@@ -83,8 +89,7 @@ Measured in the same run, on one embedded broker (Tansu):
 - one worker as a deployment runs it, measured the same way: end offsets
   polled every 5 s (``KAGENT_END_OFFSET_INTERVAL``'s default), so each poll
   publishes the lag of every group-partition whose commit changed since the
-  last, and sweeps the held groups' entries (the 24 topics are empty, so
-  Tansu's ListOffsets answers right without the workaround);
+  last, and sweeps the held groups' entries;
 - two workers of one app id sharing the work (the source's consumer group
   and Faust's split the partitions between them; no standby copies, see
   ``kagent/app.py``), started together with a session
@@ -151,6 +156,7 @@ from kagent.core.consumer_offsets import (
     Assignment,
     GroupMetadata,
     GroupTombstone,
+    OffsetCommit,
     OffsetTombstone,
     Record,
     Subscription,
@@ -210,6 +216,11 @@ PAIR_SETTINGS = {**WORKER_SETTINGS, "session_timeout": "20"}
 join the first generation of both groups (the source's and Faust's), so the pair does not rebalance
 while it reads (with the 2 s of the tests, one run's pair applied 30,000 events twice)."""
 BACKLOG = "kagent_stage_backlog_records"
+FIRST_OFFSETS, STEPS = 1_000, 50
+"""Each group-partition's first commit is below ``FIRST_OFFSETS``, each later one up to ``STEPS`` further
+(:func:`build_mix`): on the default mix the highest commit, live rounds included, is about 1,500."""
+TOPIC_RECORDS_ABOVE = 100
+"""Records in each topic partition past the mix's highest commit (:func:`produce_topic_records`)."""
 LIVE_ROUNDS = 4
 """Commit rounds published while the live worker runs (:func:`live_run`)."""
 COMMIT_INTERVAL = 5.0
@@ -223,6 +234,37 @@ only Tansu's ListOffsets of the topics written needs off, and nothing here reads
 
 
 # --- the mix ------------------------------------------------------------------------------------
+
+
+async def produce_topic_records(bootstrap: str, topics: dict[str, int], records: int) -> None:
+    """``records`` records in each partition of ``topics``: all but the last in full batches, the last in a
+    batch of its own, since Tansu's ListOffsets answers a partition's last batch's base offset + 1."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    await producer.start()
+    try:
+        sent = []
+        for topic, count in topics.items():
+            for partition in range(count):
+                batch, left = producer.create_batch(), records - 1
+                while left:
+                    if batch.append(key=None, value=b"x", timestamp=None) is None:  # full
+                        sent.append(await producer.send_batch(batch, topic, partition=partition))
+                        batch = producer.create_batch()
+                        continue
+                    left -= 1
+                if batch.record_count():
+                    sent.append(await producer.send_batch(batch, topic, partition=partition))
+            await asyncio.gather(*sent)
+            sent = []
+        for topic, count in topics.items():  # each partition's last record, alone in its batch
+            alone = []
+            for partition in range(count):
+                batch = producer.create_batch()
+                batch.append(key=None, value=b"x", timestamp=None)
+                alone.append(await producer.send_batch(batch, topic, partition=partition))
+            await asyncio.gather(*alone)
+    finally:
+        await producer.stop()
 
 
 @dataclass
@@ -941,8 +983,9 @@ async def main(
     )
     garbage_collection.tune()  # as a worker's, for the lines measured in this process
     started = time.perf_counter()
-    mix = build_mix(groups, records, seed, live_rounds=LIVE_ROUNDS)
+    mix = build_mix(groups, records, seed, first_offsets=FIRST_OFFSETS, steps=STEPS, live_rounds=LIVE_ROUNDS)
     n = len(mix.records)
+    topic_records = max(commit.offset for commit in mix.live if isinstance(commit, OffsetCommit)) + TOPIC_RECORDS_ABOVE
     live, live_rate = mix.live, len(mix.live) / LIVE_ROUNDS / COMMIT_INTERVAL
     print(f"mix (seed {seed}, built in {time.perf_counter() - started:.0f} s):")
     print("\n".join(describe(mix)))
@@ -951,6 +994,12 @@ async def main(
         workdir = Path(tmp)
         try:
             await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, **topics})
+            started = time.perf_counter()
+            await produce_topic_records(broker.bootstrap_servers, topics, topic_records)
+            print(
+                f"{topic_records:,} records in each partition of the {len(topics)} topics (past the highest commit) "
+                f"in {time.perf_counter() - started:.0f} s"
+            )
             started = time.perf_counter()
             await publish(broker.bootstrap_servers, mix.records, by_group=True, batched=True)
             print(

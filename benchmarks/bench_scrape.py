@@ -8,8 +8,8 @@ The default is the issue's mix: ``bench_ingest.py``'s 5,000 groups of 1-20
 members on its 24 topics (552 partitions), about 198,000 group-partitions,
 one commit on each. ``--groups 50000 --pool half`` is ``bench_hold.py``'s
 cluster: about 1,000,000 group-partitions. Each topic partition holds 150
-records, produced one per batch (Tansu answers ListOffsets with the last
-batch's base offset + 1, and the lag figures need the true end). Every
+records, the last in a batch of its own (Tansu answers ListOffsets with the
+last batch's base offset + 1, and the lag figures need the true end). Every
 commit of the mix is below 120; then half the groups (by their name's hash)
 commit the end of each of their partitions: those have no lag, the others
 have lag and a time lag that every poll changes.
@@ -114,8 +114,8 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_hold import FIRST_OFFSETS, POOL, STEPS, TOPIC_RECORDS, produce_topic_records, rss_kb
-from bench_ingest import COMMIT_INTERVAL, LIVE_SAMPLE, TOPIC_PARTITIONS, build_mix, publish_paced
+from bench_hold import FIRST_OFFSETS, POOL, STEPS, TOPIC_RECORDS, rss_kb
+from bench_ingest import COMMIT_INTERVAL, LIVE_SAMPLE, TOPIC_PARTITIONS, build_mix, produce_topic_records, publish_paced
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
@@ -472,8 +472,8 @@ async def main(
         workdir = Path(tmp)
         topics = {f"orders-{t:02d}": count for t, count in enumerate(pool)}
         await broker.create_topics({OFFSETS_TOPIC: OFFSETS_TOPIC_PARTITIONS, **topics})
-        await produce_topic_records(broker.bootstrap_servers, pool)
-        print(f"{TOPIC_RECORDS} records in each topic partition, one per batch")
+        await produce_topic_records(broker.bootstrap_servers, topics, TOPIC_RECORDS)
+        print(f"{TOPIC_RECORDS} records in each topic partition")
         with contextlib.ExitStack() as stack:
             workers: list[Worker] = []
             for index in range(worker_count):  # one app id: the groups shared out by their partitions
