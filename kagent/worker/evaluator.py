@@ -71,7 +71,7 @@ from kagent.worker.channel import Channel
 from kagent.worker.group_overview import GroupOverview
 from kagent.worker.group_state import GroupChange, GroupChanged, GroupStateReader, OpenIncidentsReader
 from kagent.worker.incident_log import IncidentLog
-from kagent.worker.loop_slices import LoopSlices, next_turn, slice_length
+from kagent.worker.loop_slices import LoopSlices, next_turn, slice_length, waited, waits_through
 from kagent.worker.metrics import HotPartitionFigures, MemberDrain, Metrics
 from kagent.worker.recommendation_history import RecommendationHistory
 from kagent.worker.stage import Stage
@@ -495,7 +495,8 @@ class Evaluator(Stage, OpenIncidentsReader):
                 skipped += 1  # it would find what its last evaluation found
                 continue
             self._metrics.evaluation_delay.observe(max(0.0, at - due[group]))
-            await self.evaluate_group(group, at)
+            with waits_through(pacer.elsewhere):  # its waits on the broker are not the round's CPU
+                await self.evaluate_group(group, at)
             evaluated += 1
             await pacer.pause()  # the web server, heartbeats and the other stages run meanwhile
             if self._stopped:
@@ -715,9 +716,11 @@ class Evaluator(Stage, OpenIncidentsReader):
         returns the state without it, written when the broker has the recommendation."""
         recommendation = state.pending_recommendation
         assert recommendation is not None
-        await self._writer.flush()
-        sent = await self._recommendations.send(key=group.encode(), value=recommendation.model_dump_json().encode())
-        await sent
+        await waited(self._writer.flush())
+        sent = await waited(
+            self._recommendations.send(key=group.encode(), value=recommendation.model_dump_json().encode())
+        )
+        await waited(sent)
         cleared = state.model_copy(update={"pending_recommendation": None})
         self._writer.set(self._states, group, cleared.model_dump_json().encode())
         return cleared

@@ -26,6 +26,7 @@ from faust.types import TopicT
 
 from kagent.core.incidents import Incident, IncidentObservation, IncidentsState, IncidentTransition, step
 from kagent.worker.changelog import ChangelogWriter
+from kagent.worker.loop_slices import waited
 from kagent.worker.metrics import Metrics
 from kagent.worker.topology import GroupPartitionedTable
 
@@ -104,12 +105,12 @@ class IncidentLog:
         """Make ``outbox`` durable, send its pending transitions in order, and store it without them."""
         group = outbox.group
         self._writer.set(self._table, group, outbox.model_dump_json().encode())
-        await self._writer.flush()
+        await waited(self._writer.flush())  # waits on the broker: not an evaluation round's CPU (loop_slices)
         sent = [
-            await self._topic.send(key=group.encode(), value=transition.model_dump_json().encode())
+            await waited(self._topic.send(key=group.encode(), value=transition.model_dump_json().encode()))
             for transition in outbox.pending
         ]
-        await asyncio.gather(*sent)
+        await waited(asyncio.gather(*sent))
         for transition in outbox.pending:
             self._metrics.incident_transitions.labels(transition.incident.kind.value, transition.action.value).inc()
         settled = outbox.model_copy(update={"pending": ()})

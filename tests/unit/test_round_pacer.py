@@ -14,6 +14,7 @@ from kagent.worker.evaluator import (
     Evaluator,
     RoundPacer,
 )
+from kagent.worker.loop_slices import waited, waits_through
 from kagent.worker.metrics import Metrics
 from kagent.worker.stalls import BatchDelay
 from tests.support.evaluators import bare_evaluator
@@ -226,3 +227,35 @@ async def test_a_stage_whose_last_batch_came_late_is_behind_whatever_its_backlog
     long_ago = BatchDelay(BEHIND_SECONDS + 5, now - DELAY_HOLDS - 1)
     evaluator = _evaluator(metrics, _Stage("source", 0), _Stage("storage", 0, long_ago))
     assert not await evaluator._ingest_behind()
+
+
+async def test_an_evaluations_waits_on_the_broker_are_not_the_rounds() -> None:
+    """What the loop runs while an evaluation waits on a flush or an acknowledgement (``waited``) is left out
+    of the round's CPU inside ``waits_through``; outside a round, ``waited`` simply awaits."""
+    spent: list[float] = []
+    pacer = RoundPacer(every=10.0, share=0.5, spent=spent.append)
+    other_cpu = 0.0
+
+    async def other() -> None:  # storage and the source, as they run while an evaluation waits
+        nonlocal other_cpu
+        cpu = time.thread_time()
+        _work(10 * PIECE)
+        other_cpu = time.thread_time() - cpu
+
+    async def acknowledged() -> str:
+        await asyncio.sleep(0)
+        return "acknowledged"
+
+    async def evaluation() -> str:
+        _work(PIECE)
+        return await waited(acknowledged())
+
+    assert await waited(acknowledged()) == "acknowledged"  # no round: as is
+    cpu = time.thread_time()
+    running = asyncio.create_task(other())
+    with waits_through(pacer.elsewhere):
+        assert await evaluation() == "acknowledged"
+    pacer.done()
+    own_cpu = time.thread_time() - cpu - other_cpu
+    assert running.done() and other_cpu > 0  # it ran while the evaluation waited
+    assert sum(spent) < own_cpu + other_cpu / 2  # the evaluation's own work, not the other's
