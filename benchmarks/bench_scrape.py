@@ -269,14 +269,12 @@ class PollWindow(NamedTuple):
 
 def polled(worker: Worker, after: float) -> float:
     """Wait for the worker's end-offset polls to count more than ``after``; how many they count then."""
-    count = after
-    deadline = time.perf_counter() + 3 * SCRAPE_INTERVAL
-    while count <= after:
-        if time.perf_counter() > deadline:
-            raise WaitTimedOut(f"no end-offset poll in {3 * SCRAPE_INTERVAL:g} s")
-        time.sleep(0.1)
+
+    def more() -> float | None:
         count = counters(worker)["kagent_end_offset_polls_total"]
-    return count
+        return count if count > after else None
+
+    return wait_until(more, 3 * SCRAPE_INTERVAL, "an end-offset poll", interval=0.1)
 
 
 def spread(what: str, cores: list[float]) -> float:
